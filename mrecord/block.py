@@ -1,0 +1,121 @@
+"""Blocks: the unit of data that flows from readers through the pipeline.
+
+A :class:`Block` holds ``n`` rows column by column, so that work is done once
+per block and column instead of once per row:
+
+- a fixed-shape numeric column is one ``np.ndarray`` of shape ``(n, *shape)``;
+- any other column (bytes, str, variable-shape arrays, Python objects produced by
+  a user function) is a ``list`` of ``n`` values.
+
+``row_ids`` carries the global row id each row came from (``-1`` where it has
+none, e.g. a padded sample or a generated row), so errors can name the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Block", "ColumnValues"]
+
+ColumnValues = np.ndarray | list[Any]
+
+
+@dataclass
+class Block:
+    """``n`` rows stored column by column (see the module docstring)."""
+
+    columns: dict[str, ColumnValues]
+    row_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        n = self._infer_length()
+        if len(self.row_ids) != n:
+            if len(self.row_ids) == 0:
+                self.row_ids = np.full(n, -1, dtype=np.int64)
+            else:
+                raise ValueError(f"row_ids has {len(self.row_ids)} entries for {n} rows")
+        for name, values in self.columns.items():
+            if len(values) != n:
+                raise ValueError(f"column {name!r} has {len(values)} values, expected {n}")
+
+    def _infer_length(self) -> int:
+        for values in self.columns.values():
+            return len(values)
+        return len(self.row_ids)
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    @property
+    def column_names(self) -> list[str]:
+        """Column names in order."""
+        return list(self.columns)
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as a dict of column name to value."""
+        return {name: values[i] for name, values in self.columns.items()}
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """Yield every row as a dict."""
+        names = list(self.columns)
+        cols = [self.columns[name] for name in names]
+        for values in zip(*cols, strict=True):
+            yield dict(zip(names, values, strict=True))
+
+    def iter_tuples(self, names: Sequence[str] | None = None) -> Iterator[tuple[Any, ...]]:
+        """Yield every row as a tuple of the given columns (default: all, in order)."""
+        cols = [self.columns[name] for name in (names or list(self.columns))]
+        return zip(*cols, strict=True)
+
+    def take(self, indices: np.ndarray | Sequence[int]) -> Block:
+        """A new block with the rows at ``indices`` (in that order)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        cols: dict[str, ColumnValues] = {}
+        for name, values in self.columns.items():
+            if isinstance(values, np.ndarray):
+                cols[name] = values[idx]
+            else:
+                cols[name] = [values[i] for i in idx.tolist()]
+        return Block(cols, self.row_ids[idx])
+
+    def slice(self, start: int, stop: int) -> Block:
+        """A new block with rows ``start:stop`` (arrays are views)."""
+        cols = {name: values[start:stop] for name, values in self.columns.items()}
+        return Block(cols, self.row_ids[start:stop])
+
+    @staticmethod
+    def from_rows(rows: Sequence[dict[str, Any]], row_ids: np.ndarray | None = None) -> Block:
+        """Build a block from row dicts; every column becomes a list."""
+        names = list(rows[0]) if rows else []
+        cols: dict[str, ColumnValues] = {name: [row[name] for row in rows] for name in names}
+        ids = row_ids if row_ids is not None else np.full(len(rows), -1, dtype=np.int64)
+        return Block(cols, ids)
+
+    @staticmethod
+    def concat(blocks: Iterable[Block]) -> Block:
+        """Join blocks with the same columns, row after row."""
+        parts = list(blocks)
+        if not parts:
+            return Block({})
+        if len(parts) == 1:
+            return parts[0]
+        cols: dict[str, ColumnValues] = {}
+        for name in parts[0].columns:
+            pieces = [b.columns[name] for b in parts]
+            if all(isinstance(p, np.ndarray) for p in pieces) and _same_tail(pieces):
+                cols[name] = np.concatenate(pieces)  # type: ignore[arg-type]
+            else:
+                merged: list[Any] = []
+                for p in pieces:
+                    merged.extend(list(p))
+                cols[name] = merged
+        return Block(cols, np.concatenate([b.row_ids for b in parts]))
+
+
+def _same_tail(pieces: Sequence[Any]) -> bool:
+    first = pieces[0]
+    return all(p.shape[1:] == first.shape[1:] and p.dtype == first.dtype for p in pieces)

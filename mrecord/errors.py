@@ -1,0 +1,150 @@
+"""Every error mrecord raises, in one tree.
+
+Each leaf also inherits the builtin exception a Python user would expect, so
+``except ValueError`` keeps working for code written against MindSpore::
+
+    MrecordError
+    ├── SchemaError(ValueError)            bad schema: unknown type, bad shape, bad name, ...
+    ├── RowValidationError(ValueError)     a row does not fit the schema (names row and field)
+    ├── DatasetExistsError(FileExistsError) output files exist and overwrite=False
+    ├── DatasetNotFoundError(FileNotFoundError) a data file is missing
+    ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
+    ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
+    ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
+    │   └── ChecksumError                  a checksum did not match
+    ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
+    ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
+    ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
+    ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
+    ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore raises RuntimeError)
+    ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
+    │   └── OperationError                 a user function raised (names op, column, row)
+    ├── OffloadError(ValueError)           an offload constraint was violated
+    ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
+    └── ConversionError(ValueError)        a conversion source is malformed
+
+Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
+wrapped: ``raise CorruptFileError(...) from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentError",
+    "ChecksumError",
+    "ConversionError",
+    "CorruptFileError",
+    "DatasetExistsError",
+    "DatasetLockedError",
+    "DatasetNotFoundError",
+    "ForeignShardError",
+    "IndexMismatchError",
+    "MissingIndexError",
+    "MrecordError",
+    "OffloadError",
+    "OperationError",
+    "PipelineError",
+    "RowValidationError",
+    "SamplerError",
+    "SchemaError",
+    "SinkTimeoutError",
+    "WriterStateError",
+]
+
+
+class MrecordError(Exception):
+    """Root of every error raised by mrecord."""
+
+
+class SchemaError(MrecordError, ValueError):
+    """A schema is invalid; the message names the field and the offending value."""
+
+
+class RowValidationError(MrecordError, ValueError):
+    """A row does not match the schema.
+
+    Attributes ``row`` (index within the ``write_raw_data`` call) and ``field``
+    say where; nothing of the rejected call is written.
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.row = row
+        self.field = field
+
+
+class DatasetExistsError(MrecordError, FileExistsError):
+    """Output files already exist and ``overwrite`` was not requested."""
+
+
+class DatasetNotFoundError(MrecordError, FileNotFoundError):
+    """A data file of the dataset does not exist."""
+
+
+class MissingIndexError(MrecordError, FileNotFoundError):
+    """A shard's ``.db`` index file is missing (``mrecord reindex FILE`` rebuilds it)."""
+
+
+class IndexMismatchError(MrecordError, ValueError):
+    """A ``.db`` index does not match its data file (other generation or dataset)."""
+
+
+class CorruptFileError(MrecordError, ValueError):
+    """A file is damaged or truncated; the message names the file, page and byte offset."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        page: int | None = None,
+        offset: int | None = None,
+    ):
+        super().__init__(message)
+        self.path = path
+        self.page = page
+        self.offset = offset
+
+
+class ChecksumError(CorruptFileError):
+    """A stored checksum does not match the bytes read."""
+
+
+class ForeignShardError(MrecordError, ValueError):
+    """A shard belongs to another dataset, or its metadata names a sibling unsafely."""
+
+
+class DatasetLockedError(MrecordError, BlockingIOError):
+    """Another live writer holds the dataset's lock."""
+
+
+class WriterStateError(MrecordError, RuntimeError):
+    """A FileWriter method was called in a state that does not allow it."""
+
+
+class ArgumentError(MrecordError, ValueError):
+    """Arguments conflict or are out of range."""
+
+
+class SamplerError(MrecordError, RuntimeError):
+    """A sampler or sharding setup is invalid (MindSpore raises RuntimeError here)."""
+
+
+class PipelineError(MrecordError, RuntimeError):
+    """The dataset graph is invalid, or running it failed."""
+
+
+class OperationError(PipelineError):
+    """A user function inside the pipeline raised; names the op, column and row."""
+
+
+class OffloadError(MrecordError, ValueError):
+    """An offload constraint was violated."""
+
+
+class SinkTimeoutError(MrecordError, TimeoutError):
+    """``get_next`` waited longer than ``op_timeout``; the message holds the producer's state."""
+
+
+class ConversionError(MrecordError, ValueError):
+    """A conversion source is malformed (wrong magic number, truncated, missing)."""
