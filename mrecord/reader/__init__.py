@@ -1,0 +1,1 @@
+"""Reading mrecord datasets: shards, row lookups, orders (shuffles, sharding, samplers)."""
