@@ -1,0 +1,184 @@
+"""Timing and memory measurement shared by the mrecord and MindSpore sides (stdlib only).
+
+A :class:`Measurement` is one number of one benchmark: how many rows (or images) were
+processed in how many seconds, how many payload bytes that was, and the peak resident
+memory of the process tree while it ran. :class:`PeakRss` samples that memory from
+``/proc`` in a background thread, so worker processes and threads are counted too.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Measurement",
+    "PeakRss",
+    "Stopwatch",
+    "files_size",
+    "max_rss_mb",
+    "measuring",
+    "tree_rss_bytes",
+]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_MB = 1 << 20
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux ``/proc/PID/task/TID/children``)."""
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+        except OSError:
+            continue
+        kids.extend(int(tok) for tok in text.split())
+    return kids
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/statm").read_text().split()
+    except OSError:
+        return 0
+    return int(fields[1]) * _PAGE
+
+
+def tree_rss_bytes(pid: int | None = None) -> int:
+    """Resident bytes of process ``pid`` (default: this one) plus all its descendants.
+
+    Shared pages (e.g. of a forked worker) are counted once per process, as ``ps``
+    does, so this is an upper bound on the memory really in use. Returns 0 where
+    ``/proc`` is unavailable.
+    """
+    root = os.getpid() if pid is None else pid
+    total = 0
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += _rss_bytes(p)
+        stack.extend(_children(p))
+    return total
+
+
+def max_rss_mb() -> float:
+    """Peak resident memory of this process over its whole life (``ru_maxrss``), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class PeakRss:
+    """Context manager sampling the process tree's resident memory every ``interval`` s.
+
+    ``peak_mb`` is the highest total seen (at least the value at entry and exit),
+    ``base_mb`` the value at entry.
+    """
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self.base_mb = 0.0
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        self.peak_mb = max(self.peak_mb, tree_rss_bytes() / _MB)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> PeakRss:
+        self.base_mb = tree_rss_bytes() / _MB
+        self.peak_mb = self.base_mb
+        self._thread = threading.Thread(target=self._loop, name="PeakRss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+@dataclass
+class Measurement:
+    """One benchmark number: ``rows`` processed in ``seconds``, ``nbytes`` of payload.
+
+    ``extra`` holds free-form notes (e.g. settings used) that end up in the JSON.
+    """
+
+    name: str
+    rows: int = 0
+    seconds: float = 0.0
+    nbytes: int = 0
+    peak_rss_mb: float = 0.0
+    base_rss_mb: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        """Rows (or images) per second; 0 when nothing was timed."""
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        """Payload megabytes (2**20 bytes) per second; 0 when nothing was timed."""
+        return self.nbytes / _MB / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the derived rates included."""
+        out = asdict(self)
+        out["rows_per_s"] = round(self.rows_per_s, 1)
+        out["mb_per_s"] = round(self.mb_per_s, 1)
+        out["seconds"] = round(self.seconds, 4)
+        out["peak_rss_mb"] = round(self.peak_rss_mb, 1)
+        out["base_rss_mb"] = round(self.base_rss_mb, 1)
+        return out
+
+
+class Stopwatch:
+    """Accumulates time over several timed sections: ``with sw: ...``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._t0
+
+
+@contextmanager
+def measuring(m: Measurement) -> Iterator[Measurement]:
+    """Time the body and record the peak process-tree memory into ``m``."""
+    with PeakRss() as rss:
+        t0 = time.perf_counter()
+        yield m
+        m.seconds = time.perf_counter() - t0
+    m.peak_rss_mb = rss.peak_mb
+    m.base_rss_mb = rss.base_mb
+
+
+def files_size(paths: list[Path]) -> int:
+    """Total size in bytes of the given files (missing ones count 0)."""
+    return sum(p.stat().st_size for p in paths if p.exists())
