@@ -21,7 +21,8 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     │   └── OperationError                 a user function raised (names op, column, row)
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
-    └── ConversionError(ValueError)        a conversion source is malformed
+    ├── ConversionError(ValueError)        a conversion source is malformed
+    └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -37,6 +38,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
+    "DecodeError",
     "ForeignShardError",
     "IndexMismatchError",
     "MissingIndexError",
@@ -148,3 +150,7 @@ class SinkTimeoutError(MrecordError, TimeoutError):
 
 class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
+
+
+class DecodeError(MrecordError, ValueError):
+    """Bytes given to an image decoder are not a readable image; the message names what they were."""
