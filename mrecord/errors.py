@@ -153,4 +153,4 @@ class ConversionError(MrecordError, ValueError):
 
 
 class DecodeError(MrecordError, ValueError):
-    """Bytes given to an image decoder are not a readable image; the message names what they were."""
+    """Bytes given to an image decoder are not a readable image; the message says what they were."""
