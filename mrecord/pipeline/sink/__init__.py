@@ -1,0 +1,54 @@
+"""The data sink: a device queue fed by a producer thread, and a training-loop driver.
+
+- :class:`DeviceQueue`: bounded, named queue; ``get_next(timeout)`` with MindSpore's
+  GetNext timeout diagnostics (:class:`~mrecord.errors.SinkTimeoutError`).
+- :class:`Model`: ``Model(step).train(epoch, dataset, callbacks, dataset_sink_mode,
+  sink_size)``.
+- Callbacks: :class:`Callback`, :class:`RunContext`, :class:`LossMonitor`,
+  :class:`TimeMonitor`, :class:`LambdaCallback`.
+- :func:`data_sink`: the manual sink.
+- :class:`TrainSummary`: time waiting for data vs time in the step.
+
+See ``docs/SINK.md``.
+"""
+
+from __future__ import annotations
+
+from mrecord.pipeline.sink.callbacks import (
+    Callback,
+    CallbackList,
+    CallbackParams,
+    LambdaCallback,
+    LossMonitor,
+    RunContext,
+    TimeMonitor,
+)
+from mrecord.pipeline.sink.data_sink import DataSink, data_sink
+from mrecord.pipeline.sink.delivery import Delivery, NumpyDelivery, TorchDelivery
+from mrecord.pipeline.sink.device_queue import DeviceQueue, QueueStats
+from mrecord.pipeline.sink.model import Model
+from mrecord.pipeline.sink.summary import TrainSummary
+from mrecord.pipeline.sink.timeline import ProducerState, PushRecord, Situation, diagnose
+
+__all__ = [
+    "Callback",
+    "CallbackList",
+    "CallbackParams",
+    "DataSink",
+    "Delivery",
+    "DeviceQueue",
+    "LambdaCallback",
+    "LossMonitor",
+    "Model",
+    "NumpyDelivery",
+    "ProducerState",
+    "PushRecord",
+    "QueueStats",
+    "RunContext",
+    "Situation",
+    "TimeMonitor",
+    "TorchDelivery",
+    "TrainSummary",
+    "data_sink",
+    "diagnose",
+]
