@@ -8,11 +8,14 @@ memory of the process tree while it ran. :class:`PeakRss` samples that memory fr
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import sys
 import threading
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +25,9 @@ __all__ = [
     "Measurement",
     "PeakRss",
     "Stopwatch",
+    "emit",
     "files_size",
+    "guarded",
     "max_rss_mb",
     "measuring",
     "tree_rss_bytes",
@@ -182,3 +187,47 @@ def measuring(m: Measurement) -> Iterator[Measurement]:
 def files_size(paths: list[Path]) -> int:
     """Total size in bytes of the given files (missing ones count 0)."""
     return sum(p.stat().st_size for p in paths if p.exists())
+
+
+def guarded(metric: str, fn: Callable[[], Measurement]) -> Measurement:
+    """Run one benchmark step; on failure return an empty measurement carrying the error.
+
+    Lets a run report every step that works while a layer under test is unfinished.
+    """
+    try:
+        return fn()
+    except Exception as exc:
+        m = Measurement(metric)
+        m.extra["error"] = f"{type(exc).__name__}: {exc}"
+        m.extra["traceback"] = traceback.format_exc(limit=6)
+        return m
+
+
+def emit(
+    measurements: list[Measurement],
+    *,
+    side: str,
+    version: str,
+    suite: str,
+    workload: str,
+    scale: float,
+    rows: int,
+    path: Path | None,
+) -> dict[str, Any]:
+    """Print one side's result as JSON on the last stdout line; also save it to ``path``."""
+    result = {
+        "side": side,
+        "version": version,
+        "suite": suite,
+        "workload": workload,
+        "scale": scale,
+        "rows": rows,
+        "metrics": {m.name: m.to_dict() for m in measurements},
+        "max_rss_mb": round(max_rss_mb(), 1),
+    }
+    text = json.dumps(result)
+    if path is not None:
+        path.write_text(text)
+    sys.stdout.write("\n" + text + "\n")
+    sys.stdout.flush()
+    return result

@@ -25,14 +25,22 @@ The ``pipeline`` suite times the issue-4 pipelines (``benchmarks.pipelines``).
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks import workloads as W
-from benchmarks.measure import Measurement, PeakRss, Stopwatch, files_size, max_rss_mb, measuring
+from benchmarks.measure import (
+    Measurement,
+    PeakRss,
+    Stopwatch,
+    emit,
+    files_size,
+    guarded,
+    measuring,
+)
 from benchmarks.pipelines import PIPELINES, mindspore_api
 
 __all__ = ["main", "run_format", "run_pipeline", "write_mindrecord"]
@@ -40,7 +48,7 @@ __all__ = ["main", "run_format", "run_pipeline", "write_mindrecord"]
 
 def write_mindrecord(name: str, scale: float, path: Path) -> Measurement:
     """Write workload ``name`` at ``scale`` with MindSpore's FileWriter; time only the writer."""
-    from mindspore.mindrecord import FileWriter
+    FileWriter = importlib.import_module("mindspore.mindrecord").FileWriter
 
     w = W.get(name)
     m = Measurement("write")
@@ -78,8 +86,7 @@ def _drain(iterator: Any, m: Measurement, max_seconds: float, bytes_per_row: flo
 
 def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> list[Measurement]:
     """Write and read back one format workload with MindSpore; every metric of this suite."""
-    import mindspore.dataset as msds
-
+    msds = importlib.import_module("mindspore.dataset")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"ms_{name}.mindrecord"
     results = [write_mindrecord(name, scale, path)]
@@ -108,15 +115,16 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
         ("read_4shards", lambda: dataset(shuffle=True, num_shards=4, shard_id=0), False),
     ]
     for metric, build, batched in plans:
-        m = Measurement(metric)
-        m.extra["batched"] = batched
-        with measuring(m):
-            ds = build()
-            it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
-            _drain(it, m, max_seconds, bytes_per_row)
-        # measuring() timed the whole body; rows/s include building the iterator.
-        results.append(m)
-        del it, ds
+
+        def one(metric: str = metric, build: Any = build, batched: bool = batched) -> Measurement:
+            m = Measurement(metric)
+            m.extra["batched"] = batched
+            with measuring(m):  # rows/s include building the pipeline and iterator
+                it = build().create_tuple_iterator(num_epochs=1, output_numpy=True)
+                _drain(it, m, max_seconds, bytes_per_row)
+            return m
+
+        results.append(guarded(metric, one))
     return results
 
 
@@ -126,15 +134,17 @@ def run_pipeline(name: str, scale: float, out_dir: Path, max_seconds: float) -> 
     path = out_dir / f"ms_{name}.mindrecord"
     write = write_mindrecord(name, scale, path)
     bytes_per_row = write.nbytes / max(write.rows, 1)
-    api = mindspore_api()
-    m = Measurement("pipeline")
-    m.extra.update(batched=True, workers=2, offload=False)
-    with measuring(m):
-        ds = PIPELINES[name](api, str(path), workers=2)
-        it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
-        _drain(it, m, max_seconds, bytes_per_row)
-    del it, ds
-    return [write, m]
+
+    def one() -> Measurement:
+        m = Measurement("pipeline")
+        m.extra.update(batched=True, workers=2, offload=False)
+        with measuring(m):
+            ds = PIPELINES[name](mindspore_api(), str(path), workers=2)
+            it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+            _drain(it, m, max_seconds, bytes_per_row)
+        return m
+
+    return [write, guarded("pipeline", one)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,25 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    import mindspore
-
+    mindspore = importlib.import_module("mindspore")
     runner = run_format if args.suite == "format" else run_pipeline
     measurements = runner(args.workload, args.scale, args.out_dir, args.max_seconds)
-    result = {
-        "side": "mindspore",
-        "version": mindspore.__version__,
-        "suite": args.suite,
-        "workload": args.workload,
-        "scale": args.scale,
-        "rows": W.get(args.workload).num_rows(args.scale),
-        "metrics": {m.name: m.to_dict() for m in measurements},
-        "max_rss_mb": round(max_rss_mb(), 1),
-    }
-    text = json.dumps(result)
-    if args.json is not None:
-        args.json.write_text(text)
-    sys.stdout.write("\n" + text + "\n")
-    sys.stdout.flush()
+    emit(
+        measurements,
+        side="mindspore",
+        version=str(mindspore.__version__),
+        suite=args.suite,
+        workload=args.workload,
+        scale=args.scale,
+        rows=W.get(args.workload).num_rows(args.scale),
+        path=args.json,
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ virtual environment.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class Api:
     """The parts of a dataset library a pipeline needs (MindSpore's names)."""
 
     name: str
-    MindDataset: Any  # noqa: N815 - mirrors the library's class name
+    MindDataset: Any  # mirrors the library's class name
     vision: Any
     transforms: Any
     supports_offload: bool
@@ -61,10 +62,10 @@ def mrecord_api() -> Api:
 
 def mindspore_api() -> Api:
     """MindSpore's ``mindspore.dataset`` equivalents (offload is not passed to MindSpore)."""
-    import mindspore.dataset as msds
-    import mindspore.dataset.transforms as mstransforms
-    import mindspore.dataset.vision as msvision
-
+    # import_module: MindSpore lives in another virtual environment, without type stubs.
+    msds = importlib.import_module("mindspore.dataset")
+    mstransforms = importlib.import_module("mindspore.dataset.transforms")
+    msvision = importlib.import_module("mindspore.dataset.vision")
     return Api("mindspore", msds.MindDataset, msvision, mstransforms, False)
 
 
@@ -83,8 +84,9 @@ def _map_kwargs(api: Api, workers: int, offload: bool | None) -> dict[str, Any]:
 def cifar_pipeline(api: Api, path: str, workers: int = 2, offload: bool | None = None) -> Any:
     """The CIFAR-like training pipeline over the dataset at ``path``."""
     v, t = api.vision, api.transforms
-    ds = api.MindDataset(path, columns_list=["image", "label"], shuffle=True,
-                         num_parallel_workers=workers)
+    ds = api.MindDataset(
+        path, columns_list=["image", "label"], shuffle=True, num_parallel_workers=workers
+    )
     ds = ds.map(t.TypeCast(np.int32), input_columns="label", num_parallel_workers=workers)
     ds = ds.map(bytes_to_hwc, input_columns="image", num_parallel_workers=workers)
     ops = [
@@ -101,8 +103,9 @@ def cifar_pipeline(api: Api, path: str, workers: int = 2, offload: bool | None =
 def jpeg_pipeline(api: Api, path: str, workers: int = 2, offload: bool | None = None) -> Any:
     """The JPEG training pipeline over the dataset at ``path``."""
     v = api.vision
-    ds = api.MindDataset(path, columns_list=["image", "label"], shuffle=True,
-                         num_parallel_workers=workers)
+    ds = api.MindDataset(
+        path, columns_list=["image", "label"], shuffle=True, num_parallel_workers=workers
+    )
     ops = [
         v.RandomCropDecodeResize(224),
         v.RandomHorizontalFlip(),

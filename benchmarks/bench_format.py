@@ -1,0 +1,213 @@
+"""mrecord's side of the format benchmarks (issues 2 and 3) for one workload.
+
+Usage (``benchmarks/run.py`` runs it in a subprocess per workload)::
+
+    python -m benchmarks.bench_format images --scale 0.1 [--out-dir bench_out/mrecord]
+        [--max-seconds 30] [--json FILE]
+
+Metrics (rows/s; ``mb_per_s`` counts payload bytes; ``peak_rss_mb`` is the process tree's
+peak resident memory during that step):
+
+- ``write_rows``: ``FileWriter.write_raw_data`` with row dicts, chunk by chunk, + ``commit``;
+- ``write_columnar``: the same rows given as a dict of columns per chunk (fast path);
+- ``read_seq_reader``: ``DatasetReader.read_rows`` over consecutive ranges of 4,096 ids;
+- ``read_seq``: ``MindDataset(shuffle=False)`` tuple iterator, one row at a time;
+- ``read_random_row``: ``DatasetReader.read_row(i)`` for ``i`` in a random permutation;
+- ``read_random``: ``MindDataset(shuffle=True)`` (GLOBAL) tuple iterator;
+- ``read_batch256``: ``DatasetReader.read_rows`` of 256 random ids at a time;
+- ``read_batch256_iter``: ``MindDataset(shuffle=True).batch(256)`` iterator;
+- ``read_4shards``: ``MindDataset(shuffle=True, num_shards=4, shard_id=0)`` iterator.
+
+A step that fails (e.g. a layer not written yet) is recorded with its error and the
+others still run. Reads stop after ``--max-seconds`` and report the rows done so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import workloads as W
+from benchmarks.measure import (
+    Measurement,
+    PeakRss,
+    Stopwatch,
+    emit,
+    files_size,
+    guarded,
+    measuring,
+)
+
+__all__ = ["PAGE_SIZE", "main", "mrecord_version", "remove_dataset", "run_format", "write_mrecord"]
+
+PAGE_SIZE = 1 << 20
+"""Page size given to ``FileWriter.set_page_size`` in every benchmark."""
+
+SEQ_CHUNK = 4096
+BATCH = 256
+
+
+def _dataset_files(path: Path) -> list[Path]:
+    return [path, Path(str(path) + ".db")]
+
+
+def write_mrecord(name: str, scale: float, path: Path, columnar: bool) -> Measurement:
+    """Write workload ``name`` at ``scale`` with mrecord's FileWriter; time only the writer."""
+    from mrecord import FileWriter
+
+    w = W.get(name)
+    m = Measurement("write_columnar" if columnar else "write_rows")
+    sw = Stopwatch()
+    with PeakRss() as rss:
+        with sw:
+            writer = FileWriter(str(path), shard_num=1, overwrite=True)
+            writer.add_schema(w.schema, name)
+            writer.set_page_size(PAGE_SIZE)
+        for chunk in w.chunks(scale):
+            data: Any = chunk if columnar else W.to_rows(chunk)  # built outside the timing
+            with sw:
+                writer.write_raw_data(data)
+            m.rows += len(next(iter(chunk.values())))
+            m.nbytes += W.chunk_nbytes(chunk)
+        with sw:
+            writer.commit()
+    m.seconds = sw.seconds
+    m.peak_rss_mb, m.base_rss_mb = rss.peak_mb, rss.base_mb
+    m.extra["file_bytes"] = files_size(_dataset_files(path))
+    m.extra["api"] = "columns dict" if columnar else "list of row dicts"
+    return m
+
+
+def _timed_loop(
+    m: Measurement, steps: Iterable[int], max_seconds: float, bytes_per_row: float
+) -> None:
+    """Count rows from ``steps`` (each item: rows done by that step) under a time cap."""
+    t0 = time.perf_counter()
+    for rows in steps:
+        m.rows += rows
+        if time.perf_counter() - t0 > max_seconds:
+            m.extra["stopped_early"] = True
+            break
+    m.nbytes = int(m.rows * bytes_per_row)
+
+
+def _iter_rows(iterator: Iterable[Any], batched: bool) -> Iterator[int]:
+    for item in iterator:
+        yield len(item[0]) if batched else 1
+
+
+def _reader_steps(path: Path, ids: np.ndarray, size: int, per_row: bool) -> Iterator[int]:
+    from mrecord.reader import DatasetReader
+
+    reader = DatasetReader.open(str(path))
+    try:
+        if per_row:
+            for i in ids.tolist():
+                reader.read_row(i)
+                yield 1
+        else:
+            for start in range(0, len(ids), size):
+                block = reader.read_rows(ids[start : start + size])
+                yield len(block)
+    finally:
+        reader.close()
+
+
+def remove_dataset(path: Path) -> None:
+    """Delete a written dataset: the data file, its ``.db`` and any sidecar ``NAME.*`` file."""
+    for f in path.parent.glob(path.name + "*"):
+        if f.is_file():
+            f.unlink()
+
+
+def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> list[Measurement]:
+    """Every metric of the format suite for workload ``name`` (see the module docstring)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows_path = out_dir / f"mr_{name}_rows.mrecord"
+    path = out_dir / f"mr_{name}.mrecord"
+    write_rows = guarded("write_rows", lambda: write_mrecord(name, scale, rows_path, False))
+    write_cols = guarded("write_columnar", lambda: write_mrecord(name, scale, path, True))
+    results = [write_rows, write_cols]
+    if "error" in write_cols.extra:
+        path = rows_path  # read what the row-dict writer produced
+    else:
+        remove_dataset(rows_path)  # same rows twice: keep one copy on disk
+    n = W.get(name).num_rows(scale)
+    bytes_per_row = sum(W.chunk_nbytes(c) for c in W.get(name).chunks(scale)) / n
+    perm = np.random.default_rng([W.SEED, 99]).permutation(n).astype(np.int64)
+    seq = np.arange(n, dtype=np.int64)
+
+    def mind_dataset(**kwargs: Any) -> Any:
+        import mrecord
+
+        return mrecord.MindDataset(str(path), **kwargs)
+
+    def iterate(build: Callable[[], Any], batched: bool) -> Iterator[int]:
+        it = build().create_tuple_iterator(num_epochs=1, output_numpy=True)
+        return _iter_rows(it, batched)
+
+    plans: list[tuple[str, Callable[[], Iterator[int]]]] = [
+        ("read_seq_reader", lambda: _reader_steps(path, seq, SEQ_CHUNK, False)),
+        ("read_seq", lambda: iterate(lambda: mind_dataset(shuffle=False), False)),
+        ("read_random_row", lambda: _reader_steps(path, perm, 1, True)),
+        ("read_random", lambda: iterate(lambda: mind_dataset(shuffle=True), False)),
+        ("read_batch256", lambda: _reader_steps(path, perm, BATCH, False)),
+        (
+            "read_batch256_iter",
+            lambda: iterate(lambda: mind_dataset(shuffle=True).batch(BATCH), True),
+        ),
+        (
+            "read_4shards",
+            lambda: iterate(lambda: mind_dataset(shuffle=True, num_shards=4, shard_id=0), False),
+        ),
+    ]
+    for metric, steps in plans:
+
+        def one(metric: str = metric, steps: Callable[[], Iterator[int]] = steps) -> Measurement:
+            m = Measurement(metric)
+            with measuring(m):
+                _timed_loop(m, steps(), max_seconds, bytes_per_row)
+            return m
+
+        results.append(guarded(metric, one))
+    return results
+
+
+def mrecord_version() -> str:
+    """``mrecord.__version__``."""
+    import mrecord
+
+    return str(mrecord.__version__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=W.FORMAT_WORKLOADS)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--out-dir", type=Path, default=Path("bench_out/mrecord"))
+    parser.add_argument("--max-seconds", type=float, default=30.0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    measurements = run_format(args.workload, args.scale, args.out_dir, args.max_seconds)
+    emit(
+        measurements,
+        side="mrecord",
+        version=mrecord_version(),
+        suite="format",
+        workload=args.workload,
+        scale=args.scale,
+        rows=W.get(args.workload).num_rows(args.scale),
+        path=args.json,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
