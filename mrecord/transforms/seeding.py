@@ -83,7 +83,7 @@ def uniforms(seeds: np.ndarray, count: int, salt: int = 0) -> np.ndarray:
     base = splitmix64(as_seed_array(seeds) ^ np.uint64(salt & _MASK64))
     out = np.empty((base.shape[0], count), dtype=np.float64)
     for i in range(count):
-        state = base + _GOLDEN * np.uint64(i + 1)
+        state = base + np.uint64((0x9E3779B97F4A7C15 * (i + 1)) & _MASK64)
         out[:, i] = (splitmix64(state) >> np.uint64(11)).astype(np.float64) * _TWO_POW_M53
     return out
 

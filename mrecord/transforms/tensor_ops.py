@@ -43,7 +43,8 @@ class OneHot(TensorOperation):
         if self.smoothing_rate > 0:
             r = np.float32(self.smoothing_rate)
             smooth: np.ndarray = hot.astype(np.float32) * (np.float32(1) - r)
-            return smooth + r / np.float32(self.num_classes)
+            smooth += r / np.float32(self.num_classes)
+            return smooth
         return hot.astype(labels.dtype)
 
 

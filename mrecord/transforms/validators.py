@@ -37,8 +37,7 @@ def type_check(value: object, types: tuple[type, ...], name: str) -> None:
     if is_bool or not isinstance(value, types):
         listed = "[" + ", ".join(str(t) for t in types) + "]"
         raise TypeError(
-            f"Argument {name} with value {value!r} is not of type {listed}, "
-            f"but got {type(value)}."
+            f"Argument {name} with value {value!r} is not of type {listed}, but got {type(value)}."
         )
 
 

@@ -1,0 +1,44 @@
+"""Image transforms, MindSpore's ``mindspore.dataset.vision`` names.
+
+Every op is callable eagerly on a numpy ``<H, W, C>`` image and usable in ``dataset.map``.
+Random ops take a per-row ``seed``; the offloadable ops (HWC2CHW, Normalize, Rescale,
+RandomHorizontalFlip, RandomVerticalFlip, RandomColorAdjust, RandomSharpness) also have a
+vectorized ``apply_batch``. See docs/TRANSFORMS.md.
+"""
+
+from __future__ import annotations
+
+from mrecord.vision.color import RandomColorAdjust, RandomSharpness
+from mrecord.vision.decode import Decode, RandomCropDecodeResize
+from mrecord.vision.enums import Border, Inter, SliceMode
+from mrecord.vision.flip import (
+    HorizontalFlip,
+    RandomHorizontalFlip,
+    RandomVerticalFlip,
+    VerticalFlip,
+)
+from mrecord.vision.geometry import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from mrecord.vision.pixel import HWC2CHW, Normalize, Rescale
+from mrecord.vision.slice_patches import SlicePatches
+
+__all__ = [
+    "HWC2CHW",
+    "Border",
+    "CenterCrop",
+    "Decode",
+    "HorizontalFlip",
+    "Inter",
+    "Normalize",
+    "RandomColorAdjust",
+    "RandomCrop",
+    "RandomCropDecodeResize",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "RandomSharpness",
+    "RandomVerticalFlip",
+    "Rescale",
+    "Resize",
+    "SliceMode",
+    "SlicePatches",
+    "VerticalFlip",
+]

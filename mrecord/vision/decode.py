@@ -1,0 +1,153 @@
+"""Decoding encoded images (Pillow): Decode and RandomCropDecodeResize."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mrecord.errors import DecodeError
+from mrecord.transforms.base import TensorOperation
+from mrecord.transforms.validators import type_check
+from mrecord.vision._crop_box import UNIFORMS_PER_ATTEMPT, random_resized_crop_box
+from mrecord.vision._pil import pil_image
+from mrecord.vision._resize import resize
+from mrecord.vision.enums import Inter
+from mrecord.vision.geometry import check_crop_resize_args
+
+__all__ = ["Decode", "RandomCropDecodeResize", "draft_reduction", "encoded_bytes", "open_image"]
+
+
+def encoded_bytes(value: object, op_name: str) -> bytes:
+    """The encoded image bytes of a ``bytes``-like value or a 1-D uint8 array."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, np.ndarray):
+        if value.ndim == 1 and value.dtype in (np.uint8, np.int8):
+            return value.tobytes()
+        if value.dtype.kind == "S" and value.ndim == 0:
+            return bytes(value.item())
+        hint = " (it looks already decoded; remove Decode)" if value.ndim in (2, 3) else ""
+        raise TypeError(
+            f"{op_name}: the input should be encoded image bytes (bytes or a 1-D uint8 array), "
+            f"got an array of shape {value.shape!r} and dtype {value.dtype}{hint}"
+        )
+    raise TypeError(
+        f"{op_name}: the input should be encoded image bytes (bytes or a 1-D uint8 array), "
+        f"got {type(value).__name__}"
+    )
+
+
+def open_image(data: bytes, op_name: str) -> Any:
+    """Open ``data`` lazily with Pillow (header only), raising DecodeError for non-images."""
+    image_mod = pil_image(op_name)
+    try:
+        return image_mod.open(io.BytesIO(data))
+    except Exception as exc:  # Pillow raises UnidentifiedImageError, OSError, ValueError, ...
+        raise DecodeError(
+            f"{op_name}: image decode failed: {len(data)} bytes starting with {data[:16]!r} are "
+            f"not a JPEG, PNG, BMP, GIF, TIFF or WebP image; check that the column holds "
+            f"encoded images"
+        ) from exc
+
+
+def draft_reduction(crop_h: int, crop_w: int, out_h: int, out_w: int) -> int:
+    """The largest JPEG scale-down (1, 2, 4 or 8) keeping the crop at least ``out`` pixels."""
+    reduce = 1
+    while reduce < 8 and crop_h // (2 * reduce) >= out_h and crop_w // (2 * reduce) >= out_w:
+        reduce *= 2
+    return reduce
+
+
+def _load_rgb(image: Any, data: bytes, op_name: str) -> np.ndarray:
+    try:
+        rgb = image.convert("RGB") if image.mode != "RGB" else image
+        rgb.load()
+        return np.asarray(rgb)
+    except Exception as exc:  # truncated or damaged data fails at load time
+        raise DecodeError(
+            f"{op_name}: image decode failed: the {image.format or 'image'} data "
+            f"({len(data)} bytes) is damaged or truncated: {exc}"
+        ) from exc
+
+
+class Decode(TensorOperation):
+    """Decode JPEG/PNG/BMP/... bytes to an RGB ``<H, W, 3>`` uint8 image (Pillow).
+
+    Greyscale, palette and RGBA images are converted to RGB, as MindSpore's Decode does.
+    Non-image bytes raise :class:`mrecord.errors.DecodeError` naming their length and first bytes.
+    """
+
+    def __init__(self, to_pil: bool = False) -> None:
+        type_check(to_pil, (bool,), "to_pil")
+        self.to_pil = to_pil
+
+    def _params(self) -> dict[str, object]:
+        return {"to_pil": self.to_pil} if self.to_pil else {}
+
+    def _compute(self, *arrays: Any, seed: int) -> Any:
+        data = encoded_bytes(arrays[0], "Decode")
+        image = open_image(data, "Decode")
+        rgb = _load_rgb(image, data, "Decode")
+        if self.to_pil:
+            return pil_image("Decode").fromarray(rgb)
+        return rgb
+
+
+class RandomCropDecodeResize(TensorOperation):
+    """Decode, crop a random region (RandomResizedCrop's box) and resize it to ``size``.
+
+    The box is computed from the image header alone. For JPEG only what is needed is decoded:
+    Pillow's ``draft`` lets libjpeg decode at 1/2, 1/4 or 1/8 scale when the crop would still
+    be at least ``size`` pixels, which is much faster on large images (the result differs
+    slightly from a full decode followed by a crop).
+    """
+
+    is_random = True
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        interpolation: Inter = Inter.LINEAR,
+        max_attempts: int = 10,
+    ) -> None:
+        (self.size, self.scale, self.ratio, self.interpolation, self.max_attempts) = (
+            check_crop_resize_args(size, scale, ratio, interpolation, max_attempts)
+        )
+
+    def _params(self) -> dict[str, object]:
+        return {
+            "size": self.size,
+            "scale": self.scale,
+            "ratio": self.ratio,
+            "interpolation": self.interpolation,
+            "max_attempts": self.max_attempts,
+        }
+
+    def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
+        name = "RandomCropDecodeResize"
+        data = encoded_bytes(arrays[0], name)
+        image = open_image(data, name)
+        width, height = image.size
+        u = self._uniforms(
+            np.array([seed], dtype=np.uint64), UNIFORMS_PER_ATTEMPT * self.max_attempts
+        )[0]
+        top, left, crop_h, crop_w = random_resized_crop_box(
+            height, width, self.scale, self.ratio, self.max_attempts, u
+        )
+        out_h, out_w = self.size
+        if image.format == "JPEG":
+            reduce = draft_reduction(crop_h, crop_w, out_h, out_w)
+            if reduce > 1:
+                image.draft("RGB", (math.ceil(width / reduce), math.ceil(height / reduce)))
+        rgb = _load_rgb(image, data, name)
+        sy, sx = rgb.shape[0] / height, rgb.shape[1] / width
+        y0, x0 = round(top * sy), round(left * sx)
+        y1 = max(y0 + 1, min(rgb.shape[0], round((top + crop_h) * sy)))
+        x1 = max(x0 + 1, min(rgb.shape[1], round((left + crop_w) * sx)))
+        return resize(rgb[y0:y1, x0:x1], out_h, out_w, self.interpolation)
