@@ -1,0 +1,174 @@
+"""One ``convert_*`` function per source kind, and the registry ``mrecord convert`` uses.
+
+Each function opens its source, writes it with :func:`write_source` and returns
+a :class:`ConversionSummary`. Writing options (``shard_num``, ``page_size``,
+``compression``, ``compress_fields``, ``index_fields``, ``overwrite``, ...) are
+the fields of :class:`WriteOptions`, passed as keywords::
+
+    from mrecord.convert import convert_cifar10
+    summary = convert_cifar10("cifar-10-batches-bin", "cifar_train.mrecord", shard_num=4)
+    print(summary.rows, summary.bytes)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mrecord.convert.base import Source
+from mrecord.convert.cifar10 import Cifar10Source
+from mrecord.convert.csvfile import CsvSource
+from mrecord.convert.driver import ConversionSummary, ProgressCallback, WriteOptions, write_source
+from mrecord.convert.imagefolder import ImageFolderSource
+from mrecord.convert.mindrecord_source import MindRecordSource
+from mrecord.convert.mnist import MnistSource
+from mrecord.convert.npz import NpzSource
+
+__all__ = [
+    "SOURCES",
+    "convert",
+    "convert_cifar10",
+    "convert_csv",
+    "convert_imagefolder",
+    "convert_mindrecord",
+    "convert_mnist",
+    "convert_npz",
+]
+
+PathLike = str | os.PathLike[str]
+
+SOURCES: dict[str, Callable[..., Source]] = {
+    "cifar10": Cifar10Source,
+    "mnist": MnistSource,
+    "imagefolder": ImageFolderSource,
+    "csv": CsvSource,
+    "npz": NpzSource,
+    "npy": NpzSource,
+    "mindrecord": MindRecordSource,
+}
+"""Source kind → class taking ``(src, **source_options)``."""
+
+
+def convert(
+    kind: str,
+    src: PathLike,
+    dst: PathLike,
+    *,
+    source_options: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """Convert ``src`` of ``kind`` (a key of :data:`SOURCES`) to the dataset ``dst``."""
+    from mrecord.errors import ArgumentError
+
+    if kind not in SOURCES:
+        raise ArgumentError(f"unknown source kind {kind!r}; choose one of {sorted(SOURCES)}")
+    options = WriteOptions(**write_options)
+    with SOURCES[kind](src, **dict(source_options or {})) as source:
+        return write_source(source, dst, options, progress=progress)
+
+
+def convert_cifar10(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    split: str = "train",
+    png: bool = False,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """CIFAR-10 binary files → ``image`` (uint8[32,32,3], or PNG bytes) + ``label`` (int32)."""
+    return convert(
+        "cifar10",
+        src,
+        dst,
+        source_options={"split": split, "png": png},
+        progress=progress,
+        **write_options,
+    )
+
+
+def convert_mnist(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    split: str = "train",
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """MNIST idx files (plain or .gz) → ``image`` (uint8[28,28]) + ``label`` (int32)."""
+    return convert(
+        "mnist", src, dst, source_options={"split": split}, progress=progress, **write_options
+    )
+
+
+def convert_imagefolder(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    resize: int | Sequence[int] | None = None,
+    reencode: str | None = None,
+    on_error: str = "raise",
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """Class subfolders of images → ``image`` (bytes) + ``label`` + ``file_name``."""
+    return convert(
+        "imagefolder",
+        src,
+        dst,
+        source_options={"resize": resize, "reencode": reencode, "on_error": on_error},
+        progress=progress,
+        **write_options,
+    )
+
+
+def convert_csv(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    schema: Mapping[str, Any] | PathLike | None = None,
+    delimiter: str = ",",
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """A CSV file → one row per record (schema given, or inferred from the file)."""
+    return convert(
+        "csv",
+        src,
+        dst,
+        source_options={"schema": schema, "delimiter": delimiter},
+        progress=progress,
+        **write_options,
+    )
+
+
+def convert_npz(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """A .npz / .npy file (or a folder of .npy) → one row per index of the first dimension."""
+    return convert("npz", src, dst, progress=progress, **write_options)
+
+
+def convert_mindrecord(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    check_index: bool = True,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """A MindRecord dataset written by MindSpore (any shard file) → the same rows in mrecord."""
+    return convert(
+        "mindrecord",
+        src,
+        dst,
+        source_options={"check_index": check_index},
+        progress=progress,
+        **write_options,
+    )

@@ -1,0 +1,95 @@
+"""What every conversion source provides: a schema and batches of columns.
+
+A :class:`Source` reads one kind of input (CIFAR-10 binaries, MNIST idx files,
+an image folder, a CSV, NumPy arrays, MindRecord files) and yields its rows in
+columnar batches: ``{column: np.ndarray of shape (n, ...)}`` for fixed-shape
+numbers, ``{column: list}`` for bytes, strings and variable-shape arrays. The
+batches go straight into ``FileWriter.write_raw_data`` (its columnar fast path).
+Nothing here writes files; :mod:`mrecord.convert.driver` does.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any, ClassVar
+
+from mrecord.block import ColumnValues
+from mrecord.errors import ArgumentError, ConversionError
+
+__all__ = ["DEFAULT_BATCH_ROWS", "Batch", "Source", "check_field_name"]
+
+Batch = dict[str, ColumnValues]
+"""One batch of rows, column by column."""
+
+DEFAULT_BATCH_ROWS = 4096
+"""Rows per batch unless a caller asks otherwise."""
+
+_FIELD_NAME = re.compile(r"^[0-9A-Za-z_]+$")
+
+
+def check_field_name(name: str, *, what: str) -> str:
+    """Return ``name`` if it is a valid mrecord field name, else raise ConversionError."""
+    if not _FIELD_NAME.match(name):
+        raise ConversionError(
+            f"{what} {name!r} is not a valid field name (letters, digits and _ only); "
+            "rename it in the source"
+        )
+    return name
+
+
+class Source(ABC):
+    """A conversion source (see the module docstring).
+
+    Attributes set by subclasses: ``schema`` (an mrecord schema dict),
+    ``desc`` (the dataset description, often JSON), ``index_fields`` (suggested
+    ``add_index`` fields), ``num_rows`` (``None`` when unknown up front) and
+    ``problems`` (human-readable notes about input that was skipped, filled while
+    iterating; never silently empty when something was left out).
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        schema: dict[str, dict[str, Any]],
+        desc: str | None = None,
+        num_rows: int | None = None,
+        index_fields: Sequence[str] = (),
+    ):
+        self.name = name
+        self.schema = schema
+        self.desc = desc
+        self.num_rows = num_rows
+        self.index_fields = list(index_fields)
+        self.problems: list[str] = []
+
+    @abstractmethod
+    def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
+        """Yield every row once, in order, ``batch_rows`` at a time (the last may be short)."""
+
+    def close(self) -> None:
+        """Release files held open (default: nothing to do)."""
+        return None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def check_batch_rows(batch_rows: int) -> int:
+    """Validate a ``batch_rows`` argument."""
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ArgumentError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
+    return batch_rows
