@@ -367,12 +367,12 @@ class DeviceQueue:
                         break
                     if ch.error is not None:
                         raise ch.error
-                    if ch.finished:
-                        return _END
                     if ch.stopping:
                         raise PipelineError(
                             f"device queue {self._name!r} was stopped; create a new one"
                         )
+                    if ch.finished:
+                        return _END
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise SinkTimeoutError(
