@@ -53,6 +53,12 @@ def _check_int(name: str, value: object, minimum: int, maximum: int | None = Non
     return value
 
 
+def _int(name: str) -> int:
+    value = _settings[name]
+    assert isinstance(value, int)  # set only through the validating setters
+    return value
+
+
 def set_seed(seed: int) -> None:
     """Set the seed every shuffle, sampler and random transform derives from.
 
@@ -65,7 +71,7 @@ def set_seed(seed: int) -> None:
 
 def get_seed() -> int:
     """Return the current seed (default 5489, as MindSpore)."""
-    return int(_settings["seed"])  # type: ignore[call-overload]
+    return _int("seed")
 
 
 def set_prefetch_size(size: int) -> None:
@@ -76,7 +82,7 @@ def set_prefetch_size(size: int) -> None:
 
 def get_prefetch_size() -> int:
     """Return the queue size used between pipeline stages (default 16)."""
-    return int(_settings["prefetch_size"])  # type: ignore[call-overload]
+    return _int("prefetch_size")
 
 
 def set_num_parallel_workers(num: int) -> None:
@@ -87,7 +93,7 @@ def set_num_parallel_workers(num: int) -> None:
 
 def get_num_parallel_workers() -> int:
     """Return the default number of parallel workers (default 2)."""
-    return int(_settings["num_parallel_workers"])  # type: ignore[call-overload]
+    return _int("num_parallel_workers")
 
 
 def set_auto_offload(offload: bool) -> None:

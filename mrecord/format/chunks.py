@@ -1,0 +1,160 @@
+"""Column chunks: one field's values for the rows of one page, as bytes.
+
+Layouts (all integers little-endian; ``n`` = rows in the page):
+
+FIXED (numeric, known shape; scalars have shape ``()``)::
+
+    [values: n * prod(shape) * itemsize]            bool is one byte, 0 or 1
+
+BYTES / STRING (string values are UTF-8)::
+
+    [offsets: (n + 1) * u64] [data]                  value i = data[offsets[i]:offsets[i+1]]
+
+VARARRAY (numeric with -1 dimensions, ``ndim`` from the schema)::
+
+    [offsets: (n + 1) * u64] [shapes: n * ndim * u64] [data]
+    value i = data[offsets[i]:offsets[i+1]] viewed as dtype, reshaped to shapes[i]
+
+``offsets[0]`` is 0 and ``offsets[n]`` is the length of ``data``. Decoders check
+every declared size against the bytes present before trusting it, so a damaged
+chunk raises :class:`ChunkFormatError` instead of reading out of bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mrecord.format.schema import Field, FieldKind
+
+__all__ = [
+    "ChunkFormatError",
+    "DecodedVarChunk",
+    "decode_fixed",
+    "decode_var",
+    "encode_chunk",
+    "value_nbytes",
+]
+
+_U64 = np.dtype("<u8")
+
+
+class ChunkFormatError(ValueError):
+    """A chunk's bytes are inconsistent with its declared layout (caller adds file/page)."""
+
+
+def encode_chunk(field: Field, values: np.ndarray | Sequence[Any]) -> bytes:
+    """Encode one column of already-validated values (see the module docstring)."""
+    kind = field.kind
+    if kind is FieldKind.FIXED:
+        arr = np.ascontiguousarray(values, dtype=field.dtype)
+        return arr.tobytes()
+    if kind is FieldKind.BYTES:
+        return _encode_blobs([bytes(v) for v in values])
+    if kind is FieldKind.STRING:
+        return _encode_blobs([str(v).encode("utf-8") for v in values])
+    return _encode_vararrays(field, list(values))
+
+
+def _encode_blobs(blobs: list[bytes]) -> bytes:
+    lengths = np.fromiter((len(b) for b in blobs), dtype=_U64, count=len(blobs))
+    offsets = np.zeros(len(blobs) + 1, dtype=_U64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets.tobytes() + b"".join(blobs)
+
+
+def _encode_vararrays(field: Field, values: Sequence[Any]) -> bytes:
+    ndim = len(field.row_shape)
+    arrays = [np.ascontiguousarray(v, dtype=field.dtype) for v in values]
+    shapes = np.array([a.shape for a in arrays], dtype=_U64).reshape(len(arrays), ndim)
+    lengths = np.fromiter((a.nbytes for a in arrays), dtype=_U64, count=len(arrays))
+    offsets = np.zeros(len(arrays) + 1, dtype=_U64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets.tobytes() + shapes.tobytes() + b"".join(a.tobytes() for a in arrays)
+
+
+def value_nbytes(field: Field, values: np.ndarray | Sequence[Any]) -> np.ndarray:
+    """Encoded payload bytes of each value (used to cut pages near the target size)."""
+    kind = field.kind
+    n = len(values)
+    if kind is FieldKind.FIXED:
+        return np.full(n, field.row_nbytes, dtype=np.int64)
+    if kind is FieldKind.VARARRAY:
+        return np.fromiter((v.nbytes + 8 * (1 + v.ndim) for v in values), dtype=np.int64, count=n)
+    if kind is FieldKind.STRING:
+        # UTF-8 is at most 4 bytes a character; len() is exact for ASCII, which is the usual case.
+        return np.fromiter((len(v) + 8 for v in values), dtype=np.int64, count=n)
+    return np.fromiter((len(v) + 8 for v in values), dtype=np.int64, count=n)
+
+
+def decode_fixed(field: Field, buf: Any, n_rows: int) -> np.ndarray:
+    """View a FIXED chunk as an array of shape ``(n_rows, *shape)`` without copying."""
+    expected = n_rows * field.row_nbytes
+    if len(buf) != expected:
+        raise ChunkFormatError(
+            f"fixed chunk of field {field.name!r} has {len(buf)} bytes, expected {expected} "
+            f"for {n_rows} rows of {field.row_nbytes} bytes"
+        )
+    arr = np.frombuffer(buf, dtype=field.dtype, count=expected // field.dtype.itemsize)
+    if field.type == "bool" and arr.size and int(arr.view(np.uint8).max()) > 1:
+        raise ChunkFormatError(f"bool chunk of field {field.name!r} holds a byte other than 0 or 1")
+    return arr.reshape((n_rows, *field.row_shape))
+
+
+@dataclass(frozen=True)
+class DecodedVarChunk:
+    """The parsed head of a BYTES, STRING or VARARRAY chunk.
+
+    ``data_start`` is where the data region begins inside the chunk buffer;
+    ``offsets`` (Python ints, n+1 of them) index into that region.
+    """
+
+    offsets: list[int]
+    shapes: np.ndarray | None
+    data_start: int
+
+
+def decode_var(field: Field, buf: Any, n_rows: int) -> DecodedVarChunk:
+    """Parse and check the offsets (and shapes) of a variable-size chunk."""
+    head = 8 * (n_rows + 1)
+    ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
+    shapes_len = 8 * n_rows * ndim
+    if len(buf) < head + shapes_len:
+        raise ChunkFormatError(
+            f"chunk of field {field.name!r} has {len(buf)} bytes, too short for the "
+            f"{head + shapes_len}-byte head of {n_rows} rows"
+        )
+    offsets = np.frombuffer(buf, dtype=_U64, count=n_rows + 1)
+    data_len = len(buf) - head - shapes_len
+    if offsets[0] != 0 or offsets[-1] != data_len or np.any(np.diff(offsets.astype(np.int64)) < 0):
+        raise ChunkFormatError(
+            f"chunk of field {field.name!r} has inconsistent offsets "
+            f"(first {int(offsets[0])}, last {int(offsets[-1])}, data {data_len} bytes)"
+        )
+    shapes = None
+    if ndim:
+        shapes = np.frombuffer(buf, dtype=_U64, count=n_rows * ndim, offset=head).reshape(
+            n_rows, ndim
+        )
+        _check_shapes(field, shapes, offsets)
+    return DecodedVarChunk(offsets.tolist(), shapes, head + shapes_len)
+
+
+def _check_shapes(field: Field, shapes: np.ndarray, offsets: np.ndarray) -> None:
+    fixed = np.array([d if d >= 0 else 0 for d in field.row_shape], dtype=np.uint64)
+    is_fixed = np.array([d >= 0 for d in field.row_shape])
+    if np.any((shapes != fixed) & is_fixed):
+        raise ChunkFormatError(
+            f"chunk of field {field.name!r} has a shape that breaks {field.row_shape}"
+        )
+    # Shapes come from the file: compute element counts in float to see overflow, then exactly.
+    if shapes.size and np.any(np.prod(shapes.astype(np.float64), axis=1) > 2.0**62):
+        raise ChunkFormatError(f"chunk of field {field.name!r} declares an absurdly large shape")
+    sizes = np.prod(shapes.astype(np.int64), axis=1) * field.dtype.itemsize
+    if np.any(sizes != np.diff(offsets.astype(np.int64))):
+        raise ChunkFormatError(
+            f"chunk of field {field.name!r} has shapes that disagree with its offsets"
+        )

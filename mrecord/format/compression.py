@@ -1,0 +1,81 @@
+"""Chunk compression and checksums.
+
+A stored chunk is either the raw chunk bytes (codec 0, ``none``) or one
+zstandard frame with its content size in the frame header (codec 1, ``zstd``).
+The checksum is CRC-32 (zlib's polynomial) of the *stored* bytes, so damage is
+found before any decompression. Decompression refuses to produce anything but
+exactly the recorded raw length, so a hostile file cannot make the reader
+allocate without bound.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import zstandard
+
+__all__ = [
+    "CODEC_IDS",
+    "CODEC_NAMES",
+    "DecompressionError",
+    "checksum",
+    "compress",
+    "decompress",
+]
+
+CODEC_IDS = {"none": 0, "zstd": 1}
+CODEC_NAMES = {v: k for k, v in CODEC_IDS.items()}
+DEFAULT_ZSTD_LEVEL = 3
+
+
+class DecompressionError(ValueError):
+    """Stored bytes do not decompress to the recorded size (caller adds file/page)."""
+
+
+def checksum(data: Any) -> int:
+    """CRC-32 of a bytes-like object, as an unsigned 32-bit int."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def compress(raw: bytes, codec: str, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, bytes]:
+    """Compress ``raw`` with ``codec``; returns (codec id actually used, stored bytes).
+
+    Falls back to ``none`` when compression does not make the chunk smaller
+    (incompressible data such as JPEG bytes).
+    """
+    if codec == "none" or not raw:
+        return CODEC_IDS["none"], raw
+    packed = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(raw)
+    if len(packed) >= len(raw):
+        return CODEC_IDS["none"], raw
+    return CODEC_IDS["zstd"], packed
+
+
+def decompress(stored: Any, codec_id: int, raw_length: int, max_bytes: int) -> Any:
+    """Return the raw bytes of a stored chunk, enforcing ``raw_length`` and ``max_bytes``."""
+    if codec_id == CODEC_IDS["none"]:
+        if len(stored) != raw_length:
+            raise DecompressionError(f"stored {len(stored)} bytes but raw length is {raw_length}")
+        return stored
+    if codec_id != CODEC_IDS["zstd"]:
+        raise DecompressionError(f"unknown codec id {codec_id}")
+    if raw_length > max_bytes:
+        raise DecompressionError(
+            f"declared raw length {raw_length} exceeds the limit of {max_bytes} bytes per chunk"
+        )
+    try:
+        declared = zstandard.frame_content_size(stored)
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"not a zstd frame: {exc}") from exc
+    if declared != raw_length:
+        raise DecompressionError(
+            f"zstd frame declares {declared} bytes, metadata says {raw_length}"
+        )
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=raw_length)
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"zstd decompression failed: {exc}") from exc
+    if len(raw) != raw_length:
+        raise DecompressionError(f"decompressed to {len(raw)} bytes, expected {raw_length}")
+    return raw

@@ -1,0 +1,245 @@
+"""Shard metadata: a MessagePack map stored before the trailer of every shard.
+
+Keys (all required)::
+
+    format_version  [major, minor]
+    dataset_id      str, 32 hex digits, shared by every shard of the dataset
+    dataset_name    str, basename the dataset was created with (names the lock/journal)
+    generation      int, commit generation (the .db carries the same number)
+    shard_index     int, this shard's position in ``shard_names``
+    shard_names     [str], basenames of all shards in order (never paths)
+    schema          [{"name", "type", "shape" (list or nil), "compression"}], in field order
+    desc            str or nil
+    index_fields    [str]
+    page_size       int, the writer's target page size in bytes
+    num_rows        int, rows in this shard
+    next_shard      int, the shard that receives the next row (row distribution)
+    page_rows       bin: u32 little-endian, rows of each page
+    chunks          bin: CHUNK_DTYPE records, page by page, field by field
+
+A CHUNK_DTYPE record is 32 bytes::
+
+    [offset: u64] [stored length: u64] [raw length: u64] [crc32 of stored bytes: u32]
+    [codec: u8 (0 none, 1 zstd)] [zeros: 3]
+
+MessagePack is read with explicit size limits; pickle is never used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
+from mrecord.format.schema import Schema, parse_schema
+
+__all__ = ["CHUNK_DTYPE", "MetadataError", "ShardMetadata", "check_basename"]
+
+CHUNK_DTYPE = np.dtype(
+    [
+        ("offset", "<u8"),
+        ("length", "<u8"),
+        ("raw_length", "<u8"),
+        ("crc32", "<u4"),
+        ("codec", "u1"),
+        ("pad", "V3"),
+    ]
+)
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+class MetadataError(ValueError):
+    """Metadata bytes are malformed or unsafe (caller adds the file name)."""
+
+
+def check_basename(name: object) -> str:
+    """Return ``name`` if it is a plain file name; refuse paths and traversal."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+    ):
+        raise MetadataError(f"sibling name {name!r} is not a plain file name")
+    return name
+
+
+@dataclass(frozen=True)
+class ShardMetadata:
+    """Everything a shard says about itself and its dataset."""
+
+    dataset_id: str
+    dataset_name: str
+    generation: int
+    shard_index: int
+    shard_names: tuple[str, ...]
+    schema: Schema
+    desc: str | None
+    index_fields: tuple[str, ...]
+    page_size: int
+    num_rows: int
+    next_shard: int
+    page_rows: np.ndarray = field(compare=False)
+    chunks: np.ndarray = field(compare=False)
+    format_version: tuple[int, int] = (FORMAT_MAJOR, FORMAT_MINOR)
+
+    @property
+    def num_pages(self) -> int:
+        """Number of pages in the shard."""
+        return len(self.page_rows)
+
+    def with_pages(
+        self, page_rows: np.ndarray, chunks: np.ndarray, **changes: Any
+    ) -> ShardMetadata:
+        """A copy with a new page directory (and other changed fields)."""
+        return replace(self, page_rows=page_rows, chunks=chunks, **changes)
+
+    def encode(self) -> bytes:
+        """MessagePack bytes of this metadata."""
+        doc = {
+            "format_version": list(self.format_version),
+            "dataset_id": self.dataset_id,
+            "dataset_name": self.dataset_name,
+            "generation": self.generation,
+            "shard_index": self.shard_index,
+            "shard_names": list(self.shard_names),
+            "schema": [
+                {
+                    "name": f.name,
+                    "type": f.type,
+                    "shape": None if f.shape is None else list(f.shape),
+                    "compression": f.compression,
+                }
+                for f in self.schema.fields
+            ],
+            "desc": self.desc,
+            "index_fields": list(self.index_fields),
+            "page_size": self.page_size,
+            "num_rows": self.num_rows,
+            "next_shard": self.next_shard,
+            "page_rows": np.ascontiguousarray(self.page_rows, dtype="<u4").tobytes(),
+            "chunks": np.ascontiguousarray(self.chunks, dtype=CHUNK_DTYPE).tobytes(),
+        }
+        return msgpack.packb(doc, use_bin_type=True)  # type: ignore[no-any-return]
+
+    @classmethod
+    def decode(cls, data: bytes, data_end: int) -> ShardMetadata:
+        """Parse and validate metadata; ``data_end`` is where the pages end in the file."""
+        limit = max(len(data), 1)
+        try:
+            doc = msgpack.unpackb(
+                data,
+                raw=False,
+                strict_map_key=True,
+                max_bin_len=limit,
+                max_str_len=limit,
+                max_array_len=limit,
+                max_map_len=limit,
+                max_ext_len=0,
+            )
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise MetadataError(f"metadata is not valid MessagePack: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise MetadataError(f"metadata must be a map, got {type(doc).__name__}")
+        return _from_doc(doc, data_end)
+
+
+def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in doc:
+        raise MetadataError(f"metadata lacks {key!r}")
+    value = doc[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise MetadataError(f"metadata {key!r} has the wrong type: {value!r}")
+    return value
+
+
+def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
+    version = _get(doc, "format_version", list)
+    if len(version) != 2 or version[0] != FORMAT_MAJOR:
+        raise MetadataError(f"unsupported format version {version!r}")
+    dataset_id = _get(doc, "dataset_id", str)
+    if not _HEX32.match(dataset_id):
+        raise MetadataError(f"dataset_id {dataset_id!r} is not 32 hex digits")
+    shard_names = tuple(check_basename(n) for n in _get(doc, "shard_names", list))
+    shard_index = _get(doc, "shard_index", int)
+    if not 0 <= shard_index < len(shard_names):
+        raise MetadataError(f"shard_index {shard_index} is outside 0..{len(shard_names) - 1}")
+    schema = _schema_from_doc(_get(doc, "schema", list))
+    index_fields = tuple(_get(doc, "index_fields", list))
+    for name in index_fields:
+        if name not in schema:
+            raise MetadataError(f"index field {name!r} is not in the schema")
+    desc = doc.get("desc")
+    if desc is not None and not isinstance(desc, str):
+        raise MetadataError(f"desc must be a string, got {desc!r}")
+    num_rows = _get(doc, "num_rows", int)
+    generation = _get(doc, "generation", int)
+    next_shard = _get(doc, "next_shard", int)
+    page_size = _get(doc, "page_size", int)
+    page_rows, chunks = _directory(doc, len(schema.fields), num_rows, data_end)
+    if num_rows < 0 or generation < 0 or not 0 <= next_shard < len(shard_names) or page_size <= 0:
+        raise MetadataError("metadata has a negative or out-of-range count")
+    return ShardMetadata(
+        dataset_id=dataset_id,
+        dataset_name=check_basename(_get(doc, "dataset_name", str)),
+        generation=generation,
+        shard_index=shard_index,
+        shard_names=shard_names,
+        schema=schema,
+        desc=desc,
+        index_fields=index_fields,
+        page_size=page_size,
+        num_rows=num_rows,
+        next_shard=next_shard,
+        page_rows=page_rows,
+        chunks=chunks,
+        format_version=(int(version[0]), int(version[1])),
+    )
+
+
+def _schema_from_doc(entries: list[Any]) -> Schema:
+    spec: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise MetadataError(f"schema entry {entry!r} is malformed")
+        item: dict[str, Any] = {"type": entry.get("type"), "compression": entry.get("compression")}
+        if entry.get("shape") is not None:
+            item["shape"] = entry["shape"]
+        spec[entry["name"]] = item
+    try:
+        schema = parse_schema(spec)
+    except ValueError as exc:
+        raise MetadataError(f"stored schema is invalid: {exc}") from exc
+    if len(schema.fields) != len(entries):
+        raise MetadataError("stored schema repeats a field name")
+    return schema
+
+
+def _directory(
+    doc: dict[str, Any], n_fields: int, num_rows: int, data_end: int
+) -> tuple[np.ndarray, np.ndarray]:
+    rows_raw = _get(doc, "page_rows", bytes)
+    chunks_raw = _get(doc, "chunks", bytes)
+    if len(rows_raw) % 4 or len(chunks_raw) % CHUNK_DTYPE.itemsize:
+        raise MetadataError("page directory has a partial record")
+    page_rows = np.frombuffer(rows_raw, dtype="<u4")
+    chunks = np.frombuffer(chunks_raw, dtype=CHUNK_DTYPE)
+    if len(chunks) != len(page_rows) * n_fields:
+        raise MetadataError(
+            f"page directory has {len(chunks)} chunks for {len(page_rows)} pages of {n_fields} "
+            "fields"
+        )
+    if int(page_rows.sum(dtype=np.int64)) != num_rows:
+        raise MetadataError(f"pages hold {int(page_rows.sum())} rows, metadata says {num_rows}")
+    ends = chunks["offset"].astype(np.float64) + chunks["length"].astype(np.float64)
+    if len(chunks) and (
+        ends.max() > data_end or chunks["offset"].min() < HEADER_SIZE or chunks["codec"].max() > 1
+    ):
+        raise MetadataError("a chunk points past the pages or has an unknown codec")
+    return page_rows, chunks.reshape(len(page_rows), n_fields)

@@ -1,0 +1,350 @@
+"""``DatasetReader``: open a dataset's shards and read rows by global id, vectorized.
+
+Global row ids number the rows of file 0 first, then file 1, and so on.
+:meth:`DatasetReader.read_rows` groups the requested ids by shard and page and
+does one numpy gather per page and column (for uncompressed fixed-width columns,
+one gather per shard and column over the whole memory map), then returns a
+:class:`~mrecord.block.Block` in the order asked.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import Block, ColumnValues
+from mrecord.errors import (
+    ArgumentError,
+    CorruptFileError,
+    ForeignShardError,
+    IndexMismatchError,
+    SchemaError,
+)
+from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.reader.index_check import check_index_db
+from mrecord.reader.shard import ShardFile
+from mrecord.writer import commit as commit_mod
+
+__all__ = ["DatasetReader", "resolve_files"]
+
+_GLOBAL_GATHER_MAX_ELEMS = 64
+_OPEN_RETRIES = 100
+
+
+def resolve_files(
+    dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+) -> tuple[list[Path], bool]:
+    """Normalize ``dataset_files``; returns (paths, expand_siblings)."""
+    if isinstance(dataset_files, (str, os.PathLike)):
+        return [Path(dataset_files)], True
+    if (
+        isinstance(dataset_files, Sequence)
+        and dataset_files
+        and all(isinstance(p, (str, os.PathLike)) for p in dataset_files)
+    ):
+        paths = [Path(p) for p in dataset_files]
+        if len(set(paths)) != len(paths):
+            raise ArgumentError(f"dataset_files lists a file twice: {[str(p) for p in paths]!r}")
+        return paths, False
+    raise ArgumentError(
+        f"dataset_files must be a file path or a non-empty list of paths, got {dataset_files!r}"
+    )
+
+
+class DatasetReader:
+    """Random and sequential access to the rows of one or more shards."""
+
+    def __init__(self, shards: list[ShardFile], columns: Sequence[str] | None = None):
+        self.shards = shards
+        self.schema: Schema = shards[0].meta.schema
+        if columns is None:
+            self.columns = self.schema.names
+        else:
+            self.columns = _check_columns(self.schema, columns)
+        self.file_row_counts = [s.meta.num_rows for s in shards]
+        self.file_starts = np.zeros(len(shards) + 1, dtype=np.int64)
+        np.cumsum(self.file_row_counts, out=self.file_starts[1:])
+        self.num_rows = int(self.file_starts[-1])
+        self._file_starts_list: list[int] = self.file_starts.tolist()
+        self._views: dict[tuple[int, str], np.ndarray] = {}
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        columns: Sequence[str] | None = None,
+        verify: str = "once",
+        check_index: bool = True,
+    ) -> DatasetReader:
+        """Open one shard (its siblings are found from its metadata) or a list of shards."""
+        paths, expand = resolve_files(dataset_files)
+        for attempt in range(_OPEN_RETRIES):
+            shards = _open_shards(paths, expand, verify)
+            try:
+                _check_consistent(shards, expand)
+                if check_index:
+                    for shard in shards:
+                        check_index_db(shard.path, shard.meta)
+                return cls(shards, columns)
+            except (ForeignShardError, IndexMismatchError):
+                for shard in shards:
+                    shard.close()
+                # A commit may be publishing right now: give it a moment, then look again.
+                if attempt == _OPEN_RETRIES - 1 or not _commit_in_progress(shards[0]):
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                for shard in shards:
+                    shard.close()
+                raise
+        raise AssertionError("unreachable")
+
+    @property
+    def files(self) -> list[Path]:
+        """The shard files, in global row order."""
+        return [s.path for s in self.shards]
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns this reader returns."""
+        return list(self.columns)
+
+    def close(self) -> None:
+        """Release the memory maps."""
+        self._views.clear()
+        for shard in self.shards:
+            shard.close()
+
+    def __enter__(self) -> DatasetReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read_row(self, row_id: int) -> dict[str, Any]:
+        """One row as a dict: numpy scalars/arrays, ``bytes`` and ``str``."""
+        if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
+            raise ArgumentError(f"row id must be an int, got {row_id!r}")
+        if not 0 <= row_id < self.num_rows:
+            raise ArgumentError(
+                f"row id {row_id} is out of range: the dataset has {self.num_rows} rows"
+            )
+        s = bisect.bisect_right(self._file_starts_list, int(row_id)) - 1
+        shard = self.shards[s]
+        local = int(row_id) - self._file_starts_list[s]
+        page = bisect.bisect_right(shard.page_starts_list, local) - 1
+        slot = local - shard.page_starts_list[page]
+        one = np.zeros(1, dtype=np.int64)
+        groups = [(s, one, np.array([page]), np.array([slot]))]
+        row: dict[str, Any] = {}
+        for name in self.columns:
+            field = self.schema[name]
+            if field.kind is FieldKind.FIXED:
+                row[name] = shard.fixed_page(page, field)[slot].copy()
+                if not field.row_shape:
+                    row[name] = row[name][()]
+            else:
+                row[name] = self._gather_var(field, 1, groups)[0]
+        return row
+
+    def iter_rows(self, chunk_size: int = 1024) -> Iterator[dict[str, Any]]:
+        """Every row in order."""
+        for block in self.iter_blocks(chunk_size):
+            yield from block.iter_rows()
+
+    def iter_blocks(self, chunk_size: int = 1024) -> Iterator[Block]:
+        """Every row in order, ``chunk_size`` rows per block."""
+        for start in range(0, self.num_rows, chunk_size):
+            yield self.read_rows(np.arange(start, min(start + chunk_size, self.num_rows)))
+
+    def read_rows(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> Block:
+        """Rows at global ``ids`` (any order, repeats allowed) as a Block."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
+            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
+            raise ArgumentError(
+                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
+            )
+        names = self.columns if columns is None else _check_columns(self.schema, columns)
+        shard_of = np.searchsorted(self.file_starts, ids, side="right") - 1
+        local = ids - self.file_starts[shard_of]
+        groups = []
+        for s in np.unique(shard_of).tolist():
+            positions = np.flatnonzero(shard_of == s)
+            shard = self.shards[s]
+            rows = local[positions]
+            pages = np.searchsorted(shard.page_starts, rows, side="right") - 1
+            slots = rows - shard.page_starts[pages]
+            groups.append((s, positions, pages, slots))
+        out: dict[str, ColumnValues] = {}
+        for name in names:
+            field = self.schema[name]
+            if field.kind is FieldKind.FIXED:
+                out[name] = self._gather_fixed(field, len(ids), groups)
+            else:
+                out[name] = self._gather_var(field, len(ids), groups)
+        return Block(out, ids)
+
+    def _gather_fixed(self, field: Field, n: int, groups: list[Any]) -> np.ndarray:
+        result = np.empty((n, *field.row_shape), dtype=field.dtype)
+        elems = max(1, int(np.prod(field.row_shape, dtype=np.int64)))
+        for s, positions, pages, slots in groups:
+            shard = self.shards[s]
+            if elems <= _GLOBAL_GATHER_MAX_ELEMS and shard.uncompressed_fixed(field):
+                col = shard.field_index(field.name)
+                shard.check_chunks(np.unique(pages), col)
+                view = self._whole_file_view(s, field)
+                base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // field.dtype.itemsize
+                start = base[pages] + slots * elems
+                if field.row_shape and elems > 1:
+                    idx = start[:, None] + np.arange(elems)
+                    result[positions] = view[idx].reshape((len(positions), *field.row_shape))
+                else:
+                    result[positions] = view[start].reshape((len(positions), *field.row_shape))
+                continue
+            for page, members in _by_page(pages):
+                values = shard.fixed_page(page, field)
+                result[positions[members]] = values[slots[members]]
+        return result
+
+    def _whole_file_view(self, s: int, field: Field) -> np.ndarray:
+        key = (s, field.type)
+        view = self._views.get(key)
+        if view is None:
+            shard = self.shards[s]
+            view = np.frombuffer(
+                shard.mm, dtype=field.dtype, count=shard.size // field.dtype.itemsize
+            )
+            self._views[key] = view
+        return view
+
+    def _gather_var(self, field: Field, n: int, groups: list[Any]) -> list[Any]:
+        result: list[Any] = [None] * n
+        kind = field.kind
+        for s, positions, pages, slots in groups:
+            shard = self.shards[s]
+            for page, members in _by_page(pages):
+                head, raw = shard.var_page(page, field)
+                offsets, start = head.offsets, head.data_start
+                for pos, slot in zip(
+                    positions[members].tolist(), slots[members].tolist(), strict=True
+                ):
+                    a, b = start + offsets[slot], start + offsets[slot + 1]
+                    if kind is FieldKind.BYTES:
+                        result[pos] = bytes(raw[a:b])
+                    elif kind is FieldKind.STRING:
+                        try:
+                            result[pos] = str(raw[a:b], "utf-8")
+                        except UnicodeDecodeError as exc:
+                            raise CorruptFileError(
+                                f"{str(shard.path)!r}: page {page}, field {field.name!r}: "
+                                f"string value is not UTF-8 ({exc})",
+                                path=str(shard.path),
+                                page=page,
+                            ) from exc
+                    else:
+                        shape = tuple(int(d) for d in head.shapes[slot])  # type: ignore[index]
+                        count = (b - a) // field.dtype.itemsize
+                        value = np.frombuffer(raw, dtype=field.dtype, count=count, offset=a)
+                        result[pos] = value.reshape(shape).copy()
+        return result
+
+
+def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (page, member positions) for each distinct page, pages ascending."""
+    if len(pages) == 1:
+        yield int(pages[0]), np.zeros(1, dtype=np.int64)
+        return
+    order = np.argsort(pages, kind="stable")
+    sorted_pages = pages[order]
+    cuts = np.flatnonzero(np.diff(sorted_pages)) + 1
+    for members in np.split(order, cuts):
+        yield int(pages[members[0]]), members
+
+
+def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise ArgumentError(f"columns must be a list of field names, got {columns!r}")
+    unknown = [c for c in columns if c not in schema]
+    if unknown:
+        raise SchemaError(f"column(s) {unknown!r} are not in the schema {schema.names!r}")
+    if len(set(columns)) != len(columns):
+        raise ArgumentError(f"columns lists a name twice: {list(columns)!r}")
+    return list(columns)
+
+
+def _open_shards(paths: list[Path], expand: bool, verify: str) -> list[ShardFile]:
+    first = ShardFile(paths[0], verify=verify)
+    if commit_mod.recover(first.path.parent, first.meta.dataset_name):
+        first.close()
+        first = ShardFile(paths[0], verify=verify)
+    if not expand:
+        rest = paths[1:]
+    elif len(first.meta.shard_names) == 1:
+        return [first]
+    else:
+        directory = first.path.parent
+        rest = [directory / name for name in first.meta.shard_names]
+        rest = [p for p in rest if p.name != first.path.name]
+    shards = [first]
+    try:
+        for path in rest:
+            shards.append(ShardFile(path, verify=verify))
+    except BaseException:
+        for shard in shards:
+            shard.close()
+        raise
+    if expand:
+        shards.sort(key=lambda s: s.meta.shard_index)
+    return shards
+
+
+def _check_consistent(shards: list[ShardFile], expand: bool) -> None:
+    head = shards[0].meta
+    for shard in shards:
+        meta = shard.meta
+        if expand:
+            if meta.dataset_id != head.dataset_id:
+                raise ForeignShardError(
+                    f"{str(shard.path)!r} belongs to another dataset (id {meta.dataset_id}, "
+                    f"expected {head.dataset_id}); a stray file replaced a sibling"
+                )
+            if meta.generation != head.generation:
+                raise ForeignShardError(
+                    f"{str(shard.path)!r} is from commit generation {meta.generation}, its "
+                    "siblings "
+                    f"from {head.generation}: an append did not finish; run `mrecord verify`"
+                )
+            if meta.shard_names != head.shard_names:
+                raise ForeignShardError(
+                    f"{str(shard.path)!r} names other siblings than {str(shards[0].path)!r}"
+                )
+        elif meta.schema.to_dict() != head.schema.to_dict() and [
+            (f.name, f.type, f.shape) for f in meta.schema.fields
+        ] != [(f.name, f.type, f.shape) for f in head.schema.fields]:
+            raise SchemaError(
+                f"{str(shard.path)!r} has schema {meta.schema.to_dict()!r}, but "
+                f"{str(shards[0].path)!r} has {head.schema.to_dict()!r}; files read together must "
+                "share a schema"
+            )
+
+
+def _commit_in_progress(shard: ShardFile) -> bool:
+    """True while a writer is publishing: its journal exists from before the first rename
+    until after the last one."""
+    return commit_mod.journal_path(shard.path.parent, shard.meta.dataset_name).exists()

@@ -1,0 +1,1 @@
+"""Writing datasets: FileWriter, shard pages, the .db index, atomic commit and append."""

@@ -1,0 +1,126 @@
+"""Writing a shard's ``.db`` index with sqlite-utils (tables in ``mrecord.format.index_layout``).
+
+The ``.db`` is always built under its partial name and published by the commit,
+so it is never seen half-written. SQLite's own journal is off while building: the
+file is not visible until it is complete and fsync'ed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE
+from mrecord.format.metadata import ShardMetadata
+from mrecord.format.schema import Field
+
+__all__ = ["write_index_db"]
+
+_SQL_TYPES = {"string": str, "bytes": bytes}
+
+
+def _column_type(field: Field) -> type:
+    if field.type in _SQL_TYPES:
+        return _SQL_TYPES[field.type]
+    return float if field.type.startswith("float") else int
+
+
+def write_index_db(
+    target: Path,
+    meta: ShardMetadata,
+    first_new_row: int,
+    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+    base: Path | None = None,
+) -> None:
+    """Write ``target``: rows ``first_new_row..meta.num_rows`` plus metadata.
+
+    ``base`` is the previous generation's ``.db`` when appending: it is copied and
+    extended, so existing rows are never rewritten.
+    """
+    if target.exists():
+        target.unlink()
+    if base is not None:
+        shutil.copyfile(base, target)
+    conn = sqlite3.connect(target)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        db = sqlite_utils.Database(conn)
+        if base is None:
+            _create_tables(db, meta)
+        _insert_rows(conn, meta, first_new_row, index_values)
+        _write_metadata(db, meta, target)
+        conn.commit()
+    finally:
+        conn.close()
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _table(db: sqlite_utils.Database, name: str) -> sqlite_utils.db.Table:
+    return db.table(name)
+
+
+def _create_tables(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
+    columns: dict[str, Any] = {"row_id": int, "page": int, "slot": int}
+    for name in meta.index_fields:
+        columns[name] = _column_type(meta.schema[name])
+    _table(db, ROWS_TABLE).create(columns, pk="row_id", not_null={"page", "slot"})
+    for name in meta.index_fields:
+        _table(db, ROWS_TABLE).create_index([name], index_name=f"idx_{name}")
+    _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
+
+
+def _insert_rows(
+    conn: sqlite3.Connection,
+    meta: ShardMetadata,
+    first_new_row: int,
+    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+) -> None:
+    page_rows = meta.page_rows.astype(np.int64)
+    pages = np.repeat(np.arange(len(page_rows), dtype=np.int64), page_rows)[first_new_row:]
+    starts = np.concatenate([[0], np.cumsum(page_rows)[:-1]]).astype(np.int64)
+    row_ids = np.arange(first_new_row, meta.num_rows, dtype=np.int64)
+    slots = row_ids - starts[pages] if len(pages) else row_ids
+    cols: list[list[Any]] = [row_ids.tolist(), pages.tolist(), slots.tolist()]
+    for name in meta.index_fields:
+        values = index_values[name]
+        cols.append(values.tolist() if isinstance(values, np.ndarray) else list(values))
+    names = ["row_id", "page", "slot", *meta.index_fields]
+    quoted = ", ".join(f'"{n}"' for n in names)
+    marks = ", ".join("?" for _ in names)
+    conn.executemany(
+        f"INSERT INTO {ROWS_TABLE} ({quoted}) VALUES ({marks})", zip(*cols, strict=True)
+    )
+
+
+def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path) -> None:
+    data_file = (
+        target.name[: -len(".db.mrecord-partial")]
+        if target.name.endswith(".db.mrecord-partial")
+        else target.name[: -len(".db")]
+    )
+    values = {
+        "format_version": list(meta.format_version),
+        "dataset_id": meta.dataset_id,
+        "generation": meta.generation,
+        "shard_index": meta.shard_index,
+        "num_rows": meta.num_rows,
+        "data_file": data_file,
+        "schema": meta.schema.to_dict(),
+        "index_fields": list(meta.index_fields),
+    }
+    _table(db, METADATA_TABLE).upsert_all(
+        [{"key": k, "value": json.dumps(v)} for k, v in values.items()], pk="key"
+    )
