@@ -16,7 +16,7 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
-    ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore raises RuntimeError)
+    ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
     ├── OffloadError(ValueError)           an offload constraint was violated
