@@ -94,10 +94,16 @@ def load_arrays(src: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     if path.suffix == ".npy":
         return {check_field_name(path.stem, what=f"{name!r}: column"): _load_npy(path)}
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files"):
-                raise ConversionError(f"{name!r} is a .npy array, not an .npz archive")
-            return {check_field_name(key, what=f"{name!r}: array"): npz[key] for key in npz.files}
+        with open(path, "rb") as fh:
+            loaded = np.load(fh, allow_pickle=False)
+            if isinstance(loaded, np.ndarray):
+                raise ConversionError(
+                    f"{name!r} holds a single array (.npy data), not an .npz archive; name it .npy"
+                )
+            with loaded as npz:
+                return {
+                    check_field_name(key, what=f"{name!r}: array"): npz[key] for key in npz.files
+                }
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ConversionError(f"{name!r} is not a readable .npz file: {exc}") from exc
 
