@@ -278,7 +278,7 @@ class LossMonitor(Callback):
             p.cur_step_num - self._last_print_step >= self._per_print_times
         ):
             self._last_print_step = p.cur_step_num
-            print(f"epoch: {p.cur_epoch_num} step: {step_in_epoch}, loss is {loss}", flush=True)
+            print(f"epoch: {p.cur_epoch_num} step: {step_in_epoch}, loss is {loss!s}", flush=True)
 
 
 class TimeMonitor(Callback):
