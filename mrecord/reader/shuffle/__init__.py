@@ -22,7 +22,6 @@ ADAPTIVE   GLOBAL up to ``adaptive_threshold`` rows (default 100,000,000), else 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import Enum
 from typing import Protocol
 
@@ -30,6 +29,7 @@ from mrecord.reader.order import Order, RangeOrder
 from mrecord.reader.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
+    Counts,
     check_counts,
 )
 from mrecord.reader.shuffle.adaptive import adaptive_shuffle
@@ -70,7 +70,7 @@ class ShuffleFn(Protocol):
 
     def __call__(
         self,
-        file_row_counts: Sequence[int],
+        file_row_counts: Counts,
         seed: int,
         epoch: int,
         *,
@@ -124,7 +124,7 @@ def get_shuffle(name: str | Shuffle) -> ShuffleFn:
 
 def shuffle_order(
     mode: Shuffle | None,
-    file_row_counts: Sequence[int],
+    file_row_counts: Counts,
     seed: int,
     epoch: int,
     *,

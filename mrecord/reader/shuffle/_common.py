@@ -14,11 +14,15 @@ from mrecord.reader.order import IdArray, derive_key
 __all__ = [
     "DEFAULT_ADAPTIVE_THRESHOLD",
     "DEFAULT_PARTIAL_WINDOW",
+    "Counts",
     "check_counts",
     "check_option",
     "check_seed_epoch",
     "file_permutation",
 ]
+
+Counts = Sequence[int] | npt.NDArray[np.integer[Any]]
+"""Rows per file, in file order."""
 
 DEFAULT_PARTIAL_WINDOW = 1_000_000
 """Rows per window of the PARTIAL shuffle (MindSpore: every 1 million samples)."""
@@ -27,7 +31,7 @@ DEFAULT_ADAPTIVE_THRESHOLD = 100_000_000
 """ADAPTIVE is GLOBAL up to this many rows, PARTIAL above (MindSpore: 100 million)."""
 
 
-def check_counts(file_row_counts: Sequence[int] | npt.NDArray[Any]) -> IdArray:
+def check_counts(file_row_counts: Counts) -> IdArray:
     """Validate per-file row counts; return them as an int64 array."""
     if isinstance(file_row_counts, (str, bytes)):
         raise TypeError(f"file_row_counts must be a sequence of ints, got {file_row_counts!r}")

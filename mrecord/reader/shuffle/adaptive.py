@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mrecord.reader.order import Order
 from mrecord.reader.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
+    Counts,
     check_counts,
     check_option,
 )
@@ -18,7 +17,7 @@ __all__ = ["adaptive_shuffle"]
 
 
 def adaptive_shuffle(
-    file_row_counts: Sequence[int],
+    file_row_counts: Counts,
     seed: int,
     epoch: int,
     *,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mrecord.reader.order import Order, SegmentOrder
 from mrecord.reader.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
+    Counts,
     check_counts,
     check_seed_epoch,
     file_permutation,
@@ -17,7 +16,7 @@ __all__ = ["files_shuffle"]
 
 
 def files_shuffle(
-    file_row_counts: Sequence[int],
+    file_row_counts: Counts,
     seed: int,
     epoch: int,
     *,

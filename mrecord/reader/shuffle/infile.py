@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mrecord.reader.order import Order, SegmentOrder, derive_key
 from mrecord.reader.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
+    Counts,
     check_counts,
     check_seed_epoch,
 )
@@ -16,7 +15,7 @@ __all__ = ["infile_shuffle"]
 
 
 def infile_shuffle(
-    file_row_counts: Sequence[int],
+    file_row_counts: Counts,
     seed: int,
     epoch: int,
     *,

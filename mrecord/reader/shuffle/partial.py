@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mrecord.reader.order import ComposedOrder, Order, SegmentOrder, WindowedPermutation, derive_key
 from mrecord.reader.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
+    Counts,
     check_counts,
     check_option,
     check_seed_epoch,
@@ -18,7 +17,7 @@ __all__ = ["partial_shuffle"]
 
 
 def partial_shuffle(
-    file_row_counts: Sequence[int],
+    file_row_counts: Counts,
     seed: int,
     epoch: int,
     *,
