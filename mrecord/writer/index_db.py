@@ -95,7 +95,7 @@ def _insert_rows(
     slots = row_ids - starts[pages] if len(pages) else row_ids
     cols: list[list[Any]] = [row_ids.tolist(), pages.tolist(), slots.tolist()]
     for name in meta.index_fields:
-        values = index_values[name]
+        values = index_values.get(name, ())  # a shard that got no new rows has none
         cols.append(values.tolist() if isinstance(values, np.ndarray) else list(values))
     names = ["row_id", "page", "slot", *meta.index_fields]
     quoted = ", ".join(f'"{n}"' for n in names)
