@@ -97,11 +97,9 @@ class ConversionSummary:
 
 def output_files(file_name: str | os.PathLike[str], shard_num: int) -> list[Path]:
     """Data files a dataset of ``shard_num`` shards is written to (MindSpore's naming)."""
-    base = Path(file_name)
-    if shard_num == 1:
-        return [base]
-    width = len(str(shard_num - 1))
-    return [base.with_name(f"{base.name}{i:0{width}d}") for i in range(shard_num)]
+    from mrecord.writer.file_writer import shard_file_names
+
+    return shard_file_names(file_name, shard_num)
 
 
 def write_source(
@@ -115,7 +113,7 @@ def write_source(
 
     Nothing is visible at ``dst`` unless the whole conversion succeeds.
     """
-    from mrecord.writer import FileWriter  # the writer layer; imported when used
+    from mrecord.writer.file_writer import FileWriter  # imported when used
 
     opts = options or WriteOptions()
     opts.check(source.schema)
