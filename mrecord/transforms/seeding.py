@@ -14,7 +14,9 @@ a per-row call is the same function on a vector of length 1, so both paths agree
 bit for bit.
 
 Eager calls without a seed (``op(img)``) draw one from a module generator seeded
-with :func:`mrecord.config.get_seed`; it is re-seeded whenever that seed changes.
+with :func:`mrecord.config.get_seed`; it is re-seeded when that seed has changed since the
+last draw, or when :func:`reset_eager_seeds` is called (``config.set_seed`` of the same value
+again cannot be seen from here: call ``reset_eager_seeds()`` to restart the sequence).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "derive_seed",
     "next_eager_seed",
     "normalize_seed",
+    "reset_eager_seeds",
     "splitmix64",
     "stream_salt",
     "uniforms",
@@ -110,6 +113,10 @@ class _EagerSource:
                 self.base = base
             return int(self.rng.integers(0, 2**64, dtype=np.uint64))
 
+    def reset(self) -> None:
+        with self.lock:
+            self.base = None
+
 
 _eager = _EagerSource()
 
@@ -117,3 +124,8 @@ _eager = _EagerSource()
 def next_eager_seed() -> int:
     """A seed for a seedless eager call, from a generator seeded by ``config.get_seed()``."""
     return _eager.next()
+
+
+def reset_eager_seeds() -> None:
+    """Restart the seedless eager sequence from ``config.get_seed()`` (as after ``set_seed``)."""
+    _eager.reset()
