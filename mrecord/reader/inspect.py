@@ -38,8 +38,8 @@ def dataset_info(
                 }
             )
             for col, name in enumerate(meta.schema.names):
-                chunks = meta.chunks[:, col] if meta.num_pages else np.zeros(0)
-                if len(chunks):
+                chunks: Any = meta.chunks[:, col]
+                if meta.num_pages:
                     stored[name] += int(chunks["length"].sum())
                     raw[name] += int(chunks["raw_length"].sum())
                     codecs[name].update(CODEC_NAMES[int(c)] for c in np.unique(chunks["codec"]))

@@ -1,0 +1,155 @@
+"""``MindPage``: browse rows by the value of an indexed field, served from the ``.db`` files.
+
+::
+
+    page = MindPage("data.mrecord")
+    page.get_category_fields()            # ['label', 'file_name']  (the add_index fields)
+    page.set_category_field("label")
+    page.read_category_info()             # JSON: every value with an id and a row count
+    page.read_at_page_by_name(3, page=0, num_row=10)   # first 10 rows whose label is 3
+
+Field names are checked against the dataset's index fields before they reach SQL,
+and every value is passed as a query parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+from mrecord.errors import ArgumentError, CorruptFileError
+from mrecord.format.index_layout import ROWS_TABLE
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.index_check import open_index_db
+
+__all__ = ["MindPage"]
+
+
+class MindPage:
+    """Page through the rows of one category (a value of an indexed field)."""
+
+    def __init__(self, file_name: str | os.PathLike[str], num_consumer: int = 4):
+        if isinstance(num_consumer, bool) or not isinstance(num_consumer, int) or num_consumer < 1:
+            raise ArgumentError(f"num_consumer must be an int >= 1, got {num_consumer!r}")
+        self._reader = DatasetReader.open(file_name)
+        self._fields = list(self._reader.shards[0].meta.index_fields)
+        self._category: str | None = None
+        self._categories: list[tuple[Any, int]] | None = None
+
+    def get_category_fields(self) -> list[str]:
+        """The fields that can serve as categories (the dataset's ``add_index`` fields)."""
+        return list(self._fields)
+
+    def set_category_field(self, category_field: str) -> None:
+        """Choose the field whose values are the categories."""
+        if category_field not in self._fields:
+            raise ArgumentError(
+                f"category field {category_field!r} is not an indexed field; "
+                f"choose one of {self._fields!r} (FileWriter.add_index decides them)"
+            )
+        self._category = category_field
+        self._categories = None
+
+    def read_category_info(self) -> str:
+        """JSON text: ``{"category_field", "categories": [{"id", "name", "count"}]}``."""
+        field = self._need_field()
+        cats = self._load_categories()
+        return json.dumps(
+            {
+                "category_field": field,
+                "categories": [
+                    {"id": i, "name": _jsonable(name), "count": count}
+                    for i, (name, count) in enumerate(cats)
+                ],
+            }
+        )
+
+    def read_at_page_by_id(self, category_id: int, page: int, num_row: int) -> list[dict[str, Any]]:
+        """Rows ``page*num_row ..`` of the category with this id (see read_category_info)."""
+        cats = self._load_categories()
+        if isinstance(category_id, bool) or not isinstance(category_id, int):
+            raise TypeError(f"category_id must be an int, got {category_id!r}")
+        if not 0 <= category_id < len(cats):
+            raise ArgumentError(
+                f"category_id {category_id} is out of range: there are {len(cats)} categories"
+            )
+        return self.read_at_page_by_name(cats[category_id][0], page, num_row)
+
+    def read_at_page_by_name(
+        self, category_name: Any, page: int, num_row: int
+    ) -> list[dict[str, Any]]:
+        """Rows ``page*num_row ..`` whose category field equals ``category_name``."""
+        field = self._need_field()
+        for name, value in (("page", page), ("num_row", num_row)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        if page < 0 or num_row < 1:
+            raise ArgumentError(
+                f"page must be >= 0 and num_row >= 1, got page={page}, num_row={num_row}"
+            )
+        ids = self._global_ids(field, _sql_value(category_name))
+        chosen = ids[page * num_row : (page + 1) * num_row]
+        block = self._reader.read_rows(chosen)
+        return list(block.iter_rows())
+
+    def close(self) -> None:
+        """Release the dataset's files."""
+        self._reader.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _need_field(self) -> str:
+        if self._category is None:
+            raise ArgumentError("call set_category_field first")
+        return self._category
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[list[tuple[Any, ...]]]:
+        """Run ``sql`` on every shard's ``.db``; one result list per shard, in shard order."""
+        out = []
+        for shard in self._reader.shards:
+            conn = open_index_db(shard.path)
+            try:
+                out.append(conn.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise CorruptFileError(
+                    f"index of {str(shard.path)!r} cannot be queried ({exc}); "
+                    f"rebuild it with `mrecord reindex {shard.path}`",
+                    path=str(shard.path),
+                ) from exc
+            finally:
+                conn.close()
+        return out
+
+    def _load_categories(self) -> list[tuple[Any, int]]:
+        field = self._need_field()
+        if self._categories is None:
+            counts: dict[Any, int] = {}
+            sql = f'SELECT "{field}", COUNT(*) FROM {ROWS_TABLE} GROUP BY "{field}"'
+            for rows in self._query(sql):
+                for value, count in rows:
+                    counts[value] = counts.get(value, 0) + int(count)
+            self._categories = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0]))
+        return self._categories
+
+    def _global_ids(self, field: str, value: Any) -> np.ndarray:
+        sql = f'SELECT row_id FROM {ROWS_TABLE} WHERE "{field}" = ? ORDER BY row_id'
+        parts = []
+        for start, rows in zip(
+            self._reader.file_starts.tolist(), self._query(sql, (value,)), strict=False
+        ):
+            parts.append(np.array([r[0] for r in rows], dtype=np.int64) + start)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _sql_value(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else value
