@@ -1,0 +1,116 @@
+"""Running a map's operations over a chunk of rows (in a thread or a worker process).
+
+Operations run one after the other over the whole chunk (column at a time):
+
+- an op with ``offloadable = True`` and a chunk that is one stacked array runs
+  once, vectorized: ``op.apply_batch(batch, seeds)``;
+- any other op runs per row; random ops (``is_random = True``) get
+  ``seed=<int>``, the row's seed for that op (:func:`mrecord.pipeline.seeds.op_seeds`).
+
+Results per row are a tuple (several columns) or one value. An exception in an op
+becomes :class:`~mrecord.errors.OperationError` naming the op, the input columns
+and the row, chained to the original.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import ColumnValues
+from mrecord.errors import OperationError, PipelineError
+from mrecord.pipeline.columns import column_from_values
+from mrecord.pipeline.seeds import op_seeds
+
+__all__ = ["ChainSpec", "is_offloadable", "is_random"]
+
+
+def is_random(op: object) -> bool:
+    """Whether ``op`` wants a per-row ``seed=`` argument."""
+    return getattr(op, "is_random", False) is True
+
+
+def is_offloadable(op: object) -> bool:
+    """Whether ``op`` has a vectorized ``apply_batch(batch, seeds)`` (the offload contract)."""
+    return getattr(op, "offloadable", False) is True and callable(getattr(op, "apply_batch", None))
+
+
+def _outputs(result: Any, last: bool, num_outputs: int) -> list[Any]:
+    if isinstance(result, tuple):
+        return list(result)
+    if last and num_outputs > 1 and isinstance(result, list) and len(result) == num_outputs:
+        return result
+    return [result]
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """The ops a map runs, and what to name in errors. Picklable when the ops are."""
+
+    ops: tuple[Any, ...]
+    label: str
+    input_columns: tuple[str, ...]
+    num_outputs: int
+
+    def __call__(self, task: tuple[list[ColumnValues], np.ndarray, np.ndarray, np.ndarray]
+                 ) -> list[ColumnValues]:
+        """Apply the ops to ``(columns, row keys, positions, row ids)``; return the outputs."""
+        columns, keys, positions, row_ids = task
+        state: list[ColumnValues] = list(columns)
+        n = len(keys)
+        for j, op in enumerate(self.ops):
+            last = j == len(self.ops) - 1
+            if is_offloadable(op) and len(state) == 1 and isinstance(state[0], np.ndarray) and n:
+                try:
+                    state = [np.asarray(op.apply_batch(state[0], op_seeds(keys, j)))]
+                    continue
+                except Exception:  # noqa: S112 - per row below finds and names the bad row
+                    pass
+            state = self._per_row(op, j, state, keys, positions, row_ids, last)
+        if len(state) != self.num_outputs:
+            raise PipelineError(
+                f"{self.label}: the number of columns returned in 'map' operations should match "
+                f"the number of 'output_columns': the operations returned {len(state)} "
+                f"column(s), output_columns has {self.num_outputs}"
+            )
+        return state
+
+    def _per_row(
+        self,
+        op: Any,
+        j: int,
+        state: Sequence[ColumnValues],
+        keys: np.ndarray,
+        positions: np.ndarray,
+        row_ids: np.ndarray,
+        last: bool,
+    ) -> list[ColumnValues]:
+        seeds = op_seeds(keys, j).tolist() if is_random(op) else None
+        rows: list[list[Any]] = []
+        width = -1
+        for i in range(len(keys)):
+            args = [col[i] for col in state]
+            try:
+                result = op(*args, seed=seeds[i]) if seeds is not None else op(*args)
+            except Exception as exc:
+                raise OperationError(
+                    f"{self.label}: operation {op!r} raised {type(exc).__name__}: {exc} "
+                    f"(input column(s) {list(self.input_columns)!r}, row {int(positions[i])} "
+                    f"of this map's input, row id {int(row_ids[i])}); see the chained "
+                    "traceback above for where it failed"
+                ) from exc
+            values = _outputs(result, last, self.num_outputs)
+            if width < 0:
+                width = len(values)
+            elif len(values) != width:
+                raise PipelineError(
+                    f"{self.label}: operation {op!r} returned {len(values)} value(s) at row "
+                    f"{int(positions[i])} but {width} at earlier rows"
+                )
+            rows.append(values)
+        if not rows:
+            return [[] for _ in range(max(width, self.num_outputs if last else len(state)))]
+        return [column_from_values([row[k] for row in rows]) for k in range(width)]

@@ -1,0 +1,190 @@
+"""``batch``: group consecutive rows into batches, each column stacked into one array.
+
+A batch leaves the node as a block of one row whose values are the stacked
+arrays (shape ``(batch, *shape)``). ``per_batch_map(col1_rows, col2_rows, ...,
+batch_info)`` receives each input column as a list of row values and returns a
+tuple of per-column sequences; it runs on a thread pool of
+``num_parallel_workers`` threads, batches kept in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrecord.block import Block, ColumnValues
+from mrecord.errors import ArgumentError, OperationError, PipelineError
+from mrecord.pipeline.columns import as_name_list, batch_column, map_column_order
+from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.map import check_workers
+from mrecord.pipeline.workers import ThreadPool, ordered_map
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
+
+__all__ = ["BatchDataset", "BatchInfo"]
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What ``per_batch_map`` learns about the batch (MindSpore's ``BatchInfo``)."""
+
+    batch_num: int
+    epoch_num: int
+
+    def get_batch_num(self) -> int:
+        """Index of this batch within the epoch."""
+        return self.batch_num
+
+    def get_epoch_num(self) -> int:
+        """The epoch (0, 1, ...)."""
+        return self.epoch_num
+
+
+class BatchDataset(Dataset):
+    """The node ``dataset.batch(...)`` makes (see :meth:`Dataset.batch`)."""
+
+    def __init__(
+        self,
+        child: Dataset,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_workers: int | None = None,
+        per_batch_map: Callable[..., Any] | None = None,
+        input_columns: str | Sequence[str] | None = None,
+        output_columns: str | Sequence[str] | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+        if not 1 <= batch_size <= 2**31 - 1:
+            raise ValueError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
+        if not isinstance(drop_remainder, bool):
+            raise TypeError(f"drop_remainder must be a bool, got {drop_remainder!r}")
+        if per_batch_map is not None and not callable(per_batch_map):
+            raise TypeError(f"per_batch_map must be callable, got {per_batch_map!r}")
+        self.batch_size = batch_size
+        self.drop_remainder = drop_remainder
+        self.num_parallel_workers = check_workers(num_parallel_workers)
+        self.per_batch_map = per_batch_map
+        self.input_columns = as_name_list(input_columns, "input_columns")
+        self.output_columns = as_name_list(output_columns, "output_columns")
+        if per_batch_map is None and (input_columns is not None or output_columns is not None):
+            raise ArgumentError("input_columns and output_columns of batch need a per_batch_map")
+        super().__init__([child])
+
+    @property
+    def child(self) -> Dataset:
+        """The input node."""
+        return self.children[0]
+
+    def resolved_input_columns(self) -> list[str]:
+        """Columns passed to ``per_batch_map`` (default: all)."""
+        if self.input_columns is not None:
+            return list(self.input_columns)
+        return self.child._column_names()
+
+    def _outputs(self) -> list[str]:
+        return list(self.output_columns or self.resolved_input_columns())
+
+    def _validate(self) -> None:
+        names = self.child._column_names()
+        missing = [c for c in self.resolved_input_columns() if c not in names]
+        if missing:
+            raise PipelineError(
+                f"{self!r}: input_columns {missing!r} not in the dataset; "
+                f"its columns are {names!r}"
+            )
+
+    def _column_names(self) -> list[str]:
+        names = self.child._column_names()
+        if self.per_batch_map is None:
+            return names
+        return map_column_order(names, self.resolved_input_columns(), self._outputs())
+
+    def _num_rows(self) -> int | None:
+        rows = self.child._num_rows()
+        if rows is None or rows < 0:
+            return rows
+        full, rest = divmod(rows, self.batch_size)
+        return full + (1 if rest and not self.drop_remainder else 0)
+
+    def _describe(self) -> str:
+        parts = [f"batch_size={self.batch_size}", f"drop_remainder={self.drop_remainder}"]
+        if self.per_batch_map is not None:
+            parts.append(f"per_batch_map={self.per_batch_map!r}")
+        if self.input_columns is not None:
+            parts.append(f"input_columns={self.input_columns!r}")
+        if self.output_columns is not None:
+            parts.append(f"output_columns={self.output_columns!r}")
+        return f"Batch({', '.join(parts)})"
+
+    def _batches(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        """Blocks of exactly ``batch_size`` rows (the last one shorter unless dropped)."""
+        pending: list[Block] = []
+        count = 0
+        size = self.batch_size
+        for block in self.child._execute(ctx, epoch):
+            pending.append(block)
+            count += len(block)
+            if count < size:
+                continue
+            rows = Block.concat(pending)
+            start = 0
+            while count - start >= size:
+                yield rows.slice(start, start + size)
+                start += size
+            pending = [rows.slice(start, count)] if start < count else []
+            count -= start
+        if count and not self.drop_remainder:
+            yield Block.concat(pending)
+
+    def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        if self.per_batch_map is None:
+            for rows in self._batches(ctx, epoch):
+                yield _stack(rows.columns, rows)
+            return
+        ins, outs = self.resolved_input_columns(), self._outputs()
+        fn = self.per_batch_map
+        label = f"batch #{ctx.position(self)} {self!r}"
+
+        def run(task: tuple[int, Block]) -> Block:
+            number, rows = task
+            args = [list(rows.columns[name]) for name in ins]
+            try:
+                result = fn(*args, BatchInfo(number, epoch))
+            except Exception as exc:
+                raise OperationError(
+                    f"{label}: per_batch_map {fn!r} raised {type(exc).__name__}: {exc} "
+                    f"(input column(s) {ins!r}, batch {number} of epoch {epoch})"
+                ) from exc
+            values = list(result) if isinstance(result, tuple) else [result]
+            if len(values) != len(outs):
+                raise PipelineError(
+                    f"{label}: per_batch_map returned {len(values)} column(s), "
+                    f"output_columns has {len(outs)} ({outs!r}); return a tuple, one per column"
+                )
+            cols = dict(rows.columns)
+            order = map_column_order(list(cols), ins, outs)
+            for name in ins:
+                del cols[name]
+            cols.update(zip(outs, values, strict=True))
+            return _stack({name: cols[name] for name in order}, rows)
+
+        workers = self.num_parallel_workers or 1
+        pool = ctx.pool(self, lambda: ThreadPool(run, workers, f"mrecord-batch{ctx.position(self)}"))
+        numbered = enumerate(self._batches(ctx, epoch))
+        for _task, batch in ordered_map(pool, numbered, max(workers, ctx.prefetch), ctx.stop):
+            yield batch
+
+
+def _stack(columns: dict[str, Any], rows: Block) -> Block:
+    """One batch as a block of one row: every column stacked."""
+    stacked: dict[str, ColumnValues] = {}
+    for name, values in columns.items():
+        seq = values if isinstance(values, (np.ndarray, list)) else list(values)
+        stacked[name] = batch_column(seq, name)[None]
+    first = rows.row_ids[:1] if len(rows.row_ids) else np.full(1, -1, dtype=np.int64)
+    return Block(stacked, first)

@@ -1,0 +1,78 @@
+"""The state one running pipeline shares between its nodes (an :class:`ExecContext`).
+
+An iterator builds one context: the settings read at creation time (seed,
+prefetch size, default worker count), every node's position, the offload plan,
+the stop event, and the worker pools, which live as long as the iterator and are
+shut down by :meth:`ExecContext.close`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mrecord import config
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.dataset import Dataset
+    from mrecord.pipeline.graph import Graph
+
+__all__ = ["ExecContext", "PipelineStopped", "Pool"]
+
+
+class PipelineStopped(Exception):
+    """Raised inside the pipeline's own threads to unwind them once stop is requested."""
+
+
+class Pool(Protocol):
+    """A worker pool: shut down once when the pipeline stops."""
+
+    def shutdown(self) -> None:
+        """Stop the workers and free what they hold."""
+
+
+class ExecContext:
+    """Everything a running pipeline shares (see the module docstring)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.seed = config.get_seed()
+        self.prefetch = config.get_prefetch_size()
+        self.default_workers = config.get_num_parallel_workers()
+        self.stop = threading.Event()
+        self._pools: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def position(self, node: Dataset) -> int:
+        """The node's post-order index (stable when nodes are added above it)."""
+        return self.graph.positions[id(node)]
+
+    def check_stop(self) -> None:
+        """Raise :class:`PipelineStopped` once stop was requested."""
+        if self.stop.is_set():
+            raise PipelineStopped
+
+    def pool(self, node: Dataset, factory: Callable[[], Any]) -> Any:
+        """The node's worker pool, made on first use and reused for every epoch."""
+        with self._lock:
+            if self._closed:
+                raise PipelineStopped
+            pool = self._pools.get(id(node))
+            if pool is None:
+                pool = factory()
+                self._pools[id(node)] = pool
+            return pool
+
+    def close(self) -> None:
+        """Set stop and shut every pool down (idempotent)."""
+        self.stop.set()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in reversed(pools):
+            pool.shutdown()

@@ -1,0 +1,274 @@
+"""The :class:`Dataset` base class: every op method and iterator creation.
+
+A dataset is a node of a tree: sources at the leaves, ops above them. Ops return
+a new node (``ds.map(...)`` does not change ``ds``). Each node knows its column
+names and (usually) its row count without reading data, and runs as a generator
+of :class:`~mrecord.block.Block` s per epoch (``_execute``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrecord.block import Block
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.batch import BatchDataset
+    from mrecord.pipeline.concat import ConcatDataset
+    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.filter import FilterDataset
+    from mrecord.pipeline.graph import Plan
+    from mrecord.pipeline.iterator import DictIterator, TupleIterator
+    from mrecord.pipeline.map import MapDataset
+    from mrecord.pipeline.project import ProjectDataset
+    from mrecord.pipeline.rename import RenameDataset
+    from mrecord.pipeline.repeat import RepeatDataset
+    from mrecord.pipeline.shuffle import ShuffleDataset
+    from mrecord.pipeline.skip import SkipDataset
+    from mrecord.pipeline.take import TakeDataset
+    from mrecord.pipeline.zip import ZipDataset
+
+__all__ = ["Dataset"]
+
+
+class Dataset:
+    """A node of the data pipeline; the base of sources and ops (MindSpore's ``Dataset``)."""
+
+    def __init__(self, children: Sequence[Dataset] = ()) -> None:
+        self.children: tuple[Dataset, ...] = tuple(children)
+        self._consumers: list[weakref.ReferenceType[Dataset]] = []
+        for child in self.children:
+            if not isinstance(child, Dataset):
+                raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
+            child._consumers.append(weakref.ref(self))
+
+    # ------------------------------------------------------------------ node contract
+    def _column_names(self) -> list[str]:
+        """Column names this node produces (no data read)."""
+        raise NotImplementedError
+
+    def _num_rows(self) -> int | None:
+        """Rows per epoch without reading data; None when only a pass can tell."""
+        raise NotImplementedError
+
+    def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        """Yield this node's blocks for ``epoch`` (0, 1, 2, ...)."""
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        """One line naming the node and its arguments (used in errors and plans)."""
+        return f"{type(self).__name__}()"
+
+    def _validate(self) -> None:
+        """Check the node against its children's columns (called when a pipeline is built)."""
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+    # ------------------------------------------------------------------ ops
+    def map(
+        self,
+        operations: Any,
+        input_columns: str | Sequence[str] | None = None,
+        output_columns: str | Sequence[str] | None = None,
+        num_parallel_workers: int | None = None,
+        python_multiprocessing: bool = False,
+        offload: bool | None = None,
+    ) -> MapDataset:
+        """Apply ``operations`` (one op or a list, in order) to ``input_columns`` row by row."""
+        from mrecord.pipeline.map import MapDataset
+
+        return MapDataset(
+            self,
+            operations,
+            input_columns=input_columns,
+            output_columns=output_columns,
+            num_parallel_workers=num_parallel_workers,
+            python_multiprocessing=python_multiprocessing,
+            offload=offload,
+        )
+
+    def batch(
+        self,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_workers: int | None = None,
+        per_batch_map: Callable[..., Any] | None = None,
+        input_columns: str | Sequence[str] | None = None,
+        output_columns: str | Sequence[str] | None = None,
+    ) -> BatchDataset:
+        """Group ``batch_size`` consecutive rows into one (each column stacked)."""
+        from mrecord.pipeline.batch import BatchDataset
+
+        return BatchDataset(
+            self,
+            batch_size,
+            drop_remainder=drop_remainder,
+            num_parallel_workers=num_parallel_workers,
+            per_batch_map=per_batch_map,
+            input_columns=input_columns,
+            output_columns=output_columns,
+        )
+
+    def shuffle(self, buffer_size: int) -> ShuffleDataset:
+        """Shuffle rows through a buffer of ``buffer_size`` rows (reshuffled every epoch)."""
+        from mrecord.pipeline.shuffle import ShuffleDataset
+
+        return ShuffleDataset(self, buffer_size)
+
+    def repeat(self, count: int | None = None) -> RepeatDataset:
+        """Repeat the data ``count`` times (None or -1: forever)."""
+        from mrecord.pipeline.repeat import RepeatDataset
+
+        return RepeatDataset(self, count)
+
+    def project(self, columns: str | Sequence[str]) -> ProjectDataset:
+        """Keep only ``columns``, in that order."""
+        from mrecord.pipeline.project import ProjectDataset
+
+        return ProjectDataset(self, columns)
+
+    def rename(
+        self, input_columns: str | Sequence[str], output_columns: str | Sequence[str]
+    ) -> RenameDataset:
+        """Rename ``input_columns`` to ``output_columns`` (same length)."""
+        from mrecord.pipeline.rename import RenameDataset
+
+        return RenameDataset(self, input_columns, output_columns)
+
+    def concat(self, datasets: Dataset | Sequence[Dataset]) -> ConcatDataset:
+        """Rows of this dataset, then those of ``datasets`` (same columns)."""
+        from mrecord.pipeline.concat import ConcatDataset
+
+        others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
+        return ConcatDataset([self, *others])
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        return self.concat(other)
+
+    def zip(self, datasets: Dataset | Sequence[Dataset]) -> ZipDataset:
+        """Rows side by side with those of ``datasets`` (column names must differ)."""
+        from mrecord.pipeline.zip import ZipDataset
+
+        others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
+        return ZipDataset([self, *others])
+
+    def take(self, count: int = -1) -> TakeDataset:
+        """The first ``count`` rows of each epoch (-1: all)."""
+        from mrecord.pipeline.take import TakeDataset
+
+        return TakeDataset(self, count)
+
+    def skip(self, count: int) -> SkipDataset:
+        """Drop the first ``count`` rows of each epoch."""
+        from mrecord.pipeline.skip import SkipDataset
+
+        return SkipDataset(self, count)
+
+    def filter(
+        self,
+        predicate: Callable[..., Any],
+        input_columns: str | Sequence[str] | None = None,
+        num_parallel_workers: int | None = None,
+    ) -> FilterDataset:
+        """Keep the rows for which ``predicate(*input_columns)`` is true.
+
+        Its size is not known in advance: ``get_dataset_size`` then runs a pass.
+        """
+        from mrecord.pipeline.filter import FilterDataset
+
+        return FilterDataset(self, predicate, input_columns, num_parallel_workers)
+
+    # ------------------------------------------------------------------ iterators
+    def create_dict_iterator(
+        self, num_epochs: int = -1, output_numpy: bool = True
+    ) -> DictIterator:
+        """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""
+        from mrecord.pipeline.iterator import DictIterator
+
+        return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
+
+    def create_tuple_iterator(
+        self,
+        columns: Sequence[str] | None = None,
+        num_epochs: int = -1,
+        output_numpy: bool = True,
+    ) -> TupleIterator:
+        """An iterator of rows as lists of numpy values (``columns`` picks and orders them)."""
+        from mrecord.pipeline.iterator import TupleIterator
+
+        return TupleIterator(self, columns=columns, num_epochs=num_epochs, output_numpy=output_numpy)
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return iter(self.create_tuple_iterator(num_epochs=1))
+
+    # ------------------------------------------------------------------ metadata
+    def get_col_names(self) -> list[str]:
+        """Column names of the rows this dataset yields."""
+        from mrecord.pipeline.graph import build_graph
+
+        build_graph(self)
+        return self._column_names()
+
+    def get_dataset_size(self) -> int:
+        """Rows (or batches) per epoch; -1 when repeated forever.
+
+        Computed from sizes without reading data (batch/repeat/skip/take
+        arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
+        """
+        from mrecord.pipeline.graph import build_graph, count_rows
+
+        build_graph(self)
+        size = self._num_rows()
+        return size if size is not None else count_rows(self)
+
+    def get_batch_size(self) -> int:
+        """The batch size of the nearest ``batch`` below this node (1 without one)."""
+        from mrecord.pipeline.batch import BatchDataset
+
+        node: Dataset | None = self
+        while node is not None:
+            if isinstance(node, BatchDataset):
+                return node.batch_size
+            node = node.children[0] if node.children else None
+        return 1
+
+    def get_repeat_count(self) -> int:
+        """The count of the nearest ``repeat`` below this node (1 without one, -1 forever)."""
+        from mrecord.pipeline.repeat import RepeatDataset
+
+        node: Dataset | None = self
+        while node is not None:
+            if isinstance(node, RepeatDataset):
+                return node.count
+            node = node.children[0] if node.children else None
+        return 1
+
+    def _first_row(self) -> list[Any]:
+        from mrecord.pipeline.iterator import TupleIterator
+
+        with TupleIterator(self, num_epochs=1) as it:
+            for row in it:
+                return list(row)
+        return []
+
+    def output_shapes(self) -> list[list[int]]:
+        """Shape of each column of the first row (reads one row, as MindSpore does)."""
+        return [list(np.shape(v)) for v in self._first_row()]
+
+    def output_types(self) -> list[np.dtype[Any]]:
+        """numpy dtype of each column of the first row (reads one row)."""
+        return [np.asarray(v).dtype for v in self._first_row()]
+
+    def plan(self) -> Plan:
+        """The pipeline plan: the node tree, and the ops moved to the offload step.
+
+        ``print(ds.plan())`` shows it; offloaded ops are marked on their map.
+        """
+        from mrecord.pipeline.graph import build_graph
+
+        return build_graph(self).plan()

@@ -1,0 +1,252 @@
+"""Iterators over a pipeline: blocks, dict rows, tuple rows.
+
+Creating an iterator builds the pipeline (tree check, offload plan) and starts
+one prefetch thread that runs every epoch's generator chain and puts the output
+blocks (offload applied, hidden columns dropped) on a queue bounded by
+``config.get_prefetch_size()``. Errors raised anywhere in the pipeline travel
+through that queue and are re-raised by ``__next__``.
+
+Epochs: a ``for`` loop consumes one epoch and ends; the next ``for`` loop over the
+same iterator runs the next epoch (MindSpore's behaviour). ``num_epochs=-1``
+allows any number of epochs.
+
+Shutdown: ``stop()``, leaving a ``with`` block, the last epoch ending, an error,
+Ctrl-C during ``__next__`` and garbage collection of the iterator all stop the
+prefetch thread and every worker pool (threads joined, processes ended, shared
+memory unlinked).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from mrecord.block import Block
+from mrecord.errors import ArgumentError, PipelineError
+from mrecord.pipeline.columns import to_numpy
+from mrecord.pipeline.context import ExecContext, PipelineStopped
+from mrecord.pipeline.graph import build_graph
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.dataset import Dataset
+
+__all__ = ["BlockIterator", "DictIterator", "TupleIterator"]
+
+_POLL_S = 0.05
+_EPOCH_END = object()
+_DONE = object()
+
+
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Runtime:
+    """The prefetch thread and the context; holds no reference to the iterator."""
+
+    def __init__(self, root: Dataset, num_epochs: int) -> None:
+        graph = build_graph(root)
+        self.ctx = ExecContext(graph)
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=self.ctx.prefetch)
+        self.num_epochs = num_epochs
+        self.thread = threading.Thread(target=self._run, name="mrecord-prefetch", daemon=True)
+        self.thread.start()
+
+    def _put(self, item: Any) -> None:
+        while True:
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                if self.ctx.stop.is_set():
+                    raise PipelineStopped from None
+
+    def _run(self) -> None:
+        ctx, root, plan = self.ctx, self.ctx.graph.root, self.ctx.graph.offload
+        epoch = 0
+        try:
+            while self.num_epochs < 0 or epoch < self.num_epochs:
+                gen = root._execute(ctx, epoch)
+                try:
+                    for block in gen:
+                        self._put(plan.apply(block))
+                finally:
+                    gen.close()
+                self._put(_EPOCH_END)
+                epoch += 1
+            self._put(_DONE)
+        except PipelineStopped:
+            return
+        except BaseException as exc:
+            try:
+                self._put(_Failure(exc))
+            except PipelineStopped:
+                return
+
+    def close(self) -> None:
+        """Stop the thread and every pool; idempotent."""
+        self.ctx.stop.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+        self.ctx.close()
+
+
+class BlockIterator:
+    """Output blocks of a pipeline, epoch by epoch (the iterator the row iterators wrap)."""
+
+    def __init__(self, dataset: Dataset, num_epochs: int = -1) -> None:
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int):
+            raise TypeError(f"num_epochs must be an int, got {num_epochs!r}")
+        if num_epochs == 0 or num_epochs < -1:
+            raise ArgumentError(f"num_epochs must be -1 (any) or positive, got {num_epochs!r}")
+        self.dataset = dataset
+        self._runtime = _Runtime(dataset, num_epochs)
+        self._finalizer = weakref.finalize(self, self._runtime.close)
+        self._finished = False
+
+    def __iter__(self) -> BlockIterator:
+        return self
+
+    def __next__(self) -> Block:
+        if self._finished:
+            raise StopIteration
+        try:
+            item = self._get()
+        except BaseException:
+            self.stop()
+            raise
+        if item is _EPOCH_END:
+            raise StopIteration
+        if item is _DONE:
+            self._finished = True
+            self.stop()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._finished = True
+            self.stop()
+            raise item.exc
+        return item  # type: ignore[no-any-return]
+
+    def _get(self) -> Any:
+        runtime = self._runtime
+        while True:
+            try:
+                return runtime.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not runtime.thread.is_alive() and runtime.queue.empty():
+                    if runtime.ctx.stop.is_set():
+                        raise PipelineError(
+                            "the iterator was stopped; create a new one to read again"
+                        ) from None
+                    raise PipelineError("the pipeline thread ended unexpectedly") from None
+
+    def stop(self) -> None:
+        """Stop the pipeline now: threads joined, worker processes ended, memory freed."""
+        self._finished = True
+        self._finalizer()
+
+    def __enter__(self) -> BlockIterator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class _RowIterator:
+    """Rows of a pipeline: a ``for`` loop per epoch; ``stop()`` / ``with`` end it."""
+
+    def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
+        self._names = dataset.get_col_names()
+        self._blocks = BlockIterator(dataset, num_epochs)
+        self._rows: Iterator[Any] = iter(())
+        self.output_numpy = output_numpy
+
+    def __iter__(self) -> Any:
+        return self
+
+    def _make_rows(self, block: Block) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def __next__(self) -> Any:
+        while True:
+            row = next(self._rows, None)
+            if row is not None:
+                return row
+            self._rows = self._make_rows(next(self._blocks))
+
+    def stop(self) -> None:
+        """Stop the pipeline (threads joined, processes ended, shared memory freed)."""
+        self._blocks.stop()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class DictIterator(_RowIterator):
+    """Rows as ``{column: numpy value}`` (``create_dict_iterator``).
+
+    ``output_numpy=False`` gives the same numpy values (mrecord has no Tensor type).
+    """
+
+    def _make_rows(self, block: Block) -> Iterator[dict[str, Any]]:
+        names = self._names
+        cols = [block.columns[name] for name in names]
+        for i in range(len(block)):
+            yield {name: to_numpy(col[i]) for name, col in zip(names, cols, strict=True)}
+
+    def __next__(self) -> dict[str, Any]:
+        return super().__next__()  # type: ignore[no-any-return]
+
+    def __iter__(self) -> DictIterator:
+        return self
+
+
+class TupleIterator(_RowIterator):
+    """Rows as lists of numpy values in column order (``create_tuple_iterator``)."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        columns: Sequence[str] | None = None,
+        num_epochs: int = -1,
+        output_numpy: bool = True,
+    ) -> None:
+        super().__init__(dataset, num_epochs, output_numpy)
+        if columns is not None:
+            names = [columns] if isinstance(columns, str) else list(columns)
+            unknown = [c for c in names if c not in self._names]
+            if unknown:
+                self.stop()
+                raise ArgumentError(
+                    f"columns {unknown!r} are not in the dataset; its columns are {self._names!r}"
+                )
+            self._names = names
+
+    def _make_rows(self, block: Block) -> Iterator[list[Any]]:
+        cols = [block.columns[name] for name in self._names]
+        for i in range(len(block)):
+            yield [to_numpy(col[i]) for col in cols]
+
+    def __next__(self) -> list[Any]:
+        return super().__next__()  # type: ignore[no-any-return]
+
+    def __iter__(self) -> TupleIterator:
+        return self

@@ -1,0 +1,241 @@
+"""Offload planning: move the tail offloadable ops of a column out of the per-row maps.
+
+An op is offloadable when it has ``offloadable = True`` and
+``apply_batch(batch, seeds) -> batch`` (same result as calling it per row with
+those seeds). A map is offloaded when ``map(..., offload=True)``, or when its
+``offload`` is None and ``config.set_auto_offload(True)`` (the map's own argument
+wins). Its trailing offloadable ops then run once per output block at the end of
+the pipeline (after ``batch``: once per batch), vectorized; the map emits a hidden
+column of per-row seed keys so the ops see the seeds they would have had in the map.
+
+The constraints of MindSpore's offload doc, checked when a pipeline is built:
+
+1. not with ``concat`` or ``zip``;
+2. only the last map ops of a column: no later map, filter or per_batch_map may
+   read the column (several maps can be offloaded if every later one on the column
+   is offloaded entirely);
+3. not with user ``output_columns`` (nor several input columns).
+
+A map that asked for offload (``offload=True``) and breaks a constraint raises
+:class:`~mrecord.errors.OffloadError`; under ``set_auto_offload(True)`` the map
+simply keeps its ops, and the plan says why. A map with no offloadable op at its
+end keeps its ops either way (MindSpore does the same), also noted in the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrecord.block import Block
+from mrecord.errors import OffloadError
+from mrecord.pipeline.apply import is_offloadable
+from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
+from mrecord.pipeline.seeds import op_seeds
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.dataset import Dataset
+    from mrecord.pipeline.map import MapDataset
+
+__all__ = ["MapOffload", "OffloadPlan", "OffloadedOp", "plan_offload", "seed_column"]
+
+
+def seed_column(map_position: int) -> str:
+    """Name of the hidden column carrying a map's per-row seed keys."""
+    return f"{HIDDEN_PREFIX}{map_position}"
+
+
+@dataclass(frozen=True)
+class OffloadedOp:
+    """One op moved to the offload step."""
+
+    op: Any
+    op_index: int  # index in its map's operation list (picks its seeds)
+    seed_column: str
+    depth: int  # batch nodes between its map and the end of the pipeline
+
+
+@dataclass(frozen=True)
+class MapOffload:
+    """What one map keeps and what it hands to the offload step."""
+
+    keep: tuple[Any, ...]
+    offloaded: tuple[Any, ...]
+    seed_column: str
+
+
+@dataclass
+class OffloadPlan:
+    """Offloaded ops per final column, per-map splits, and explanations."""
+
+    columns: dict[str, list[OffloadedOp]] = field(default_factory=dict)
+    maps: dict[int, MapOffload] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+    def apply(self, block: Block) -> Block:
+        """Run the offloaded ops on an output block; drop the hidden seed columns."""
+        cols = dict(block.columns)
+        for name, ops in self.columns.items():
+            if name not in cols:
+                continue
+            values: Any = cols[name]
+            for off in ops:
+                values = _apply_nested(off.op, off.op_index, values, cols[off.seed_column], off.depth)
+            cols[name] = values
+        visible = {k: v for k, v in cols.items() if not is_hidden(k)}
+        return Block(visible, block.row_ids)
+
+
+def _apply_nested(op: Any, op_index: int, values: Any, keys: Any, depth: int) -> Any:
+    """Apply at ``depth`` levels of batching: depth 0 = rows of ``values`` are the op's rows."""
+    if depth == 0:
+        if isinstance(values, np.ndarray):
+            return np.asarray(op.apply_batch(values, op_seeds(np.asarray(keys), op_index)))
+        seeds = op_seeds(np.asarray(keys), op_index)
+        return [np.asarray(op.apply_batch(np.asarray(v)[None], seeds[i : i + 1]))[0]
+                for i, v in enumerate(values)]
+    parts = [_apply_nested(op, op_index, values[i], keys[i], depth - 1) for i in range(len(values))]
+    if parts and all(isinstance(p, np.ndarray) for p in parts) and len(
+        {(p.shape, p.dtype) for p in parts}
+    ) == 1:
+        return np.stack(parts)
+    return parts
+
+
+@dataclass
+class _Track:
+    final: str
+    depth: int
+
+
+def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> OffloadPlan:
+    """Decide which ops move to the offload step (see the module docstring)."""
+    from mrecord.pipeline.batch import BatchDataset
+    from mrecord.pipeline.concat import ConcatDataset
+    from mrecord.pipeline.filter import FilterDataset
+    from mrecord.pipeline.map import MapDataset
+    from mrecord.pipeline.project import ProjectDataset
+    from mrecord.pipeline.rename import RenameDataset
+    from mrecord.pipeline.zip import ZipDataset
+
+    plan = OffloadPlan()
+    nodes = list(_walk(root))
+    wanting = [n for n in nodes if isinstance(n, MapDataset) and _effective(n, auto)]
+    if not wanting:
+        return plan
+    joins = [n for n in nodes if isinstance(n, (ConcatDataset, ZipDataset))]
+    if joins:
+        explicit = [m for m in wanting if m.offload is True]
+        reason = (
+            f"offload is not supported on a pipeline with concat or zip ({joins[0]!r}); "
+            "MindSpore's offload has the same limit"
+        )
+        if explicit:
+            raise OffloadError(f"cannot offload {explicit[0]!r}: {reason}; remove offload=True")
+        plan.notes.append(f"auto offload off: {reason}")
+        return plan
+
+    open_cols = {name: _Track(name, 0) for name in root._column_names()}
+    closed: dict[str, str] = {}
+    node: Dataset | None = root
+    while node is not None and node.children:
+        child = node.children[0]
+        below = child._column_names()
+        if isinstance(node, MapDataset):
+            ins = node.resolved_input_columns()
+            passing = {n: open_cols[n] for n in below if n not in ins and n in open_cols}
+            new_closed = {n: closed[n] for n in below if n not in ins and n in closed}
+            for n in ins:
+                new_closed[n] = f"it is read by the later {node!r}"
+            if _effective(node, auto):
+                kept = _plan_map(node, ins, open_cols, closed, plan, positions[id(node)])
+                if kept is not None:
+                    passing[ins[0]] = kept
+                    new_closed.pop(ins[0], None)
+            open_cols, closed = passing, new_closed
+        elif isinstance(node, BatchDataset):
+            touched = set(node.resolved_input_columns()) if node.per_batch_map else set()
+            open_cols = {
+                n: _Track(t.final, t.depth + 1) for n, t in open_cols.items() if n not in touched
+            }
+            for n in touched:
+                closed[n] = f"it is read by the per_batch_map of the later {node!r}"
+        elif isinstance(node, FilterDataset):
+            for n in node.resolved_input_columns():
+                open_cols.pop(n, None)
+                closed[n] = f"it is read by the predicate of the later {node!r}"
+        elif isinstance(node, RenameDataset):
+            back = dict(zip(node.output_columns, node.input_columns, strict=True))
+            open_cols = {back.get(n, n): t for n, t in open_cols.items()}
+            closed = {back.get(n, n): r for n, r in closed.items()}
+        elif isinstance(node, ProjectDataset):
+            for n in below:
+                if n not in open_cols and n not in closed:
+                    closed[n] = f"it is dropped by the later {node!r}"
+        node = child
+    return plan
+
+
+def _plan_map(
+    node: MapDataset,
+    ins: list[str],
+    open_cols: dict[str, _Track],
+    closed: dict[str, str],
+    plan: OffloadPlan,
+    position: int,
+) -> _Track | None:
+    """Offload the tail of one map; return the column's track if the map is fully offloaded."""
+    problem = None
+    if node.output_columns is not None:
+        problem = "it has user output_columns (offload does not support them)"
+    elif len(ins) != 1:
+        problem = f"it has several input columns {ins!r} (offload works on one column per map)"
+    elif ins[0] not in open_cols:
+        why = closed.get(ins[0], "the column does not reach the end of the pipeline")
+        problem = (
+            f"column {ins[0]!r} is not at the end of the pipeline: {why}; only the last map "
+            "operations of a column can be offloaded"
+        )
+    if problem is not None:
+        if node.offload is True:
+            raise OffloadError(f"cannot offload {node!r}: {problem}; or set offload=False")
+        plan.notes.append(f"not offloaded {node!r}: {problem}")
+        return None
+    ops = node.operations
+    k = 0
+    while k < len(ops) and is_offloadable(ops[len(ops) - 1 - k]):
+        k += 1
+    if k == 0:
+        plan.notes.append(f"not offloaded {node!r}: its last operation is not offloadable")
+        return None
+    track = open_cols[ins[0]]
+    column = seed_column(position)
+    moved = [
+        OffloadedOp(op, len(ops) - k + i, column, track.depth)
+        for i, op in enumerate(ops[len(ops) - k :])
+    ]
+    plan.columns[track.final] = moved + plan.columns.get(track.final, [])
+    plan.maps[id(node)] = MapOffload(tuple(ops[: len(ops) - k]), tuple(ops[len(ops) - k :]), column)
+    if k < len(ops):
+        plan.notes.append(
+            f"partly offloaded {node!r}: {ops[len(ops) - k - 1]!r} and the ops before it are "
+            "not offloadable and stay in the map"
+        )
+        return None
+    return track
+
+
+def _effective(node: MapDataset, auto: bool) -> bool:
+    return node.offload if node.offload is not None else auto
+
+
+def _walk(node: Dataset) -> list[Dataset]:
+    out = [node]
+    for child in node.children:
+        out.extend(_walk(child))
+    return out

@@ -1,0 +1,54 @@
+"""``repeat``: run the child ``count`` times per epoch (None or -1: forever).
+
+Repetition ``r`` of outer epoch ``e`` runs the child's epoch ``e * count + r``, so
+shuffles and random ops differ from one repetition to the next.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from mrecord.block import Block
+from mrecord.pipeline.dataset import Dataset
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
+
+__all__ = ["RepeatDataset"]
+
+
+class RepeatDataset(Dataset):
+    """The node ``dataset.repeat(count)`` makes."""
+
+    def __init__(self, child: Dataset, count: int | None = None) -> None:
+        if count is None:
+            count = -1
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int or None, got {count!r}")
+        if count == 0 or count < -1:
+            raise ValueError(f"count must be -1 (forever) or positive, got {count!r}")
+        self.count = count
+        super().__init__([child])
+
+    def _column_names(self) -> list[str]:
+        return self.children[0]._column_names()
+
+    def _num_rows(self) -> int | None:
+        if self.count == -1:
+            return -1
+        rows = self.children[0]._num_rows()
+        return rows if rows is None or rows < 0 else rows * self.count
+
+    def _describe(self) -> str:
+        return f"Repeat(count={self.count})"
+
+    def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        child = self.children[0]
+        if self.count == -1:
+            for r in itertools.count():
+                yield from child._execute(ctx, r)
+            return
+        for r in range(self.count):
+            yield from child._execute(ctx, epoch * self.count + r)

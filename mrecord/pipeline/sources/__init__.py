@@ -1,0 +1,8 @@
+"""Pipeline sources built on :class:`~mrecord.pipeline.source.SourceDataset`."""
+
+from __future__ import annotations
+
+from mrecord.pipeline.sources.generator import GeneratorDataset
+from mrecord.pipeline.sources.numpy_slices import NumpySlicesDataset
+
+__all__ = ["GeneratorDataset", "NumpySlicesDataset"]

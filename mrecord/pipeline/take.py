@@ -1,0 +1,63 @@
+"""``take(count)``: the first ``count`` rows of each epoch (-1: all)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from mrecord.block import Block
+from mrecord.pipeline.dataset import Dataset
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
+
+__all__ = ["TakeDataset", "check_count"]
+
+
+def check_count(count: int, argument: str, allow_all: bool) -> int:
+    """Validate a row count argument (-1 allowed when ``allow_all``)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{argument} must be an int, got {count!r}")
+    low = -1 if allow_all else 0
+    if count < low or (allow_all and count == 0) or count > 2**31 - 1:
+        allowed = "-1 (all) or in [1, 2147483647]" if allow_all else "in [0, 2147483647]"
+        raise ValueError(f"{argument} must be {allowed}, got {count!r}")
+    return count
+
+
+class TakeDataset(Dataset):
+    """The node ``dataset.take(count)`` makes."""
+
+    def __init__(self, child: Dataset, count: int = -1) -> None:
+        self.count = check_count(count, "count", allow_all=True)
+        super().__init__([child])
+
+    def _column_names(self) -> list[str]:
+        return self.children[0]._column_names()
+
+    def _num_rows(self) -> int | None:
+        rows = self.children[0]._num_rows()
+        if self.count == -1:
+            return rows
+        if rows is None:
+            return None
+        return self.count if rows < 0 else min(rows, self.count)
+
+    def _describe(self) -> str:
+        return f"Take(count={self.count})"
+
+    def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        child = self.children[0]._execute(ctx, epoch)
+        if self.count == -1:
+            yield from child
+            return
+        left = self.count
+        try:
+            for block in child:
+                if len(block) >= left:
+                    yield block.slice(0, left)
+                    return
+                left -= len(block)
+                yield block
+        finally:
+            child.close()
