@@ -67,8 +67,8 @@ class ChainSpec:
                 try:
                     state = [np.asarray(op.apply_batch(state[0], op_seeds(keys, j)))]
                     continue
-                except Exception:  # noqa: S112 - per row below finds and names the bad row
-                    pass
+                except Exception:
+                    pass  # per row below finds and names the bad row
             state = self._per_row(op, j, state, keys, positions, row_ids, last)
         if len(state) != self.num_outputs:
             raise PipelineError(

@@ -174,7 +174,8 @@ class BatchDataset(Dataset):
             return _stack({name: cols[name] for name in order}, rows)
 
         workers = self.num_parallel_workers or 1
-        pool = ctx.pool(self, lambda: ThreadPool(run, workers, f"mrecord-batch{ctx.position(self)}"))
+        name = f"mrecord-batch{ctx.position(self)}"
+        pool = ctx.pool(self, lambda: ThreadPool(run, workers, name))
         numbered = enumerate(self._batches(ctx, epoch))
         for _task, batch in ordered_map(pool, numbered, max(workers, ctx.prefetch), ctx.stop):
             yield batch

@@ -59,7 +59,7 @@ def column_from_values(values: list[Any]) -> ColumnValues:
     first = values[0]
     if isinstance(first, (np.ndarray, np.generic)):
         shape, dtype = np.shape(first), first.dtype
-        if dtype != object and all(
+        if dtype.kind != "O" and all(
             isinstance(v, (np.ndarray, np.generic)) and v.dtype == dtype and np.shape(v) == shape
             for v in values
         ):

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
     from mrecord.pipeline.graph import Graph
 
-__all__ = ["ExecContext", "PipelineStopped", "Pool"]
+__all__ = ["ExecContext", "PipelineStopped", "Pool", "close_iterator"]
+
+
+def close_iterator(it: object) -> None:
+    """Close a generator early (runs its ``finally`` blocks); other iterators are left."""
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
 
 
 class PipelineStopped(Exception):

@@ -201,7 +201,9 @@ class Dataset:
         """An iterator of rows as lists of numpy values (``columns`` picks and orders them)."""
         from mrecord.pipeline.iterator import TupleIterator
 
-        return TupleIterator(self, columns=columns, num_epochs=num_epochs, output_numpy=output_numpy)
+        return TupleIterator(
+            self, columns=columns, num_epochs=num_epochs, output_numpy=output_numpy
+        )
 
     def __iter__(self) -> Iterator[list[Any]]:
         return iter(self.create_tuple_iterator(num_epochs=1))

@@ -86,8 +86,10 @@ class FilterDataset(Dataset):
             return mask
 
         workers = self.num_parallel_workers or 1
-        pool = ctx.pool(self, lambda: ThreadPool(keep, workers, f"mrecord-filter{ctx.position(self)}"))
-        parts = (p for b in self.children[0]._execute(ctx, epoch) for p in split_block(b, CHUNK_ROWS))
+        name = f"mrecord-filter{ctx.position(self)}"
+        pool = ctx.pool(self, lambda: ThreadPool(keep, workers, name))
+        blocks = self.children[0]._execute(ctx, epoch)
+        parts = (p for b in blocks for p in split_block(b, CHUNK_ROWS))
         for part, mask in ordered_map(pool, parts, max(workers, ctx.prefetch), ctx.stop):
             if mask.any():
                 yield part if mask.all() else part.take(np.flatnonzero(mask))

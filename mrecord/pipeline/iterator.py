@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import to_numpy
-from mrecord.pipeline.context import ExecContext, PipelineStopped
+from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class _Runtime:
                     for block in gen:
                         self._put(plan.apply(block))
                 finally:
-                    gen.close()
+                    close_iterator(gen)
                 self._put(_EPOCH_END)
                 epoch += 1
             self._put(_DONE)

@@ -85,7 +85,8 @@ class OffloadPlan:
                 continue
             values: Any = cols[name]
             for off in ops:
-                values = _apply_nested(off.op, off.op_index, values, cols[off.seed_column], off.depth)
+                keys = cols[off.seed_column]
+                values = _apply_nested(off.op, off.op_index, values, keys, off.depth)
             cols[name] = values
         visible = {k: v for k, v in cols.items() if not is_hidden(k)}
         return Block(visible, block.row_ids)

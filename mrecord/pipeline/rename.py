@@ -62,7 +62,8 @@ class RenameDataset(Dataset):
         return self.children[0]._num_rows()
 
     def _describe(self) -> str:
-        return f"Rename(input_columns={self.input_columns!r}, output_columns={self.output_columns!r})"
+        ins, outs = self.input_columns, self.output_columns
+        return f"Rename(input_columns={ins!r}, output_columns={outs!r})"
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         mapping = self._mapping()

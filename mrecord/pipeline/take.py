@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
+from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -60,4 +61,4 @@ class TakeDataset(Dataset):
                 left -= len(block)
                 yield block
         finally:
-            child.close()
+            close_iterator(child)

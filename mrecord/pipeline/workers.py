@@ -40,6 +40,7 @@ from mrecord.pipeline.context import PipelineStopped
 __all__ = ["Future", "ProcessPool", "Submitter", "ThreadPool", "ordered_map"]
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 R = TypeVar("R")
 
 _POLL_S = 0.05
@@ -117,10 +118,10 @@ class ThreadPool(Generic[T, R]):
                 thread.join(_JOIN_S)
 
 
-class Submitter(Protocol[T]):
+class Submitter(Protocol[T_contra]):
     """Anything with ``submit(item) -> Future``."""
 
-    def submit(self, item: T) -> Future[Any]:
+    def submit(self, item: T_contra) -> Future[Any]:
         """Start work on ``item``."""
         ...
 
@@ -151,20 +152,27 @@ def ordered_map(
 Descriptor = tuple[str, str, str, tuple[int, ...]]  # (kind, segment name, dtype, shape)
 
 
+def _buf(shm: SharedMemory) -> memoryview:
+    buf = shm.buf
+    if buf is None:  # pragma: no cover - only after close()
+        raise PipelineError(f"shared memory segment {shm.name!r} is closed")
+    return buf
+
+
 def _put(value: Any, name: str) -> Descriptor:
     """Copy one column into a new segment called ``name``."""
     if isinstance(value, np.ndarray) and value.dtype != object:
         arr = np.ascontiguousarray(value)
         shm = SharedMemory(name=name, create=True, size=max(1, arr.nbytes))
         try:
-            np.ndarray(arr.shape, arr.dtype, buffer=shm.buf)[...] = arr
+            np.ndarray(arr.shape, arr.dtype, buffer=_buf(shm))[...] = arr
         finally:
             shm.close()
         return ("nd", name, arr.dtype.str, tuple(arr.shape))
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     shm = SharedMemory(name=name, create=True, size=max(1, len(data)))
     try:
-        shm.buf[: len(data)] = data
+        _buf(shm)[: len(data)] = data
     finally:
         shm.close()
     return ("pk", name, "", (len(data),))
@@ -176,9 +184,9 @@ def _get(desc: Descriptor, unlink: bool) -> Any:
     shm = SharedMemory(name=name)
     try:
         if kind == "nd":
-            value: Any = np.ndarray(shape, np.dtype(dtype), buffer=shm.buf).copy()
+            value: Any = np.ndarray(shape, np.dtype(dtype), buffer=_buf(shm)).copy()
         else:
-            value = pickle.loads(bytes(shm.buf[: shape[0]]))
+            value = pickle.loads(bytes(_buf(shm)[: shape[0]]))
     finally:
         shm.close()
         if unlink:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import PipelineError
+from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["ZipDataset", "zip"]
 
 
-def zip(datasets: Sequence[Dataset]) -> ZipDataset:  # noqa: A001 - MindSpore's name
+def zip(datasets: Sequence[Dataset]) -> ZipDataset:  # MindSpore's name (shadows the builtin here)
     """Zip ``datasets`` (a tuple of at least two) into one (``mindspore.dataset.zip``)."""
     return ZipDataset(list(datasets))
 
@@ -79,4 +80,4 @@ class ZipDataset(Dataset):
                 pending = [p.slice(n, len(p)) for p in parts]
         finally:
             for gen in gens:
-                gen.close()
+                close_iterator(gen)

@@ -103,7 +103,7 @@ class GeneratorDataset(SourceDataset):
             self._sampler: Any = None
         else:
             self._sampler = self._make_sampler(shuffle, num_shards, shard_id, sampler)
-        self.shuffle = shuffle
+        self.shuffle_arg = shuffle
         self.num_shards = num_shards
         self.shard_id = shard_id
 
@@ -116,7 +116,9 @@ class GeneratorDataset(SourceDataset):
 
         if sampler is not None and not isinstance(sampler, samplers.Sampler):
             if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):
-                raise TypeError(f"sampler must be a sampler or an iterable of indices, got {sampler!r}")
+                raise TypeError(
+                    f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
+                )
             sampler = samplers.SubsetSampler(list(sampler))
         if isinstance(sampler, samplers.PKSampler):
             raise ArgumentError(
@@ -154,8 +156,12 @@ class GeneratorDataset(SourceDataset):
 
     def _describe(self) -> str:
         parts = [f"source={_short(self.source)}", f"column_names={self.column_names!r}"]
-        for name in ("shuffle", "num_shards", "shard_id", "num_samples"):
-            value = getattr(self, name)
+        for name, value in (
+            ("shuffle", self.shuffle_arg),
+            ("num_shards", self.num_shards),
+            ("shard_id", self.shard_id),
+            ("num_samples", self.num_samples),
+        ):
             if value is not None:
                 parts.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
