@@ -1,0 +1,1 @@
+"""The ``mrecord`` command (click): convert, info, head, verify, reindex, stats, cat, bench."""

@@ -1,0 +1,70 @@
+"""A quick read benchmark of a dataset: sequential and shuffled, rows/s and MB/s."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import Block
+
+__all__ = ["BenchResult", "block_nbytes", "run_bench"]
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One measured read pattern."""
+
+    pattern: str
+    rows: int
+    seconds: float
+    bytes: int
+
+    @property
+    def rows_per_second(self) -> float:
+        """Rows read per second."""
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def mb_per_second(self) -> float:
+        """Decoded megabytes (1e6 bytes) per second."""
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-able values."""
+        out = asdict(self)
+        out["rows_per_second"] = round(self.rows_per_second, 1)
+        out["mb_per_second"] = round(self.mb_per_second, 2)
+        return out
+
+
+def block_nbytes(block: Block) -> int:
+    """Bytes of decoded data in a block (array bytes, bytes/str lengths)."""
+    total = 0
+    for values in block.columns.values():
+        if isinstance(values, np.ndarray):
+            total += values.nbytes
+        else:
+            for v in values:
+                total += v.nbytes if isinstance(v, np.ndarray) else len(v)
+    return total
+
+
+def run_bench(reader: Any, *, max_rows: int, batch_size: int, seed: int) -> list[BenchResult]:
+    """Read up to ``max_rows`` rows in order, then in a shuffled order, in batches."""
+    n = min(int(reader.num_rows), max_rows)
+    results = []
+    rng = np.random.default_rng(seed)
+    orders = {
+        "sequential": np.arange(n, dtype=np.int64),
+        "shuffled": rng.permutation(int(reader.num_rows))[:n].astype(np.int64),
+    }
+    for pattern, ids in orders.items():
+        nbytes = 0
+        started = time.perf_counter()
+        for lo in range(0, n, batch_size):
+            nbytes += block_nbytes(reader.read_rows(ids[lo : lo + batch_size]))
+        results.append(BenchResult(pattern, n, time.perf_counter() - started, nbytes))
+    return results

@@ -1,0 +1,52 @@
+"""Shared option parsing for the ``mrecord`` commands."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["SizeParam", "emit_json", "progress_bar"]
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+class SizeParam(click.ParamType):  # type: ignore[type-arg]
+    """A byte count: ``1048576``, ``64K``, ``1M``, ``1MiB``."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """Parse ``value`` into a number of bytes."""
+        if isinstance(value, int):
+            return value
+        match = _SIZE.match(str(value))
+        if not match:
+            self.fail(f"{value!r} is not a size (examples: 65536, 64K, 1M)", param, ctx)
+        unit = (match.group(2) or "")[:1].lower()
+        return int(match.group(1)) * _UNITS[unit]
+
+
+def progress_bar(total: int | None, desc: str, quiet: bool) -> Any:
+    """A tqdm bar on stderr with rows/s; off with ``quiet`` or when stderr is not a TTY."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=" rows",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=quiet or not sys.stderr.isatty(),
+        dynamic_ncols=True,
+    )
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as one JSON document on stdout."""
+    import json
+
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))

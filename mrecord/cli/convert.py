@@ -1,0 +1,226 @@
+"""``mrecord convert KIND SRC DST``: the command over :mod:`mrecord.convert`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mrecord.cli._errors import EXIT_USAGE, CommandError
+from mrecord.cli._options import SizeParam, emit_json, progress_bar
+
+__all__ = ["convert", "format_bytes"]
+
+_KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord"]
+
+_HELP = """Convert SRC (of source KIND) into the mrecord dataset DST.
+
+\b
+KIND and SRC:
+  cifar10      folder with the CIFAR-10 binary files (or one .bin file)
+  mnist        folder with the idx files (plain or .gz)
+  imagefolder  folder of class subfolders of images
+  csv          a CSV file with a header line
+  npz, npy     an .npz / .npy file, or a folder of .npy files
+  mindrecord   any shard file of a MindRecord dataset written by MindSpore
+
+\b
+Examples:
+  mrecord convert cifar10 cifar-10-batches-bin/ cifar.mrecord --split test --shards 2
+  mrecord convert mnist mnist/ mnist.mrecord --compression zstd
+  mrecord convert imagefolder photos/ photos.mrecord --resize 224x224 --reencode jpeg
+  mrecord convert csv table.csv table.mrecord --schema '{"id": "int64", "name": "string"}'
+  mrecord convert mindrecord train.mindrecord0 train.mrecord --json
+
+The output is written atomically: if the conversion fails, nothing is left at DST.
+Exit codes: 0 ok, 2 usage error, 3 bad input file, 4 other failure.
+"""
+
+_ONLY_FOR = {
+    "split": ("cifar10", "mnist"),
+    "png": ("cifar10",),
+    "schema": ("csv",),
+    "delimiter": ("csv",),
+    "resize": ("imagefolder",),
+    "reencode": ("imagefolder",),
+    "skip_bad_images": ("imagefolder",),
+    "no_check_index": ("mindrecord",),
+}
+
+
+def format_bytes(n: int) -> str:
+    """``1536`` → ``"1.5 KiB"``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover
+
+
+def _parse_resize(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.lower().split("x")
+    try:
+        size = [int(p) for p in parts]
+    except ValueError:
+        size = []
+    if len(size) == 1:
+        size = size * 2
+    if len(size) != 2 or min(size) <= 0:
+        raise click.BadParameter(
+            f"{text!r} is not WIDTHxHEIGHT (e.g. 224x224) or N", param_hint="--resize"
+        )
+    return (size[0], size[1])
+
+
+def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
+    for option, kinds in _ONLY_FOR.items():
+        value = given[option]
+        if value not in (None, False) and kind not in kinds:
+            flag = "--" + option.replace("_", "-")
+            raise CommandError(
+                f"{flag} applies to {' and '.join(kinds)} only, not {kind!r}", EXIT_USAGE
+            )
+    if kind in ("cifar10", "mnist"):
+        opts: dict[str, Any] = {"split": given["split"] or "train"}
+        if kind == "cifar10":
+            opts["png"] = given["png"]
+        return opts
+    if kind == "csv":
+        return {"schema": given["schema"], "delimiter": given["delimiter"] or ","}
+    if kind == "imagefolder":
+        return {
+            "resize": _parse_resize(given["resize"]),
+            "reencode": given["reencode"],
+            "on_error": "skip" if given["skip_bad_images"] else "raise",
+        }
+    if kind == "mindrecord":
+        return {"check_index": not given["no_check_index"]}
+    return {}
+
+
+@click.command(help=_HELP)
+@click.argument("kind", type=click.Choice(_KINDS))
+@click.argument("src", type=click.Path(path_type=str))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=str))
+@click.option(
+    "--shards",
+    "shard_num",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Number of shard files.",
+)
+@click.option(
+    "--page-size", type=SizeParam(), default=None, help="Target page size (e.g. 1M, 64K)."
+)
+@click.option(
+    "--compression", type=click.Choice(["zstd"]), default=None, help="Compress with zstd."
+)
+@click.option(
+    "--compress-field",
+    "compress_fields",
+    multiple=True,
+    metavar="NAME",
+    help="Compress only this field (repeatable; needs --compression).",
+)
+@click.option("--compression-level", type=click.IntRange(1, 22), default=3, show_default=True)
+@click.option(
+    "--index",
+    "index_fields",
+    multiple=True,
+    metavar="FIELD",
+    help="Index this scalar field in the .db (repeatable; default: label where there is one).",
+)
+@click.option("--no-index", is_flag=True, help="Index no field.")
+@click.option(
+    "--split",
+    type=click.Choice(["train", "test"]),
+    default=None,
+    help="cifar10/mnist: which split (default train).",
+)
+@click.option("--png", is_flag=True, help="cifar10: store PNG bytes instead of uint8 arrays.")
+@click.option(
+    "--schema",
+    default=None,
+    metavar="JSON|FILE",
+    help="csv: column types as JSON text or a JSON file (default: inferred).",
+)
+@click.option("--delimiter", default=None, help="csv: field delimiter (default ',').")
+@click.option(
+    "--resize", default=None, metavar="WxH", help="imagefolder: resize every image (re-encodes)."
+)
+@click.option(
+    "--reencode",
+    type=click.Choice(["jpeg", "png", "webp"]),
+    default=None,
+    help="imagefolder: re-encode every image.",
+)
+@click.option(
+    "--skip-bad-images",
+    is_flag=True,
+    help="imagefolder: skip unreadable images (listed in the summary) instead of failing.",
+)
+@click.option(
+    "--no-check-index", is_flag=True, help="mindrecord: do not compare the .db files with the data."
+)
+@click.option(
+    "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
+)
+@click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DST.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def convert(
+    kind: str,
+    src: str,
+    dst: str,
+    shard_num: int,
+    page_size: int | None,
+    compression: str | None,
+    compress_fields: tuple[str, ...],
+    compression_level: int,
+    index_fields: tuple[str, ...],
+    no_index: bool,
+    batch_rows: int,
+    overwrite: bool,
+    quiet: bool,
+    as_json: bool,
+    **given: Any,
+) -> None:
+    """Convert SRC of KIND into the dataset DST (see ``--help``)."""
+    from mrecord.convert import SOURCES, WriteOptions, write_source
+    from mrecord.errors import DatasetExistsError
+
+    if no_index and index_fields:
+        raise CommandError("--index and --no-index exclude each other", EXIT_USAGE)
+    source_options = _source_options(kind, given)
+    options = WriteOptions(
+        shard_num=shard_num,
+        page_size=page_size,
+        compression=compression,
+        compress_fields=list(compress_fields) or None,
+        compression_level=compression_level,
+        index_fields=[] if no_index else (list(index_fields) or None),
+        overwrite=overwrite,
+        batch_rows=batch_rows,
+    )
+    try:
+        with (
+            SOURCES[kind](src, **source_options) as source,
+            progress_bar(source.num_rows, kind, quiet) as bar,
+        ):
+            summary = write_source(source, dst, options, progress=bar.update)
+    except DatasetExistsError as exc:
+        raise CommandError(f"{exc} (mrecord convert: use --overwrite)", EXIT_USAGE) from None
+    if as_json:
+        emit_json(summary.to_dict())
+        return
+    click.echo(
+        f"converted {summary.rows:,} rows of {kind} {src!r} into {dst!r}: "
+        f"{summary.shards} shard(s), {format_bytes(summary.bytes)}, "
+        f"{summary.seconds:.2f} s ({summary.rows_per_second:,.0f} rows/s)"
+    )
+    for problem in summary.problems:
+        click.echo(f"note: {problem}", err=True)

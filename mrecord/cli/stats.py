@@ -1,0 +1,81 @@
+"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.cli._stats`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from mrecord.block import Block
+from mrecord.cli._options import emit_json, progress_bar
+
+__all__ = ["iter_dataset_blocks", "stats"]
+
+
+def iter_dataset_blocks(
+    reader: Any, chunk: int, start: int = 0, stop: int | None = None
+) -> Iterator[Block]:
+    """Read rows ``start:stop`` of a DatasetReader in order, ``chunk`` at a time."""
+    import numpy as np
+
+    n = int(reader.num_rows)
+    end = n if stop is None else min(stop, n)
+    for lo in range(start, end, chunk):
+        ids = np.arange(lo, min(lo + chunk, end), dtype=np.int64)
+        block: Block = reader.read_rows(ids)
+        yield block
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="FIELD",
+    help="Integer field to histogram (repeatable; default: label).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> None:
+    """Per-field count, min/max/mean, length distribution and label histogram.
+
+    \b
+    Example:
+      mrecord stats train.mrecord --label label --json
+    """
+    from mrecord.cli._stats import compute_stats
+    from mrecord.reader.dataset_reader import DatasetReader
+
+    with DatasetReader.open(path) as reader:
+        fields = [(f.name, f.type, f.shape) for f in reader.schema.fields]
+        with progress_bar(reader.num_rows, "stats", quiet) as bar:
+
+            def blocks() -> Iterator[Block]:
+                for block in iter_dataset_blocks(reader, 4096):
+                    bar.update(len(block))
+                    yield block
+
+            result = compute_stats(fields, blocks(), label_fields=labels or ("label",))
+    if as_json:
+        emit_json({"path": path, "rows": reader.num_rows, "fields": result})
+        return
+    click.echo(f"{path!r}: {reader.num_rows:,} rows")
+    for name, st in result.items():
+        parts = [f"count={st['count']}"]
+        for key in ("min", "max", "mean", "nan_count"):
+            if key in st and st[key] is not None:
+                value = st[key]
+                parts.append(f"{key}={value:.6g}" if isinstance(value, float) else f"{key}={value}")
+        if "length" in st:
+            ln = st["length"]
+            parts.append(
+                f"length min/mean/p50/p99/max={ln['min']}/{ln['mean']:.1f}/"
+                f"{ln['p50']:g}/{ln['p99']:g}/{ln['max']}"
+            )
+        click.echo(f"  {name} ({st['type']}): " + " ".join(parts))
+        if "histogram" in st:
+            click.echo(
+                "    histogram: " + ", ".join(f"{k}: {v}" for k, v in st["histogram"].items())
+            )
