@@ -83,15 +83,33 @@ _TAPS = {
 
 
 def _resize_axis(img: np.ndarray, axis: int, n_out: int, inter: Inter) -> np.ndarray:
-    n_in = img.shape[axis]
-    idx, w = _TAPS[inter](n_in, n_out)
+    """Resize float32 ``img`` along ``axis`` (0: rows, 1: columns) to ``n_out``.
+
+    The image is viewed as 2-D ``(H, W * C)`` so that each tap is one fast gather of whole
+    rows (axis 0) or of precomputed flat column indices (axis 1), then a multiply-add.
+    """
+    height, width = img.shape[:2]
+    chans = int(np.prod(img.shape[2:], dtype=np.int64))
+    flat = img.reshape(height, width * chans)
+    idx, w = _TAPS[inter](img.shape[axis], n_out)
     w32 = w.astype(np.float32)
-    shape = [1] * img.ndim
-    shape[axis] = n_out
-    out: np.ndarray = np.take(img, idx[:, 0], axis=axis) * w32[:, 0].reshape(shape)
-    for k in range(1, idx.shape[1]):
-        out += np.take(img, idx[:, k], axis=axis) * w32[:, k].reshape(shape)
-    return out
+    out: np.ndarray | None = None
+    for k in range(idx.shape[1]):
+        if axis == 0:
+            term = flat[idx[:, k]]
+            term *= w32[:, k, np.newaxis]
+        else:
+            cols = (idx[:, k, np.newaxis] * chans + np.arange(chans)).ravel()
+            term = np.take(flat, cols, axis=1)
+            term *= np.repeat(w32[:, k], chans)[np.newaxis, :]
+        if out is None:
+            out = term
+        else:
+            out += term
+    if out is None:  # every filter has at least one tap
+        raise AssertionError("empty resize filter")
+    shape = (n_out, width) if axis == 0 else (height, n_out)
+    return out.reshape(*shape, *img.shape[2:])
 
 
 def _resize_pil(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
@@ -120,8 +138,13 @@ def resize(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
     if inter in (Inter.PILCUBIC, Inter.ANTIALIAS):
         return _resize_pil(img, out_h, out_w, inter)
     work = img if img.dtype == np.float32 else img.astype(np.float32)
-    if w != out_w:
-        work = _resize_axis(work, 1, out_w, inter)
-    if h != out_h:
-        work = _resize_axis(work, 0, out_h, inter)
+    # shrink rows first when that makes the second pass cheaper (the order is fixed per shape)
+    axes = ((0, out_h), (1, out_w)) if out_h <= h else ((1, out_w), (0, out_h))
+    for axis, n_out in axes:
+        if work.shape[axis] != n_out:
+            work = _resize_axis(work, axis, n_out, inter)
+    if img.dtype == np.uint8:  # ``work`` is a fresh array here: round and clip in place
+        np.rint(work, out=work)
+        np.clip(work, 0, 255, out=work)
+        return work.astype(np.uint8)
     return restore_dtype(work, img.dtype)

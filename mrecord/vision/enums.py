@@ -9,6 +9,7 @@ class _ReadableEnum(str, Enum):
     def __repr__(self) -> str:
         return f"{type(self).__name__}.{self.name}"
 
+
 __all__ = ["Border", "Inter", "SliceMode"]
 
 
