@@ -21,6 +21,8 @@ def test_type_cast_follows_numpy_astype() -> None:
     assert out.tolist() == [1, -2, 3]
     assert transforms.TypeCast("float16")(np.array([1], np.uint8)).dtype == np.float16
     assert repr(transforms.TypeCast(np.float32)) == "TypeCast(data_type='float32')"
+    scalar = transforms.TypeCast(np.int32)(np.array(7, dtype=np.int64))
+    assert isinstance(scalar, np.ndarray) and scalar.shape == () and scalar.dtype == np.int32
 
 
 def test_type_cast_rejects_non_dtypes() -> None:

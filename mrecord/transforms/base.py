@@ -100,7 +100,7 @@ class BatchOperation(TensorOperation):
         img = to_array(arrays[0], type(self).__name__)
         self._check_row(img.shape, img.dtype)
         seeds = np.array([seed], dtype=np.uint64)
-        return self._batch(img[np.newaxis], seeds)[0]
+        return self._batch(img[np.newaxis], seeds)[0, ...]  # [0, ...]: a 0-d row stays an array
 
     def apply_batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         """Apply the op to every row of ``batch`` ``(N, ...)`` with row ``i`` using ``seeds[i]``."""
