@@ -1,0 +1,92 @@
+"""The public API is what we mean it to be (MindSpore's names, importable from ``mrecord``)."""
+
+from __future__ import annotations
+
+import mrecord
+
+EXPECTED = {
+    "Block",
+    "ConcatDataset",
+    "Dataset",
+    "DatasetReader",
+    "DistributedSampler",
+    "FileWriter",
+    "GeneratorDataset",
+    "MindDataset",
+    "MindPage",
+    "MrecordError",
+    "NumpySlicesDataset",
+    "PKSampler",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Shuffle",
+    "SourceDataset",
+    "SubsetRandomSampler",
+    "SubsetSampler",
+    "WeightedRandomSampler",
+    "__version__",
+    "config",
+    "errors",
+    "reindex",
+    "transforms",
+    "verify_dataset",
+    "vision",
+}
+
+
+def test_all_is_exactly_the_public_api() -> None:
+    assert set(mrecord.__all__) == EXPECTED
+
+
+def test_every_exported_name_exists_and_has_a_docstring() -> None:
+    for name in mrecord.__all__:
+        member = getattr(mrecord, name)
+        if name != "__version__":
+            assert member.__doc__, f"mrecord.{name} has no docstring"
+
+
+def test_shuffle_modes_are_mindspores() -> None:
+    assert {m.name for m in mrecord.Shuffle} == {"GLOBAL", "PARTIAL", "FILES", "INFILE", "ADAPTIVE"}
+
+
+def test_mindspore_vision_and_transforms_names_exist() -> None:
+    for name in [
+        "Decode",
+        "Resize",
+        "CenterCrop",
+        "RandomCrop",
+        "RandomResizedCrop",
+        "RandomCropDecodeResize",
+        "RandomHorizontalFlip",
+        "RandomVerticalFlip",
+        "RandomColorAdjust",
+        "RandomSharpness",
+        "Rescale",
+        "Normalize",
+        "HWC2CHW",
+        "SlicePatches",
+        "Inter",
+        "SliceMode",
+    ]:
+        assert hasattr(mrecord.vision, name), name
+    for name in ["TypeCast", "Compose", "OneHot", "Fill", "Duplicate"]:
+        assert hasattr(mrecord.transforms, name), name
+    for name in [
+        "set_seed",
+        "get_seed",
+        "set_prefetch_size",
+        "set_num_parallel_workers",
+        "set_auto_offload",
+    ]:
+        assert hasattr(mrecord.config, name), name
+
+
+def test_errors_inherit_the_builtins_users_catch() -> None:
+    e = mrecord.errors
+    assert issubclass(e.SchemaError, ValueError)
+    assert issubclass(e.MissingIndexError, FileNotFoundError)
+    assert issubclass(e.SinkTimeoutError, TimeoutError)
+    assert issubclass(e.DatasetLockedError, BlockingIOError)
+    for name in e.__all__:
+        assert issubclass(getattr(e, name), e.MrecordError)
