@@ -1,1 +1,1 @@
-"""Reading mrecord datasets: shards, row lookups, orders (shuffles, sharding, samplers)."""
+"""Reading datasets: shards (mmap), vectorized row gathers, .db lookups, orders and samplers."""
