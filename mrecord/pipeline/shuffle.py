@@ -1,9 +1,10 @@
 """``shuffle(buffer_size)``: shuffle rows through a buffer, reshuffled every epoch.
 
-Same idea as MindSpore's shuffle buffer, done per block: once the buffer holds
-``buffer_size`` rows, an incoming block of ``m`` rows sends ``m`` randomly chosen
-buffered rows out and takes their slots; at the end the buffer leaves in random
-order. Randomness comes from (config seed, epoch, node position): reproducible.
+MindSpore's shuffle buffer, done a piece at a time: once the buffer holds
+``buffer_size`` rows, each incoming piece of ``m <= buffer_size`` rows sends ``m``
+randomly chosen buffered rows out and takes their slots; at the end the buffer
+leaves in random order. As in MindSpore a row leaves at most ``buffer_size``
+positions before its input position. Randomness comes from (config seed, epoch, node position): reproducible.
 ``buffer_size`` >= the dataset size gives a uniform shuffle.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.pipeline.columns import split_block
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -48,48 +50,38 @@ class ShuffleDataset(Dataset):
         size = self.buffer_size
         buf: Block | None = None
         for block in self.children[0]._execute(ctx, epoch):
-            if buf is None:
-                buf = block.take(np.arange(len(block)))  # own copy: slots are written below
-                both = buf
-            elif len(buf) + len(block) <= size:
-                buf = Block.concat([buf, block])
-                continue
-            elif len(buf) == size and len(block) <= size and _writable(buf, block):
-                slots = rng.choice(size, len(block), replace=False)
+            for piece in split_block(block, size):
+                if buf is None:
+                    buf = piece.take(np.arange(len(piece)))  # own copy: slots are written
+                    continue
+                room = size - len(buf)
+                if room:
+                    buf = Block.concat([buf, piece.slice(0, min(room, len(piece)))])
+                    piece = piece.slice(min(room, len(piece)), len(piece))
+                    if not len(piece):
+                        continue
+                slots = rng.choice(size, len(piece), replace=False)
                 out = buf.take(slots)
-                _assign(buf, slots, block)
+                _assign(buf, slots, piece)
                 yield out
-                continue
-            else:
-                both = Block.concat([buf, block])
-            if len(both) > size:
-                perm = rng.permutation(len(both))
-                cut = len(both) - size
-                yield both.take(perm[:cut])
-                buf = both.take(perm[cut:])
         if buf is not None and len(buf):
             yield buf.take(rng.permutation(len(buf)))
 
 
-def _writable(buf: Block, block: Block) -> bool:
-    """Whether ``block``'s rows can be written into ``buf``'s slots column by column."""
+def _assign(buf: Block, slots: np.ndarray, piece: Block) -> None:
+    """Write ``piece``'s rows into ``buf``'s ``slots`` (a column becomes a list if needed)."""
     for name, values in buf.columns.items():
-        incoming = block.columns[name]
-        if isinstance(values, np.ndarray) and not (
-            isinstance(incoming, np.ndarray)
-            and incoming.dtype == values.dtype
-            and incoming.shape[1:] == values.shape[1:]
-        ):
-            return False
-    return True
-
-
-def _assign(buf: Block, slots: np.ndarray, block: Block) -> None:
-    for name, values in buf.columns.items():
-        incoming = block.columns[name]
+        incoming = piece.columns[name]
         if isinstance(values, np.ndarray):
-            values[slots] = incoming
-        else:
-            for slot, value in zip(slots.tolist(), incoming, strict=True):
-                values[slot] = value
-    buf.row_ids[slots] = block.row_ids
+            if (
+                isinstance(incoming, np.ndarray)
+                and incoming.dtype == values.dtype
+                and incoming.shape[1:] == values.shape[1:]
+            ):
+                values[slots] = incoming
+                continue
+            values = list(values)
+            buf.columns[name] = values
+        for slot, value in zip(slots.tolist(), incoming, strict=True):
+            values[slot] = value
+    buf.row_ids[slots] = piece.row_ids

@@ -319,13 +319,19 @@ class ProcessPool:
         while task_id not in self._results:
             if stop.is_set():
                 raise PipelineStopped
-            if conn.poll(_POLL_S):
-                reply = conn.recv()
-                self._results[reply[1]] = reply
-            elif not proc.is_alive():
+            try:
+                if conn.poll(_POLL_S):
+                    reply = conn.recv()
+                    self._results[reply[1]] = reply
+                    continue
+            except (EOFError, OSError):
+                proc.join(_JOIN_S)
+            if not proc.is_alive():
                 raise PipelineError(
                     f"worker process {proc.name!r} (pid {proc.pid}) exited with code "
-                    f"{proc.exitcode} while running a task; the pipeline stopped"
+                    f"{proc.exitcode} while running a task; the pipeline stopped (if it "
+                    "could not start, guard the script's entry point with "
+                    "`if __name__ == '__main__':`)"
                 )
         reply = self._results.pop(task_id)
         with self._lock:
