@@ -123,10 +123,26 @@ def _column(field: Field, values: list[Any]) -> np.ndarray | list[Any]:
         for i, v in enumerate(values):
             if not isinstance(v, str):
                 raise _fail(i, field, f"expected str, got {type(v).__name__} {_short(v)}")
+        _check_utf8(field, values)
         return values
     if field.is_scalar:
         return _scalar_column(field, values)
     return _array_column(field, values)
+
+
+def _check_utf8(field: Field, values: list[str]) -> None:
+    """Refuse strings UTF-8 cannot encode (lone surrogates) here, not at commit time."""
+    try:
+        "".join(values).encode("utf-8")
+    except UnicodeEncodeError:
+        for i, v in enumerate(values):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _fail(
+                    i, field, f"string {_short(v)} is not valid unicode ({exc.reason})"
+                ) from None
+        raise
 
 
 def _bytes_column(field: Field, values: list[Any]) -> list[Any]:
@@ -160,9 +176,21 @@ def _scalar_column(field: Field, values: list[Any]) -> np.ndarray:
         try:
             wide = np.array(values, dtype=np.int64 if field.dtype.kind == "i" else np.uint64)
         except OverflowError:
+            low, high = (-(2**63), 2**63) if field.dtype.kind == "i" else (0, 2**64)
             for i, v in enumerate(values):
-                if not -(2**63) <= int(v) < 2**64:
+                if not low <= int(v) < high:
                     raise _fail(i, field, f"{v!r} is out of range for {field.type}") from None
+            raise
+        return _checked_cast(field, wide, 0)
+    if field.dtype.kind == "f":
+        try:
+            wide = np.array(values, dtype=np.float64)
+        except OverflowError:  # a Python int beyond float64
+            for i, v in enumerate(values):
+                try:
+                    float(v)
+                except OverflowError:
+                    raise _fail(i, field, f"{_short(v)} is out of range for {field.type}") from None
             raise
         return _checked_cast(field, wide, 0)
     return np.array(values, dtype=field.dtype).reshape(len(values))
@@ -179,6 +207,20 @@ def _checked_cast(field: Field, values: np.ndarray, first_row: int) -> np.ndarra
                 field,
                 f"{values[row]!r} is out of range for {field.type} [{info.min}, {info.max}]",
             )
+    if field.dtype.kind == "f" and values.dtype != field.dtype and len(values):
+        # Never turn a finite number into inf silently (1e10 into float16).
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = values.astype(field.dtype)
+        bad = np.flatnonzero(np.isinf(out) & np.isfinite(values))
+        if len(bad):
+            row = int(bad[0])
+            raise _fail(
+                first_row + row,
+                field,
+                f"{values[row]!r} is out of range for {field.type} "
+                f"(largest is {float(np.finfo(field.dtype).max)!r})",
+            )
+        return out
     return values.astype(field.dtype)
 
 
