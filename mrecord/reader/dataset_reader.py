@@ -202,7 +202,9 @@ class DatasetReader:
 
     def _gather_fixed(self, field: Field, n: int, groups: list[Any]) -> np.ndarray:
         result = np.empty((n, *field.row_shape), dtype=field.dtype)
-        elems = max(1, int(np.prod(field.row_shape, dtype=np.int64)))
+        elems = int(np.prod(field.row_shape, dtype=np.int64))
+        if elems == 0:
+            return result  # a zero-size shape holds no values to read
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
             if elems <= _GLOBAL_GATHER_MAX_ELEMS and shard.uncompressed_fixed(field):
