@@ -15,7 +15,8 @@ peak resident memory during that step):
 - ``read_random_row``: ``DatasetReader.read_row(i)`` for ``i`` in a random permutation;
 - ``read_random``: ``MindDataset(shuffle=True)`` (GLOBAL) tuple iterator;
 - ``read_batch256``: ``DatasetReader.read_rows`` of 256 random ids at a time;
-- ``read_batch256_iter``: ``MindDataset(shuffle=True).batch(256)`` iterator;
+- ``read_batch256_iter``: ``MindDataset(shuffle=True).batch(256)`` iterator (varshape:
+  padded to [64, 3] by a ``per_batch_map``, as MindSpore's side uses ``padded_batch``);
 - ``read_4shards``: ``MindDataset(shuffle=True, num_shards=4, shard_id=0)`` iterator.
 
 A step that fails (e.g. a layer not written yet) is recorded with its error and the
@@ -44,7 +45,15 @@ from benchmarks.measure import (
     measuring,
 )
 
-__all__ = ["PAGE_SIZE", "main", "mrecord_version", "remove_dataset", "run_format", "write_mrecord"]
+__all__ = [
+    "PAGE_SIZE",
+    "main",
+    "mrecord_version",
+    "pad_points",
+    "remove_dataset",
+    "run_format",
+    "write_mrecord",
+]
 
 PAGE_SIZE = 1 << 20
 """Page size given to ``FileWriter.set_page_size`` in every benchmark."""
@@ -102,10 +111,32 @@ def _iter_rows(iterator: Iterable[Any], batched: bool) -> Iterator[int]:
         yield len(item[0]) if batched else 1
 
 
-def _reader_steps(path: Path, ids: np.ndarray, size: int, per_row: bool) -> Iterator[int]:
-    from mrecord.reader import DatasetReader
+def _dataset_reader() -> Any:
+    """``mrecord.reader.DatasetReader`` (its defining module if the package does not export it)."""
+    import mrecord.reader
 
-    reader = DatasetReader.open(str(path))
+    found = getattr(mrecord.reader, "DatasetReader", None)
+    if found is None:
+        from mrecord.reader.dataset_reader import DatasetReader
+
+        found = DatasetReader
+    return found
+
+
+def pad_points(points: list[np.ndarray], label: np.ndarray, info: Any) -> tuple[Any, ...]:
+    """``per_batch_map`` padding a batch of [k, 3] arrays to [64, 3] with zeros.
+
+    mrecord has no ``padded_batch`` (MindSpore's way, used on its side), so the varshape
+    ``batch(256)`` iterator pads here, once per batch.
+    """
+    out = np.zeros((len(points), 64, 3), dtype=np.float32)
+    for i, p in enumerate(points):
+        out[i, : len(p)] = p
+    return out, label
+
+
+def _reader_steps(path: Path, ids: np.ndarray, size: int, per_row: bool) -> Iterator[int]:
+    reader = _dataset_reader().open(str(path))
     try:
         if per_row:
             for i in ids.tolist():
@@ -152,6 +183,12 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
         it = build().create_tuple_iterator(num_epochs=1, output_numpy=True)
         return _iter_rows(it, batched)
 
+    def batched_dataset() -> Any:
+        ds = mind_dataset(shuffle=True)
+        if name == "varshape":
+            return ds.batch(BATCH, per_batch_map=pad_points, input_columns=["points", "label"])
+        return ds.batch(BATCH)
+
     plans: list[tuple[str, Callable[[], Iterator[int]]]] = [
         ("read_seq_reader", lambda: _reader_steps(path, seq, SEQ_CHUNK, False)),
         ("read_seq", lambda: iterate(lambda: mind_dataset(shuffle=False), False)),
@@ -160,7 +197,7 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
         ("read_batch256", lambda: _reader_steps(path, perm, BATCH, False)),
         (
             "read_batch256_iter",
-            lambda: iterate(lambda: mind_dataset(shuffle=True).batch(BATCH), True),
+            lambda: iterate(batched_dataset, True),
         ),
         (
             "read_4shards",

@@ -230,7 +230,10 @@ def format_table(run: dict[str, Any]) -> str:
     """A plain-text table of one workload run."""
     w = W.get(run["workload"])
     unit = "images/s" if run["suite"] == "pipeline" else "rows/s"
-    head = f"== {run['suite']}: {run['workload']} ({run['rows']:,} rows, scale {run['scale']:g}) "
+    head = (
+        f"== {run['suite']}: {run['workload']} ({run['rows']:,} rows, scale {run['scale']:g}, "
+        f"load {run.get('loadavg_1min_at_start', 0):.1f}) "
+    )
     lines = [head + "=" * max(0, 100 - len(head)), w.description]
     cols = f"{'step':<42}{'mrecord ' + unit:>17}{'MB/s':>8}{'peak MB':>9}"
     cols += f"  {'MindSpore':<14}{unit:>10}{'peak MB':>9}{'ratio':>8}{'target':>8}"
@@ -333,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                 "workload": name,
                 "scale": args.scale,
                 "rows": W.get(name).num_rows(args.scale),
+                "loadavg_1min_at_start": round(os.getloadavg()[0], 2),
             }
             print(f"running {suite}/{name} on mrecord ...", flush=True)
             module = "benchmarks.bench_format" if suite == "format" else "benchmarks.bench_pipeline"
