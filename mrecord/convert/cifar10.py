@@ -5,8 +5,8 @@ sequence of 10,000 records of 3,073 bytes::
 
     [label: 1 byte, 0..9] [red: 1024] [green: 1024] [blue: 1024]   (each plane 32x32, row-major)
 
-A whole file is decoded with one ``np.frombuffer`` + reshape + transpose to HWC
-(``uint8[32, 32, 3]``), or encoded to PNG with ``png=True`` (in a thread pool).
+A whole file is decoded with one ``np.frombuffer`` + reshape and one strided copy
+per colour plane to HWC (``uint8[32, 32, 3]``), or encoded to PNG with ``png=True`` (in a thread pool).
 """
 
 from __future__ import annotations
@@ -63,8 +63,12 @@ def decode_cifar10(data: bytes | np.ndarray, *, path: str) -> tuple[np.ndarray, 
             f"{path!r} is not a CIFAR-10 binary file: record {i} (byte {i * RECORD_BYTES}) "
             f"has label {int(labels[i])}, CIFAR-10 labels are 0..9"
         )
-    images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(images), labels
+    # CHW -> HWC: one strided copy per colour plane (about 2x faster than a
+    # 4-D transpose + ascontiguousarray, which walks memory with a bad stride).
+    images = np.empty((len(records), 32, 32, 3), dtype=np.uint8)
+    for c in range(3):
+        images[..., c] = records[:, 1 + 1024 * c : 1 + 1024 * (c + 1)].reshape(-1, 32, 32)
+    return images, labels
 
 
 def encode_png(image: np.ndarray) -> bytes:
