@@ -39,6 +39,16 @@ def reset() -> None:
             auto_offload=False,
             op_timeout=1900.0,
         )
+    _restart_eager_randomness()
+
+
+def _restart_eager_randomness() -> None:
+    """Seedless eager calls of random ops restart their sequence from the new seed."""
+    import sys
+
+    seeding = sys.modules.get("mrecord.transforms.seeding")
+    if seeding is not None:  # not imported yet: it will read the seed when it is
+        seeding.reset_eager_seeds()
 
 
 reset()
@@ -67,6 +77,7 @@ def set_seed(seed: int) -> None:
     """
     with _lock:
         _settings["seed"] = _check_int("seed", seed, 0, 2**32 - 1)
+    _restart_eager_randomness()
 
 
 def get_seed() -> int:
