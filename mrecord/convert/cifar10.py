@@ -6,7 +6,8 @@ sequence of 10,000 records of 3,073 bytes::
     [label: 1 byte, 0..9] [red: 1024] [green: 1024] [blue: 1024]   (each plane 32x32, row-major)
 
 A whole file is decoded with one ``np.frombuffer`` + reshape and one strided copy
-per colour plane to HWC (``uint8[32, 32, 3]``), or encoded to PNG with ``png=True`` (in a thread pool).
+per colour plane to HWC (``uint8[32, 32, 3]``), or encoded to PNG with
+``png=True`` (in a thread pool).
 """
 
 from __future__ import annotations
