@@ -253,3 +253,114 @@ def test_int_encoding_count_larger_than_data() -> None:
     data = (2**31).to_bytes(4, "big") + b"\x00" * 10
     with pytest.raises(CorruptFileError, match="claims 2147483648 values"):
         decode_int_array(data, "int64", path="x", field="f", offset=0)
+
+
+# ---------------------------------------------------------------- many pages
+
+
+def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 256) -> None:
+    """Write a MindRecord file from MINDRECORD_FORMAT.md with several pages of each type,
+    page ids interleaved between the types (as MindSpore allocates them as pages fill)."""
+    import msgpack
+
+    header_size = 2048
+
+    def framed(payload: bytes) -> bytes:
+        return struct.pack("<Q", len(payload)) + payload
+
+    raw = [framed(msgpack.packb({"id": r["id"], "name": r["name"]})) for r in rows]
+    blob = []
+    for r in rows:
+        parts = [encode_ints(r["arr"]), r["data"]]  # blob fields in name order: arr, data
+        blob.append(framed(b"".join(struct.pack(">Q", len(p)) + p for p in parts)))
+
+    def paginate(records: list[bytes]) -> list[tuple[int, int, bytes]]:
+        pages, start, cur = [], 0, b""
+        for i, rec in enumerate(records):
+            if cur and len(cur) + len(rec) > page_size:
+                pages.append((start, i, cur))
+                start, cur = i, b""
+            cur += rec
+        pages.append((start, len(records), cur))
+        return pages
+
+    blob_pages, raw_pages = paginate(blob), paginate(raw)
+    order: list[tuple[str, int]] = []
+    for k in range(max(len(blob_pages), len(raw_pages))):
+        order += [("BLOB_DATA", k)] if k < len(blob_pages) else []
+        order += [("RAW_DATA", k)] if k < len(raw_pages) else []
+    meta, body = [], bytearray()
+    for page_id, (kind, k) in enumerate(order):
+        start, end, data = (blob_pages if kind == "BLOB_DATA" else raw_pages)[k]
+        meta.append(
+            {
+                "page_id": page_id,
+                "shard_id": 0,
+                "page_type": kind,
+                "page_type_id": k,
+                "start_row_id": start if kind == "BLOB_DATA" else 0,
+                "end_row_id": end if kind == "BLOB_DATA" else 0,
+                "row_group_ids": [{"id": 0, "offset": 0}],
+                "page_size": len(data),
+            }
+        )
+        assert len(data) <= page_size
+        padded = data if page_id == len(order) - 1 else data.ljust(page_size, b"\0")
+        body += padded
+    header = {
+        "header_size": header_size,
+        "page_size": page_size,
+        "index_fields": [{"index_field": "id", "schema_id": 0}],
+        "page": meta,
+        "compression_size": 0,
+        "schema": [
+            {
+                "blob_fields": ["arr", "data"],
+                "desc": "synthetic",
+                "schema": {
+                    "arr": {"type": "int32", "shape": [-1]},
+                    "data": {"type": "bytes"},
+                    "id": {"type": "int64"},
+                    "name": {"type": "string"},
+                },
+            }
+        ],
+        "shard_addresses": [path.name],
+        "shard_id": 0,
+        "statistics": None,
+        "version": "3.0",
+    }
+    text = json.dumps(header, separators=(",", ":")).encode()
+    head = (struct.pack("<Q", len(text)) + text).ljust(header_size, b"\0")
+    path.write_bytes(head + bytes(body))
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "arr": st.lists(st.integers(-(2**31), 2**31 - 1), max_size=12),
+                "data": st.binary(max_size=60),
+                "name": st.text(max_size=10),
+            }
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_many_pages_read_in_type_order(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, Any]]
+) -> None:
+    for i, r in enumerate(rows):
+        r["id"] = i * 2**40 - 7
+    path = tmp_path_factory.mktemp("pages") / "syn.mindrecord"
+    build_mindrecord(path, rows)
+    with MindRecordDataset.open(path) as ds:
+        assert ds.indexed_shards == 0  # no .db: the data alone is enough
+        assert ds.desc == "synthetic" and ds.index_fields == ("id",)
+        got = list(ds.iter_rows())
+    assert len(got) == len(rows)
+    for g, want in zip(got, rows, strict=True):
+        assert int(g["id"]) == want["id"] and g["name"] == want["name"]
+        assert g["data"] == want["data"]
+        assert g["arr"].dtype == np.int32 and g["arr"].tolist() == want["arr"]
