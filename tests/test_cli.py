@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
+from test_convert_sources import cifar_dir, image_folder, write_cifar, write_csv, write_idx
+from test_mindrecord_import import FIXTURES, SAMPLES, expected
 
 from mrecord.cli.main import cli
-from tests.test_convert_sources import cifar_dir, image_folder, write_cifar, write_csv, write_idx
-from tests.test_mindrecord_import import FIXTURES, SAMPLES, expected
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_convert_sources import cifar_dir, image_folder, write_cifar, write_csv, write_idx
+from test_mindrecord_import import FIXTURES, SAMPLES, assert_value_equal, expected
 
 from mrecord.convert import (
     WriteOptions,
@@ -25,8 +27,6 @@ from mrecord.convert import (
 )
 from mrecord.errors import ArgumentError, ConversionError, DatasetExistsError
 from mrecord.reader.dataset_reader import DatasetReader
-from tests.test_convert_sources import cifar_dir, image_folder, write_cifar, write_csv, write_idx
-from tests.test_mindrecord_import import FIXTURES, SAMPLES, assert_value_equal, expected
 
 
 def read_all(path: Path) -> tuple[DatasetReader, list[dict[str, Any]]]:
