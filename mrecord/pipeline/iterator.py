@@ -178,11 +178,15 @@ class _RowIterator:
         raise NotImplementedError
 
     def __next__(self) -> Any:
-        while True:
-            row = next(self._rows, None)
-            if row is not None:
-                return row
-            self._rows = self._make_rows(next(self._blocks))
+        try:
+            while True:
+                row = next(self._rows, None)
+                if row is not None:
+                    return row
+                self._rows = self._make_rows(next(self._blocks))
+        except KeyboardInterrupt:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop the pipeline (threads joined, processes ended, shared memory freed)."""
