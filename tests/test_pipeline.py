@@ -64,7 +64,9 @@ OPS = st.one_of(
 
 
 @given(n=st.integers(0, 40), ops=st.lists(OPS, max_size=4))
-def test_size_without_reading_equals_rows_produced(n: int, ops: list[tuple[str, int, bool]]) -> None:
+def test_size_without_reading_equals_rows_produced(
+    n: int, ops: list[tuple[str, int, bool]]
+) -> None:
     ds: Dataset = ids_dataset(n)
     expected = n  # independent model of the arithmetic
     for name, value, flag in ops:
@@ -180,7 +182,7 @@ def test_output_shapes_and_types_of_first_batch() -> None:
 
 def test_batch_of_different_shapes_names_the_column() -> None:
     ds = ids_dataset(4).map(lambda x: np.zeros(int(x) + 1), input_columns="id").batch(2)
-    with pytest.raises(PipelineError, match="Inconsistent batch shapes.*'id'"):
+    with pytest.raises(PipelineError, match=r"Inconsistent batch shapes.*'id'"):
         column(ds)
 
 
@@ -223,7 +225,8 @@ def test_node_with_two_consumers_is_rejected_naming_both() -> None:
     source = ids_dataset(4)
     left = source.map(lambda x: x + 1, input_columns="id")
     right = source.map(lambda x: x - 1, input_columns="id")
-    with pytest.raises(PipelineError, match=r"not a tree \(i\.e\., one node has 2 consumers\)") as e:
+    message = r"not a tree \(i\.e\., one node has 2 consumers\)"
+    with pytest.raises(PipelineError, match=message) as e:
         list(right.create_tuple_iterator(num_epochs=1))
     assert "x + 1" not in str(e.value)  # reprs, not source text
     assert str(e.value).count("Map(") == 2
