@@ -8,7 +8,7 @@
                page 1: ...                                         64-byte boundary (zero padding)
     M          metadata: MessagePack map (see ``mrecord.format.metadata``)
     end - 32   trailer (32 bytes)
-               [metadata offset M: u64] [metadata length: u64] [metadata crc32: u32]
+               [metadata offset M: u64] [metadata length: u64] [metadata crc32c: u32]
                [zeros: 4] [magic: 8 = 1A 4D 52 45 43 45 4E 44]
 
 All integers are little-endian. A reader seeks to the trailer, checks its magic,

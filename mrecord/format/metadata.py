@@ -19,7 +19,7 @@ Keys (all required)::
 
 A CHUNK_DTYPE record is 32 bytes::
 
-    [offset: u64] [stored length: u64] [raw length: u64] [crc32 of stored bytes: u32]
+    [offset: u64] [stored length: u64] [raw length: u64] [crc32c of stored bytes: u32]
     [codec: u8 (0 none, 1 zstd)] [zeros: 3]
 
 MessagePack is read with explicit size limits; pickle is never used.
