@@ -40,7 +40,11 @@ def test_random_access_in_order_with_shuffle_false() -> None:
     ds = GeneratorDataset(Squares(5), ["i", "sq"], shuffle=False)
     assert ds.get_dataset_size() == 5
     assert [[int(v) for v in r] for r in ds.create_tuple_iterator(num_epochs=1)] == [
-        [0, 0], [1, 1], [2, 4], [3, 9], [4, 16],
+        [0, 0],
+        [1, 1],
+        [2, 4],
+        [3, 9],
+        [4, 16],
     ]
 
 

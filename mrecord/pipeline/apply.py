@@ -55,8 +55,9 @@ class ChainSpec:
     input_columns: tuple[str, ...]
     num_outputs: int
 
-    def __call__(self, task: tuple[list[ColumnValues], np.ndarray, np.ndarray, np.ndarray]
-                 ) -> list[ColumnValues]:
+    def __call__(
+        self, task: tuple[list[ColumnValues], np.ndarray, np.ndarray, np.ndarray]
+    ) -> list[ColumnValues]:
         """Apply the ops to ``(columns, row keys, positions, row ids)``; return the outputs."""
         columns, keys, positions, row_ids = task
         state: list[ColumnValues] = list(columns)

@@ -94,8 +94,7 @@ class BatchDataset(Dataset):
         missing = [c for c in self.resolved_input_columns() if c not in names]
         if missing:
             raise PipelineError(
-                f"{self!r}: input_columns {missing!r} not in the dataset; "
-                f"its columns are {names!r}"
+                f"{self!r}: input_columns {missing!r} not in the dataset; its columns are {names!r}"
             )
 
     def _column_names(self) -> list[str]:

@@ -184,9 +184,7 @@ class Dataset:
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
     # ------------------------------------------------------------------ iterators
-    def create_dict_iterator(
-        self, num_epochs: int = -1, output_numpy: bool = True
-    ) -> DictIterator:
+    def create_dict_iterator(self, num_epochs: int = -1, output_numpy: bool = True) -> DictIterator:
         """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""
         from mrecord.pipeline.iterator import DictIterator
 

@@ -187,4 +187,3 @@ class _Keyed:
 
     def submit(self, item: tuple[Any, Any]) -> Any:
         return self._pool.submit(item[1])
-

@@ -98,12 +98,16 @@ def _apply_nested(op: Any, op_index: int, values: Any, keys: Any, depth: int) ->
         if isinstance(values, np.ndarray):
             return np.asarray(op.apply_batch(values, op_seeds(np.asarray(keys), op_index)))
         seeds = op_seeds(np.asarray(keys), op_index)
-        return [np.asarray(op.apply_batch(np.asarray(v)[None], seeds[i : i + 1]))[0]
-                for i, v in enumerate(values)]
+        return [
+            np.asarray(op.apply_batch(np.asarray(v)[None], seeds[i : i + 1]))[0]
+            for i, v in enumerate(values)
+        ]
     parts = [_apply_nested(op, op_index, values[i], keys[i], depth - 1) for i in range(len(values))]
-    if parts and all(isinstance(p, np.ndarray) for p in parts) and len(
-        {(p.shape, p.dtype) for p in parts}
-    ) == 1:
+    if (
+        parts
+        and all(isinstance(p, np.ndarray) for p in parts)
+        and len({(p.shape, p.dtype) for p in parts}) == 1
+    ):
         return np.stack(parts)
     return parts
 

@@ -4,7 +4,8 @@ MindSpore's shuffle buffer, done a piece at a time: once the buffer holds
 ``buffer_size`` rows, each incoming piece of ``m <= buffer_size`` rows sends ``m``
 randomly chosen buffered rows out and takes their slots; at the end the buffer
 leaves in random order. As in MindSpore a row leaves at most ``buffer_size``
-positions before its input position. Randomness comes from (config seed, epoch, node position): reproducible.
+positions before its input position. Randomness comes from (config seed, epoch,
+node position): reproducible.
 ``buffer_size`` >= the dataset size gives a uniform shuffle.
 """
 

@@ -275,4 +275,3 @@ class GeneratorDataset(SourceDataset):
 def _short(source: object) -> str:
     text = repr(source) if not isinstance(source, np.ndarray) else f"array{source.shape}"
     return text if len(text) <= 60 else text[:57] + "..."
-
