@@ -5,7 +5,7 @@
     rows(row_id INTEGER PRIMARY KEY,   -- row number inside this shard, from 0
          page INTEGER NOT NULL,         -- page holding the row
          slot INTEGER NOT NULL,         -- position of the row inside its page
-         <index field> ...)             -- one column per add_index field, each indexed
+         f_<index field> ...)           -- one column per add_index field, each indexed
     metadata(key TEXT PRIMARY KEY, value TEXT)   -- JSON-encoded values, keys below
 
 The ``.db`` belongs to its data file when ``dataset_id``, ``generation``,
@@ -14,7 +14,7 @@ The ``.db`` belongs to its data file when ``dataset_id``, ``generation``,
 
 from __future__ import annotations
 
-__all__ = ["DB_SUFFIX", "METADATA_KEYS", "METADATA_TABLE", "ROWS_TABLE"]
+__all__ = ["DB_SUFFIX", "METADATA_KEYS", "METADATA_TABLE", "ROWS_TABLE", "index_column"]
 
 DB_SUFFIX = ".db"
 ROWS_TABLE = "rows"
@@ -29,3 +29,12 @@ METADATA_KEYS = (
     "schema",
     "index_fields",
 )
+
+
+def index_column(field: str) -> str:
+    """The ``rows`` column holding index field ``field``, quoted for SQL.
+
+    The ``f_`` prefix keeps a field named ``row_id``, ``page`` or ``slot`` from colliding
+    with the table's own columns; field names are ``[0-9A-Za-z_]+``, so quoting is safe.
+    """
+    return f'"f_{field}"'

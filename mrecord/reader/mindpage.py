@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.errors import ArgumentError, CorruptFileError
-from mrecord.format.index_layout import ROWS_TABLE
+from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.index_check import open_index_db
 
@@ -128,7 +128,8 @@ class MindPage:
         field = self._need_field()
         if self._categories is None:
             counts: dict[Any, int] = {}
-            sql = f'SELECT "{field}", COUNT(*) FROM {ROWS_TABLE} GROUP BY "{field}"'
+            column = index_column(field)
+            sql = f"SELECT {column}, COUNT(*) FROM {ROWS_TABLE} GROUP BY {column}"
             for rows in self._query(sql):
                 for value, count in rows:
                     counts[value] = counts.get(value, 0) + int(count)
@@ -136,7 +137,7 @@ class MindPage:
         return self._categories
 
     def _global_ids(self, field: str, value: Any) -> np.ndarray:
-        sql = f'SELECT row_id FROM {ROWS_TABLE} WHERE "{field}" = ? ORDER BY row_id'
+        sql = f"SELECT row_id FROM {ROWS_TABLE} WHERE {index_column(field)} = ? ORDER BY row_id"
         parts = []
         for start, rows in zip(
             self._reader.file_starts.tolist(), self._query(sql, (value,)), strict=False

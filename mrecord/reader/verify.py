@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mrecord.errors import MrecordError
-from mrecord.format.index_layout import ROWS_TABLE
+from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader, resolve_files
 from mrecord.reader.index_check import check_index_db, open_index_db
@@ -133,8 +133,7 @@ def _check_index(shard: ShardFile, report: VerifyReport) -> None:
         report.problems.append(str(exc))
         return
     try:
-        names = ["row_id", "page", "slot", *shard.meta.index_fields]
-        quoted = ", ".join(f'"{n}"' for n in names)
+        quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
         rows = conn.execute(f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id").fetchall()
     except sqlite3.Error as exc:
         report.problems.append(f"index of {str(shard.path)!r} cannot be read: {exc}")

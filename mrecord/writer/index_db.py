@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE
+from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
 
@@ -75,10 +75,12 @@ def _table(db: sqlite_utils.Database, name: str) -> sqlite_utils.db.Table:
 def _create_tables(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
     columns: dict[str, Any] = {"row_id": int, "page": int, "slot": int}
     for name in meta.index_fields:
-        columns[name] = _column_type(meta.schema[name])
+        columns[index_column(name).strip('"')] = _column_type(meta.schema[name])
     _table(db, ROWS_TABLE).create(columns, pk="row_id", not_null={"page", "slot"})
     for name in meta.index_fields:
-        _table(db, ROWS_TABLE).create_index([name], index_name=f"idx_{name}")
+        _table(db, ROWS_TABLE).create_index(
+            [index_column(name).strip('"')], index_name=f"idx_{name}"
+        )
     _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
 
 
@@ -97,9 +99,8 @@ def _insert_rows(
     for name in meta.index_fields:
         values = index_values.get(name, ())  # a shard that got no new rows has none
         cols.append(values.tolist() if isinstance(values, np.ndarray) else list(values))
-    names = ["row_id", "page", "slot", *meta.index_fields]
-    quoted = ", ".join(f'"{n}"' for n in names)
-    marks = ", ".join("?" for _ in names)
+    quoted = ", ".join(["row_id", "page", "slot", *map(index_column, meta.index_fields)])
+    marks = ", ".join("?" for _ in range(3 + len(meta.index_fields)))
     conn.executemany(
         f"INSERT INTO {ROWS_TABLE} ({quoted}) VALUES ({marks})", zip(*cols, strict=True)
     )
