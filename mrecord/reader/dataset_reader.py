@@ -171,9 +171,18 @@ class DatasetReader:
             yield self.read_rows(np.arange(start, min(start + chunk_size, self.num_rows)))
 
     def read_rows(
-        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+        self,
+        ids: np.ndarray | Sequence[int],
+        columns: Sequence[str] | None = None,
+        *,
+        bytes_as_arrays: bool = False,
     ) -> Block:
-        """Rows at global ``ids`` (any order, repeats allowed) as a Block."""
+        """Rows at global ``ids`` (any order, repeats allowed) as a Block.
+
+        With ``bytes_as_arrays`` a bytes value comes as a read-only ``uint8`` array
+        viewing the file's memory map (no copy; what MindSpore's iterators give for
+        bytes), instead of a ``bytes`` object.
+        """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
             bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
@@ -197,7 +206,7 @@ class DatasetReader:
             if field.kind is FieldKind.FIXED:
                 out[name] = self._gather_fixed(field, len(ids), groups)
             else:
-                out[name] = self._gather_var(field, len(ids), groups)
+                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
         return Block(out, ids)
 
     def _gather_fixed(self, field: Field, n: int, groups: list[Any]) -> np.ndarray:
@@ -235,7 +244,9 @@ class DatasetReader:
             self._views[key] = view
         return view
 
-    def _gather_var(self, field: Field, n: int, groups: list[Any]) -> list[Any]:
+    def _gather_var(
+        self, field: Field, n: int, groups: list[Any], bytes_as_arrays: bool = False
+    ) -> list[Any]:
         result: list[Any] = [None] * n
         kind = field.kind
         for s, positions, pages, slots in groups:
@@ -248,7 +259,10 @@ class DatasetReader:
                 ):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
-                        result[pos] = bytes(raw[a:b])
+                        if bytes_as_arrays:
+                            result[pos] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+                        else:
+                            result[pos] = bytes(raw[a:b])
                     elif kind is FieldKind.STRING:
                         try:
                             result[pos] = str(raw[a:b], "utf-8")

@@ -146,11 +146,13 @@ class MindDataset(SourceDataset):
         n = self._reader.num_rows
         padded = ids >= n
         if not padded.any():
-            return self._reader.read_rows(ids)
+            return self._reader.read_rows(ids, bytes_as_arrays=True)
         assert self._padded is not None  # padded ids exist only when num_padded > 0
         real_pos = np.flatnonzero(~padded)
         pad_pos = np.flatnonzero(padded)
-        parts = [self._reader.read_rows(ids[real_pos])] if len(real_pos) else []
+        parts = (
+            [self._reader.read_rows(ids[real_pos], bytes_as_arrays=True)] if len(real_pos) else []
+        )
         parts.append(self._padded.take(np.zeros(len(pad_pos), dtype=np.int64)))
         merged = Block.concat(parts)
         # Put every row back where the order wants it.
