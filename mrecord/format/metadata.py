@@ -164,7 +164,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     if len(version) != 2 or version[0] != FORMAT_MAJOR:
         raise MetadataError(f"unsupported format version {version!r}")
     dataset_id = _get(doc, "dataset_id", str)
-    if not _HEX32.match(dataset_id):
+    if not _HEX32.fullmatch(dataset_id):
         raise MetadataError(f"dataset_id {dataset_id!r} is not 32 hex digits")
     shard_names = tuple(check_basename(n) for n in _get(doc, "shard_names", list))
     shard_index = _get(doc, "shard_index", int)

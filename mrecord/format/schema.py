@@ -175,7 +175,7 @@ def parse_schema(schema: object) -> Schema:
 
 
 def _parse_field(name: object, spec: object) -> Field:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise SchemaError(f"field name {name!r} is invalid: use letters, digits and '_' only")
     if not isinstance(spec, Mapping):
         raise SchemaError(
