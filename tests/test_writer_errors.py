@@ -229,9 +229,7 @@ def test_existing_files_need_overwrite(tmp_path: Path) -> None:
         assert reader.num_rows == 1
 
 
-@pytest.mark.parametrize(
-    "fields", [["arr"], ["var"], ["b"], ["nope"], "i32", []]
-)
+@pytest.mark.parametrize("fields", [["arr"], ["var"], ["b"], ["nope"], "i32", []])
 def test_add_index_refuses_non_scalar_fields(tmp_path: Path, fields: Any) -> None:
     """Only scalar numbers and strings can be indexed; the message names the field."""
     writer = FileWriter(tmp_path / "d")

@@ -50,7 +50,8 @@ def _bad_spec(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "no_type":
         return {"shape": [1]}
     if kind == "shape_on_blob":
-        return {"type": draw(st.sampled_from(["string", "bytes"])), "shape": [draw(st.integers(-1, 4))]}
+        blob = draw(st.sampled_from(["string", "bytes"]))
+        return {"type": blob, "shape": [draw(st.integers(-1, 4))]}
     ftype = draw(st.sampled_from(numeric))
     if kind == "neg_dim":
         dims = draw(st.lists(st.integers(0, 3), max_size=2))
@@ -85,9 +86,7 @@ def bad_value_for(spec: dict[str, Any]) -> st.SearchStrategy[Any]:
     """A value that does not fit ``spec``: wrong type, dtype, shape, or out of range."""
     ftype = spec["type"]
     if ftype == "string":
-        return st.one_of(
-            st.binary(), st.integers(), st.floats(), _junk(), st.just("ok\ud800")
-        )
+        return st.one_of(st.binary(), st.integers(), st.floats(), _junk(), st.just("ok\ud800"))
     if ftype == "bytes":
         return st.one_of(st.text(), st.integers(), _junk())
     shape = spec.get("shape")
