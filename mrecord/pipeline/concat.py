@@ -2,15 +2,22 @@
 
 Every child must have the same column names in the same order. Each epoch runs
 every child's same epoch in turn.
+
+``use_sampler(DistributedSampler(k, s, shuffle=False))`` gives shard ``s`` one
+contiguous block of every child: child ``j`` gets offset
+``(sum of the sizes before it) % k`` so the remainders spread over the shards
+(MindSpore's rule, ``mrecord.reader.sharding.concat_shard_positions``). Children
+smaller than ``k`` work (MindSpore crashes there). Sources that can read a range
+of their order directly (``MindDataset``) read only their block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -31,6 +38,51 @@ class ConcatDataset(Dataset):
                 raise TypeError(f"concat takes datasets, got {ds!r} ({type(ds).__name__})")
             flat.append(ds)
         super().__init__(flat)
+        self._sampler: Any = None
+
+    def use_sampler(self, sampler: Any) -> None:
+        """Split every child across shards with a ``DistributedSampler(k, s, shuffle=False)``."""
+        from mrecord.reader.samplers import DistributedSampler
+
+        if not isinstance(sampler, DistributedSampler):
+            raise TypeError(
+                f"ConcatDataset.use_sampler takes a DistributedSampler, got {sampler!r}"
+            )
+        if sampler.shuffle is not False:
+            raise ArgumentError(
+                "ConcatDataset.use_sampler needs DistributedSampler(..., shuffle=False): each "
+                "shard takes a contiguous block of every child; shuffle afterwards with "
+                ".shuffle(buffer_size)"
+            )
+        if sampler.get_num_samples() is not None:
+            raise ArgumentError(
+                "ConcatDataset.use_sampler does not support num_samples; use take()"
+            )
+        for child in self._leaves():
+            if child._num_rows() is None:
+                raise ArgumentError(
+                    f"ConcatDataset.use_sampler needs the size of every child; {child!r} has none"
+                )
+        self._sampler = sampler
+
+    def _leaves(self) -> list[Dataset]:
+        """The children with nested concats flattened (``a + b + c`` has three leaves)."""
+        leaves: list[Dataset] = []
+        for child in self.children:
+            if isinstance(child, ConcatDataset) and child._sampler is None:
+                leaves.extend(child._leaves())
+            else:
+                leaves.append(child)
+        return leaves
+
+    def _ranges(self) -> list[tuple[int, int]] | None:
+        if self._sampler is None:
+            return None
+        from mrecord.reader.sharding import concat_shard_positions
+
+        sizes = [child._num_rows() or 0 for child in self._leaves()]
+        ranges = concat_shard_positions(sizes, self._sampler.num_shards, self._sampler.shard_id)
+        return [(r.start, r.stop) for r in ranges]
 
     def _validate(self) -> None:
         first = self.children[0]._column_names()
@@ -46,6 +98,9 @@ class ConcatDataset(Dataset):
         return self.children[0]._column_names()
 
     def _num_rows(self) -> int | None:
+        ranges = self._ranges()
+        if ranges is not None:
+            return sum(stop - start for start, stop in ranges)
         sizes = [child._num_rows() for child in self.children]
         if any(s is not None and s < 0 for s in sizes):
             return -1
@@ -57,5 +112,38 @@ class ConcatDataset(Dataset):
         return f"Concat({len(self.children)} datasets)"
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        for child in self.children:
-            yield from child._execute(ctx, epoch)
+        ranges = self._ranges()
+        if ranges is None:
+            for child in self.children:
+                yield from child._execute(ctx, epoch)
+            return
+        for child, (start, stop) in zip(self._leaves(), ranges, strict=True):
+            if stop > start:
+                yield from _child_range(child, ctx, epoch, start, stop)
+
+
+def _child_range(
+    child: Dataset, ctx: ExecContext, epoch: int, start: int, stop: int
+) -> Iterator[Block]:
+    """Rows ``start:stop`` of a child's epoch; read directly when the source can."""
+    read_range = getattr(child, "_iter_blocks_range", None)
+    if read_range is not None:
+        for block in read_range(epoch, start, stop):
+            ctx.check_stop()
+            yield block
+        return
+    position = 0
+    blocks = child._execute(ctx, epoch)
+    try:
+        for block in blocks:
+            end = position + len(block)
+            lo, hi = max(start, position), min(stop, end)
+            if hi > lo:
+                yield block.slice(lo - position, hi - position)
+            position = end
+            if position >= stop:
+                break
+    finally:
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()

@@ -123,6 +123,18 @@ class MindDataset(SourceDataset):
             return
         yield from _read_ahead(self._read, chunks, self._workers)
 
+    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
+        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
+        order = self._sampler.build_order(
+            self._reader.file_row_counts,
+            seed=config.get_seed(),
+            epoch=epoch,
+            labels=self._class_labels,
+        )
+        for first in range(start, stop, self._block_rows):
+            positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
+            yield self._read(order.take(positions))
+
     def _describe(self) -> str:
         files = [f.name for f in self._reader.files]
         shown = files if len(files) <= 3 else [*files[:2], "...", files[-1]]
