@@ -13,15 +13,26 @@ Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
 
 from __future__ import annotations
 
-from mrecord import config, errors, transforms, vision
+from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
 from mrecord.errors import MrecordError
 from mrecord.pipeline import (
+    BatchInfo,
     ConcatDataset,
     Dataset,
     GeneratorDataset,
     NumpySlicesDataset,
     SourceDataset,
+)
+from mrecord.pipeline.sink import (
+    Callback,
+    DeviceQueue,
+    LambdaCallback,
+    LossMonitor,
+    Model,
+    RunContext,
+    TimeMonitor,
+    data_sink,
 )
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.mind_dataset import MindDataset
@@ -44,30 +55,40 @@ from mrecord.writer.reindex import reindex
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchInfo",
     "Block",
+    "Callback",
     "ConcatDataset",
     "Dataset",
     "DatasetReader",
+    "DeviceQueue",
     "DistributedSampler",
     "FileWriter",
     "GeneratorDataset",
+    "LambdaCallback",
+    "LossMonitor",
     "MindDataset",
     "MindPage",
+    "Model",
     "MrecordError",
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RunContext",
     "Sampler",
     "SequentialSampler",
     "Shuffle",
     "SourceDataset",
     "SubsetRandomSampler",
     "SubsetSampler",
+    "TimeMonitor",
     "WeightedRandomSampler",
     "__version__",
     "config",
+    "data_sink",
     "errors",
     "reindex",
+    "train",
     "transforms",
     "verify_dataset",
     "vision",

@@ -5,6 +5,16 @@ from __future__ import annotations
 import mrecord
 
 EXPECTED = {
+    "BatchInfo",
+    "Callback",
+    "DeviceQueue",
+    "LambdaCallback",
+    "LossMonitor",
+    "Model",
+    "RunContext",
+    "TimeMonitor",
+    "data_sink",
+    "train",
     "Block",
     "ConcatDataset",
     "Dataset",
