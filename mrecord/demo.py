@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     seen: list[np.ndarray] = []
     start = time.perf_counter()
     for rank in range(args.ranks):
-        ds = MindDataset(
+        ds: mrecord.Dataset = MindDataset(
             str(path) + "0", shuffle=Shuffle.GLOBAL, num_shards=args.ranks, shard_id=rank
         )
         ds = ds.map(vision.Rescale(1 / 255, 0.0), input_columns="image")
@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         for batch in ds.create_dict_iterator(num_epochs=1):
             ids.append(batch["label"])  # labels stand in for the training step
         rank_rows = MindDataset(
-            str(path) + "0", shuffle=True, num_shards=args.ranks, shard_id=rank,
+            str(path) + "0",
+            shuffle=True,
+            num_shards=args.ranks,
+            shard_id=rank,
             columns_list=["name"],
         )
         names = [str(row["name"]) for row in rank_rows.create_dict_iterator(num_epochs=1)]
