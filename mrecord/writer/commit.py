@@ -25,6 +25,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import signal
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
     "lock_path",
     "partial_path",
     "recover",
+    "recover_locked",
     "remove_partials",
     "write_journal_and_publish",
 ]
@@ -117,6 +119,17 @@ class DatasetLock:
         return self._fd is not None
 
 
+def _crash_point(step: str) -> None:
+    """Test hook: SIGKILL this process at ``step`` when ``MRECORD_TEST_CRASH_AT`` names it.
+
+    Used by the crash harness (``mrecord.testing.crash``) to stop a commit between
+    its inner steps: ``journal`` (journal durable, nothing renamed), ``renamed_one``
+    (first file renamed) and ``renamed_all`` (all renamed, journal still there).
+    """
+    if os.environ.get("MRECORD_TEST_CRASH_AT") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def write_journal_and_publish(
     directory: Path, dataset_name: str, dataset_id: str, generation: int, finals: list[Path]
 ) -> None:
@@ -133,7 +146,9 @@ def write_journal_and_publish(
         os.fsync(fh.fileno())
     os.replace(staged, journal)
     fsync_dir(directory)
+    _crash_point("journal")
     _roll_forward(directory, [p.name for p in finals])
+    _crash_point("renamed_all")
     journal.unlink()
     fsync_dir(directory)
 
@@ -144,6 +159,7 @@ def _roll_forward(directory: Path, names: Iterable[str]) -> None:
         staged = partial_path(final)
         if staged.exists():
             os.replace(staged, final)
+            _crash_point("renamed_one")
     fsync_dir(directory)
 
 
@@ -181,12 +197,24 @@ def recover(directory: Path, dataset_name: str, wait: float = 10.0) -> bool:
     except PermissionError:
         return False
     try:
-        if journal.exists():  # the writer may have finished while we waited
-            _roll_forward(directory, read_journal(journal))
-            journal.unlink()
-            fsync_dir(directory)
+        recover_locked(directory, dataset_name)  # the writer may have finished while we waited
     finally:
         lock.release()
+    return True
+
+
+def recover_locked(directory: Path, dataset_name: str) -> bool:
+    """:func:`recover` for a caller that already holds the dataset lock (a new writer).
+
+    Taking the lock again from the same process would fail: ``flock`` locks belong
+    to the open file, not the process.
+    """
+    journal = journal_path(directory, dataset_name)
+    if not journal.exists():
+        return False
+    _roll_forward(directory, read_journal(journal))
+    journal.unlink()
+    fsync_dir(directory)
     return True
 
 

@@ -99,7 +99,7 @@ class FileWriter:
         self._lock = DatasetLock(self._dir, self._dataset_name)
         self._lock.acquire(wait=_LOCK_WAIT)
         try:
-            commit_mod.recover(self._dir, self._dataset_name, wait=0)
+            commit_mod.recover_locked(self._dir, self._dataset_name)
             existing = [p for f in self._files for p in (f, _db_path(f)) if p.exists()]
             if existing and not overwrite:
                 raise DatasetExistsError(
@@ -107,7 +107,7 @@ class FileWriter:
                     "dataset, "
                     "or use FileWriter.open_for_append to add rows"
                 )
-            commit_mod.remove_partials(self._all_finals())
+            commit_mod.remove_partials(self._temp_finals())
         except BaseException:
             self._lock.release()
             raise
@@ -259,7 +259,7 @@ class FileWriter:
         self._lock = DatasetLock(directory, first.dataset_name)
         self._lock.acquire(wait=_LOCK_WAIT)
         try:
-            commit_mod.recover(directory, first.dataset_name, wait=0)
+            commit_mod.recover_locked(directory, first.dataset_name)
             names = first.shard_names if len(first.shard_names) > 1 else (path.name,)
             self._files = [directory / n for n in names]
             metas = [read_shard_metadata(p) for p in self._files]
@@ -272,7 +272,7 @@ class FileWriter:
                         f"rebuild it with `mrecord reindex {p}`"
                     )
             _check_same_dataset(metas, self._files)
-            commit_mod.remove_partials(self._all_finals())
+            commit_mod.remove_partials(self._temp_finals())
         except BaseException:
             self._lock.release()
             raise
@@ -313,7 +313,7 @@ class FileWriter:
             return
         for shard in self._shards or []:
             shard.abort()
-        commit_mod.remove_partials(self._all_finals())
+        commit_mod.remove_partials(self._temp_finals())
         self._state = "aborted"
         self._lock.release()
 
@@ -326,6 +326,10 @@ class FileWriter:
 
     def _all_finals(self) -> list[Path]:
         return [*self._files, *(_db_path(f) for f in self._files)]
+
+    def _temp_finals(self) -> list[Path]:
+        """Finals whose partial files a writer may leave: data, .db and the journal."""
+        return [*self._all_finals(), commit_mod.journal_path(self._dir, self._dataset_name)]
 
     def _require(self, state: str, method: str) -> None:
         if self._state != state:
