@@ -22,6 +22,7 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import (
     ArgumentError,
     CorruptFileError,
+    DatasetNotFoundError,
     ForeignShardError,
     IndexMismatchError,
     SchemaError,
@@ -253,17 +254,20 @@ class DatasetReader:
             shard = self.shards[s]
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)
+                pos_list = positions[members].tolist()
+                slot_list = slots[members].tolist()
+                if kind is FieldKind.VARARRAY:
+                    _gather_arrays(field, head, raw, pos_list, slot_list, result)
+                    continue
                 offsets, start = head.offsets, head.data_start
-                for pos, slot in zip(
-                    positions[members].tolist(), slots[members].tolist(), strict=True
-                ):
+                for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
                         if bytes_as_arrays:
                             result[pos] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
                         else:
                             result[pos] = bytes(raw[a:b])
-                    elif kind is FieldKind.STRING:
+                    else:
                         try:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
@@ -273,12 +277,40 @@ class DatasetReader:
                                 path=str(shard.path),
                                 page=page,
                             ) from exc
-                    else:
-                        shape = tuple(int(d) for d in head.shapes[slot])  # type: ignore[index]
-                        count = (b - a) // field.dtype.itemsize
-                        value = np.frombuffer(raw, dtype=field.dtype, count=count, offset=a)
-                        result[pos] = value.reshape(shape).copy()
         return result
+
+
+def _gather_arrays(
+    field: Field,
+    head: Any,
+    raw: Any,
+    pos_list: list[int],
+    slot_list: list[int],
+    result: list[Any],
+) -> None:
+    """Variable-shape arrays of one page: writeable arrays, one copy of the bytes read.
+
+    When many rows of the page are wanted, the page's data region is copied once and
+    every value is a view of that copy; otherwise each value is copied on its own.
+    """
+    dtype = field.dtype
+    itemsize = dtype.itemsize
+    offsets, start = head.offsets, head.data_start
+    shapes = head.shapes_list
+    if 4 * len(slot_list) >= len(offsets) - 1:
+        data = bytearray(raw[start : start + offsets[-1]])
+        for pos, slot in zip(pos_list, slot_list, strict=True):
+            a = offsets[slot]
+            count = (offsets[slot + 1] - a) // itemsize
+            result[pos] = np.frombuffer(data, dtype=dtype, count=count, offset=a).reshape(
+                shapes[slot]
+            )
+        return
+    for pos, slot in zip(pos_list, slot_list, strict=True):
+        a = start + offsets[slot]
+        count = (start + offsets[slot + 1] - a) // itemsize
+        value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
+        result[pos] = value.reshape(shapes[slot]).copy()
 
 
 def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -304,8 +336,20 @@ def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
     return list(columns)
 
 
+def _open_first(path: Path, verify: str) -> ShardFile:
+    """Open ``path``; when it is missing, finish a durable first commit that names it."""
+    try:
+        return ShardFile(path, verify=verify)
+    except DatasetNotFoundError:
+        # A dataset's first commit is durable once its journal exists, before any rename.
+        guesses = dict.fromkeys([path.name, path.name.rstrip("0123456789")])
+        if not any(commit_mod.recover(path.parent, name) for name in guesses if name):
+            raise
+    return ShardFile(path, verify=verify)
+
+
 def _open_shards(paths: list[Path], expand: bool, verify: str) -> list[ShardFile]:
-    first = ShardFile(paths[0], verify=verify)
+    first = _open_first(paths[0], verify)
     if commit_mod.recover(first.path.parent, first.meta.dataset_name):
         first.close()
         first = ShardFile(paths[0], verify=verify)
