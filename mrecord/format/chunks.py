@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -104,7 +105,7 @@ def decode_fixed(field: Field, buf: Any, n_rows: int) -> np.ndarray:
     return arr.reshape((n_rows, *field.row_shape))
 
 
-@dataclass(frozen=True)
+@dataclass
 class DecodedVarChunk:
     """The parsed head of a BYTES, STRING or VARARRAY chunk.
 
@@ -115,6 +116,13 @@ class DecodedVarChunk:
     offsets: list[int]
     shapes: np.ndarray | None
     data_start: int
+
+    @cached_property
+    def shapes_list(self) -> list[tuple[int, ...]]:
+        """Each value's shape as a tuple of ints (VARARRAY chunks)."""
+        if self.shapes is None:
+            return []
+        return [tuple(row) for row in self.shapes.tolist()]
 
 
 def decode_var(field: Field, buf: Any, n_rows: int) -> DecodedVarChunk:
