@@ -10,7 +10,8 @@ peak resident memory during that step):
 
 - ``write_rows``: ``FileWriter.write_raw_data`` with row dicts, chunk by chunk, + ``commit``;
 - ``write_columnar``: the same rows given as a dict of columns per chunk (fast path);
-- ``read_seq_reader``: ``DatasetReader.read_rows`` over consecutive ranges of 4,096 ids;
+- ``read_seq_reader``: ``DatasetReader.read_rows`` over consecutive ranges of 4,096 ids
+  (fewer for big rows: at most 16 MB of payload per call, 160 rows for images);
 - ``read_seq``: ``MindDataset(shuffle=False)`` tuple iterator, one row at a time;
 - ``read_random_row``: ``DatasetReader.read_row(i)`` for ``i`` in a random permutation;
 - ``read_random``: ``MindDataset(shuffle=True)`` (GLOBAL) tuple iterator;
@@ -59,6 +60,7 @@ PAGE_SIZE = 1 << 20
 """Page size given to ``FileWriter.set_page_size`` in every benchmark."""
 
 SEQ_CHUNK = 4096
+SEQ_CHUNK_BYTES = 16 << 20
 BATCH = 256
 
 
@@ -87,7 +89,7 @@ def write_mrecord(name: str, scale: float, path: Path, columnar: bool) -> Measur
         with sw:
             writer.commit()
     m.seconds = sw.seconds
-    m.peak_rss_mb, m.base_rss_mb = rss.peak_mb, rss.base_mb
+    m.record_memory(rss)
     m.extra["file_bytes"] = files_size(_dataset_files(path))
     m.extra["api"] = "columns dict" if columnar else "list of row dicts"
     return m
@@ -173,6 +175,7 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
     bytes_per_row = sum(W.chunk_nbytes(c) for c in W.get(name).chunks(scale)) / n
     perm = np.random.default_rng([W.SEED, 99]).permutation(n).astype(np.int64)
     seq = np.arange(n, dtype=np.int64)
+    seq_chunk = int(max(1, min(SEQ_CHUNK, SEQ_CHUNK_BYTES // max(bytes_per_row, 1))))
 
     def mind_dataset(**kwargs: Any) -> Any:
         import mrecord
@@ -190,7 +193,7 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
         return ds.batch(BATCH)
 
     plans: list[tuple[str, Callable[[], Iterator[int]]]] = [
-        ("read_seq_reader", lambda: _reader_steps(path, seq, SEQ_CHUNK, False)),
+        ("read_seq_reader", lambda: _reader_steps(path, seq, seq_chunk, False)),
         ("read_seq", lambda: iterate(lambda: mind_dataset(shuffle=False), False)),
         ("read_random_row", lambda: _reader_steps(path, perm, 1, True)),
         ("read_random", lambda: iterate(lambda: mind_dataset(shuffle=True), False)),

@@ -30,10 +30,10 @@ __all__ = [
     "guarded",
     "max_rss_mb",
     "measuring",
+    "tree_memory",
     "tree_rss_bytes",
 ]
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MB = 1 << 20
 
 
@@ -53,23 +53,35 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _rss_bytes(pid: int) -> int:
+def _rss_bytes(pid: int) -> tuple[int, int]:
+    """(resident bytes, private bytes) of one process; private = ``RssAnon + RssShmem``."""
+    total = private = 0
     try:
-        fields = Path(f"/proc/{pid}/statm").read_text().split()
+        text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return 0
-    return int(fields[1]) * _PAGE
+        return 0, 0
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssShmem"):
+            kb = int(value.split()[0]) * 1024
+            if key == "VmRSS":
+                total = kb
+            else:
+                private += kb
+    return total, private
 
 
-def tree_rss_bytes(pid: int | None = None) -> int:
-    """Resident bytes of process ``pid`` (default: this one) plus all its descendants.
+def tree_memory(pid: int | None = None) -> tuple[int, int]:
+    """(resident, private) bytes of process ``pid`` (default: this one) and its descendants.
 
-    Shared pages (e.g. of a forked worker) are counted once per process, as ``ps``
-    does, so this is an upper bound on the memory really in use. Returns 0 where
-    ``/proc`` is unavailable.
+    *Resident* includes file pages mapped with mmap (reclaimable page cache: a reader
+    that mmaps a 800 MB file shows up to 800 MB here); *private* counts only anonymous
+    and shared-memory pages, the memory a process really holds. Pages shared between
+    processes are counted once per process, as ``ps`` does. Zeros where ``/proc`` is
+    unavailable.
     """
     root = os.getpid() if pid is None else pid
-    total = 0
+    total = private = 0
     stack = [root]
     seen: set[int] = set()
     while stack:
@@ -77,9 +89,16 @@ def tree_rss_bytes(pid: int | None = None) -> int:
         if p in seen:
             continue
         seen.add(p)
-        total += _rss_bytes(p)
+        rss, priv = _rss_bytes(p)
+        total += rss
+        private += priv
         stack.extend(_children(p))
-    return total
+    return total, private
+
+
+def tree_rss_bytes(pid: int | None = None) -> int:
+    """Resident bytes of process ``pid`` (default: this one) and its descendants."""
+    return tree_memory(pid)[0]
 
 
 def max_rss_mb() -> float:
@@ -90,27 +109,31 @@ def max_rss_mb() -> float:
 class PeakRss:
     """Context manager sampling the process tree's resident memory every ``interval`` s.
 
-    ``peak_mb`` is the highest total seen (at least the value at entry and exit),
-    ``base_mb`` the value at entry.
+    ``peak_mb`` is the highest resident total seen (at least the value at entry and
+    exit), ``peak_private_mb`` the highest private total (see :func:`tree_memory`),
+    ``base_mb`` / ``base_private_mb`` the values at entry.
     """
 
     def __init__(self, interval: float = 0.02) -> None:
         self.interval = interval
-        self.base_mb = 0.0
-        self.peak_mb = 0.0
+        self.base_mb = self.peak_mb = 0.0
+        self.base_private_mb = self.peak_private_mb = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
-        self.peak_mb = max(self.peak_mb, tree_rss_bytes() / _MB)
+        total, private = tree_memory()
+        self.peak_mb = max(self.peak_mb, total / _MB)
+        self.peak_private_mb = max(self.peak_private_mb, private / _MB)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
     def __enter__(self) -> PeakRss:
-        self.base_mb = tree_rss_bytes() / _MB
-        self.peak_mb = self.base_mb
+        total, private = tree_memory()
+        self.base_mb = self.peak_mb = total / _MB
+        self.base_private_mb = self.peak_private_mb = private / _MB
         self._thread = threading.Thread(target=self._loop, name="PeakRss", daemon=True)
         self._thread.start()
         return self
@@ -135,6 +158,8 @@ class Measurement:
     nbytes: int = 0
     peak_rss_mb: float = 0.0
     base_rss_mb: float = 0.0
+    peak_private_mb: float = 0.0
+    base_private_mb: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -147,6 +172,11 @@ class Measurement:
         """Payload megabytes (2**20 bytes) per second; 0 when nothing was timed."""
         return self.nbytes / _MB / self.seconds if self.seconds > 0 else 0.0
 
+    def record_memory(self, rss: PeakRss) -> None:
+        """Copy the peaks and bases measured by ``rss``."""
+        self.peak_rss_mb, self.base_rss_mb = rss.peak_mb, rss.base_mb
+        self.peak_private_mb, self.base_private_mb = rss.peak_private_mb, rss.base_private_mb
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the derived rates included."""
         out = asdict(self)
@@ -155,6 +185,8 @@ class Measurement:
         out["seconds"] = round(self.seconds, 4)
         out["peak_rss_mb"] = round(self.peak_rss_mb, 1)
         out["base_rss_mb"] = round(self.base_rss_mb, 1)
+        out["peak_private_mb"] = round(self.peak_private_mb, 1)
+        out["base_private_mb"] = round(self.base_private_mb, 1)
         return out
 
 
@@ -180,8 +212,7 @@ def measuring(m: Measurement) -> Iterator[Measurement]:
         t0 = time.perf_counter()
         yield m
         m.seconds = time.perf_counter() - t0
-    m.peak_rss_mb = rss.peak_mb
-    m.base_rss_mb = rss.base_mb
+    m.record_memory(rss)
 
 
 def files_size(paths: list[Path]) -> int:

@@ -66,7 +66,7 @@ def write_mindrecord(name: str, scale: float, path: Path) -> Measurement:
         with sw:
             writer.commit()
     m.seconds = sw.seconds
-    m.peak_rss_mb, m.base_rss_mb = rss.peak_mb, rss.base_mb
+    m.record_memory(rss)
     m.extra["file_bytes"] = files_size([path, Path(str(path) + ".db")])
     m.extra["api"] = "FileWriter.write_raw_data(list of row dicts), default page size"
     return m

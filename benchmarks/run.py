@@ -64,7 +64,7 @@ _ALL = {"images": 5.0, "tabular": 5.0, "varshape": 5.0}
 COMPARISONS = [
     Comparison("format", "write_rows", "write, row dicts", "write", {"images": 2, "tabular": 5}),
     Comparison("format", "write_columnar", "write, columnar fast path", "write"),
-    Comparison("format", "read_seq_reader", "sequential, reader blocks of 4096", "read_seq"),
+    Comparison("format", "read_seq_reader", "sequential, reader.read_rows blocks", "read_seq"),
     Comparison("format", "read_seq", "sequential, MindDataset iterator", "read_seq"),
     Comparison(
         "format",
@@ -213,10 +213,12 @@ def compare(run: dict[str, Any]) -> list[dict[str, Any]]:
                 "mrecord_rows_per_s": mr,
                 "mrecord_mb_per_s": m["mb_per_s"] if mr else None,
                 "mrecord_peak_rss_mb": m["peak_rss_mb"] if mr else None,
+                "mrecord_peak_private_mb": m.get("peak_private_mb") if mr else None,
                 "mrecord_error": m["extra"].get("error"),
                 "mindspore_metric": c.ms_metric,
                 "mindspore_rows_per_s": tr,
                 "mindspore_peak_rss_mb": t["peak_rss_mb"] if tr and t else None,
+                "mindspore_peak_private_mb": t.get("peak_private_mb") if tr and t else None,
                 "mindspore_error": t["extra"].get("error") if t else None,
                 "ratio": round(ratio, 2) if ratio else None,
                 "target": target,
@@ -235,9 +237,10 @@ def format_table(run: dict[str, Any]) -> str:
         f"load {run.get('loadavg_1min_at_start', 0):.1f}) "
     )
     lines = [head + "=" * max(0, 100 - len(head)), w.description]
-    cols = f"{'step':<42}{'mrecord ' + unit:>17}{'MB/s':>8}{'peak MB':>9}"
-    cols += f"  {'MindSpore':<14}{unit:>10}{'peak MB':>9}{'ratio':>8}{'target':>8}"
+    cols = f"{'step':<42}{'mrecord ' + unit:>17}{'MB/s':>8}{'priv MB':>9}"
+    cols += f"  {'MindSpore':<14}{unit:>10}{'priv MB':>9}{'ratio':>8}{'target':>8}"
     lines.append(cols)
+    lines_note = "priv MB: peak private (anonymous + shared) memory of the process tree"
     notes = []
     for line in run["comparisons"]:
         status = ""
@@ -247,9 +250,9 @@ def format_table(run: dict[str, Any]) -> str:
         ratio = f"{line['ratio']:.2f}x" if line["ratio"] else "-"
         lines.append(
             f"{line['label']:<42}{_fmt(line['mrecord_rows_per_s']):>17}"
-            f"{_fmt(line['mrecord_mb_per_s']):>8}{_fmt(line['mrecord_peak_rss_mb']):>9}"
+            f"{_fmt(line['mrecord_mb_per_s']):>8}{_fmt(line['mrecord_peak_private_mb']):>9}"
             f"  {line['mindspore_metric']:<14}{_fmt(line['mindspore_rows_per_s']):>10}"
-            f"{_fmt(line['mindspore_peak_rss_mb']):>9}{ratio:>8}{target:>8}{status}"
+            f"{_fmt(line['mindspore_peak_private_mb']):>9}{ratio:>8}{target:>8}{status}"
         )
         for side in ("mrecord", "mindspore"):
             err = line[f"{side}_error"]
@@ -258,10 +261,36 @@ def format_table(run: dict[str, Any]) -> str:
     for side in ("mrecord", "mindspore"):
         if "error" in run.get(side, {}):
             notes.append(f"  {side} run failed: {run[side]['error'][:600]}")
+    lines.append(f"({lines_note}; resident totals incl. mmap'd pages in results.json)")
     if notes:
         lines.append("errors:")
         lines.extend(sorted(set(notes)))
     return "\n".join(lines)
+
+
+def markdown_table(run: dict[str, Any]) -> str:
+    """One workload run as a Markdown table (for docs/BENCHMARKS.md)."""
+    unit = "images/s" if run["suite"] == "pipeline" else "rows/s"
+    out = [
+        f"**{run['suite']} / {run['workload']}** ({run['rows']:,} rows, "
+        f"load {run.get('loadavg_1min_at_start', 0):.1f} at start)",
+        "",
+        f"| step | mrecord {unit} | private MB | MindSpore step | MindSpore {unit} | private MB "
+        "| ratio | target |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    for line in run["comparisons"]:
+        mark = {True: " met", False: " **missed**", None: ""}[line["met"]]
+        target = f"≥ {line['target']:g}×{mark}" if line["target"] else ""
+        ratio = f"{line['ratio']:.2f}×" if line["ratio"] else "–"
+        mine = _fmt(line["mrecord_rows_per_s"]) if not line["mrecord_error"] else "error"
+        theirs = _fmt(line["mindspore_rows_per_s"]) if not line["mindspore_error"] else "error"
+        out.append(
+            f"| {line['label']} | {mine} | {_fmt(line['mrecord_peak_private_mb'])} "
+            f"| {line['mindspore_metric']} | {theirs} | {_fmt(line['mindspore_peak_private_mb'])} "
+            f"| {ratio} | {target} |"
+        )
+    return "\n".join(out)
 
 
 # --- main ---------------------------------------------------------------------------------------
@@ -366,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
             _save(report, out)
     report["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
     _save(report, out)
-    print(f"results: {out / 'results.json'}")
+    md = [f"`{report['command']}` ({report['started']}; {report['mindspore']['note']})", ""]
+    md += [markdown_table(run) + "\n" for run in report["runs"]]
+    (out / "results.md").write_text("\n".join(md))
+    print(f"results: {out / 'results.json'} (Markdown tables: {out / 'results.md'})")
     return 0
 
 
