@@ -35,6 +35,7 @@ __all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
 VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
 _CACHE_BYTES = 64 << 20
+_CODEC_NONE = CODEC_IDS["none"]
 
 
 def read_shard_metadata(path: Path) -> ShardMetadata:
@@ -81,6 +82,15 @@ class ShardFile:
         np.cumsum(self.meta.page_rows, out=self.page_starts[1:])
         self.page_starts_list: list[int] = self.page_starts.tolist()
         self._verified = np.zeros(self.meta.chunks.shape, dtype=bool)
+        # The chunk directory as Python lists: per-row reads index it without numpy overhead.
+        chunks = self.meta.chunks
+        self._offsets: list[list[int]] = chunks["offset"].tolist()
+        self._lengths: list[list[int]] = chunks["length"].tolist()
+        self._raw_lengths: list[list[int]] = chunks["raw_length"].tolist()
+        self._crcs: list[list[int]] = chunks["crc32"].tolist()
+        self._codecs: list[list[int]] = chunks["codec"].tolist()
+        self._page_rows_list: list[int] = self.meta.page_rows.tolist()
+        self._memory = memoryview(self._mm)
         self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._cache_bytes = 0
         self._var_cache: OrderedDict[tuple[int, int], DecodedVarChunk] = OrderedDict()
@@ -127,9 +137,8 @@ class ShardFile:
         """Verify the checksum of chunk (page, col) according to the policy."""
         if self.verify == "never" or (self.verify == "once" and self._verified[page, col]):
             return
-        rec = self.meta.chunks[page, col]
-        offset, length = int(rec["offset"]), int(rec["length"])
-        if checksum(memoryview(self._mm)[offset : offset + length]) != int(rec["crc32"]):
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        if checksum(self._memory[offset : offset + length]) != self._crcs[page][col]:
             field = self.meta.schema.fields[col].name
             raise ChecksumError(
                 f"{str(self.path)!r}: checksum mismatch in page {page}, field {field!r}, "
@@ -152,12 +161,12 @@ class ShardFile:
     def raw_chunk(self, page: int, col: int) -> Any:
         """The raw (decompressed) bytes of a chunk: a memoryview of the map when uncompressed."""
         self.check_chunk(page, col)
-        rec = self.meta.chunks[page, col]
-        offset, length = int(rec["offset"]), int(rec["length"])
-        stored = memoryview(self._mm)[offset : offset + length]
-        codec = int(rec["codec"])
-        if codec == CODEC_IDS["none"]:
-            if length != int(rec["raw_length"]):
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        stored = self._memory[offset : offset + length]
+        codec = self._codecs[page][col]
+        raw_length = self._raw_lengths[page][col]
+        if codec == _CODEC_NONE:
+            if length != raw_length:
                 raise self._corrupt(page, col, offset, "stored and raw lengths differ")
             return stored
         key = (page, col)
@@ -167,7 +176,7 @@ class ShardFile:
                 self._cache.move_to_end(key)
                 return hit
         try:
-            raw = decompress(stored, codec, int(rec["raw_length"]), self.max_chunk_bytes)
+            raw = decompress(stored, codec, raw_length, self.max_chunk_bytes)
         except DecompressionError as exc:
             raise self._corrupt(page, col, offset, str(exc)) from exc
         with self._lock:
@@ -183,7 +192,7 @@ class ShardFile:
         col = self._field_index[field.name]
         raw = self.raw_chunk(page, col)
         try:
-            return decode_fixed(field, raw, int(self.meta.page_rows[page]))
+            return decode_fixed(field, raw, self._page_rows_list[page])
         except ChunkFormatError as exc:
             raise self._corrupt(
                 page, col, int(self.meta.chunks[page, col]["offset"]), str(exc)
@@ -197,7 +206,7 @@ class ShardFile:
         head = self._var_cache.get(key)
         if head is None:
             try:
-                head = decode_var(field, raw, int(self.meta.page_rows[page]))
+                head = decode_var(field, raw, self._page_rows_list[page])
             except ChunkFormatError as exc:
                 offset = int(self.meta.chunks[page, col]["offset"])
                 raise self._corrupt(page, col, offset, str(exc)) from exc
@@ -229,6 +238,7 @@ class ShardFile:
         self._var_cache.clear()
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):
+            self._memory.release()
             self._mm.close()
 
     def __enter__(self) -> ShardFile:
