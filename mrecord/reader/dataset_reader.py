@@ -320,9 +320,10 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         return
     order = np.argsort(pages, kind="stable")
     sorted_pages = pages[order]
-    cuts = np.flatnonzero(np.diff(sorted_pages)) + 1
-    for members in np.split(order, cuts):
-        yield int(pages[members[0]]), members
+    bounds = [0, *(np.flatnonzero(np.diff(sorted_pages)) + 1).tolist(), len(pages)]
+    page_list = sorted_pages[bounds[:-1]].tolist()
+    for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
+        yield page, order[start:stop]
 
 
 def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
