@@ -1,0 +1,1 @@
+"""Long reliability campaigns whose figures are published in docs/RELIABILITY.md."""
