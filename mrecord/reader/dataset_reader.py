@@ -36,6 +36,7 @@ __all__ = ["DatasetReader", "resolve_files"]
 
 _GLOBAL_GATHER_MAX_ELEMS = 64
 _OPEN_RETRIES = 100
+_SETTLE_RETRIES = 3
 
 
 def resolve_files(
@@ -99,7 +100,10 @@ class DatasetReader:
                 for shard in shards:
                     shard.close()
                 # A commit may be publishing right now: give it a moment, then look again.
-                if attempt == _OPEN_RETRIES - 1 or not _commit_in_progress(shards[0]):
+                # A commit that finished between our reads of two files leaves no journal, so
+                # look again a few times even without one before calling the files mismatched.
+                settled = attempt >= _SETTLE_RETRIES and not _commit_in_progress(shards[0])
+                if attempt == _OPEN_RETRIES - 1 or settled:
                     raise
                 time.sleep(0.01)
             except BaseException:
