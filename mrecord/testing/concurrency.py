@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ BASE_ROWS = 300
 APPEND_ROWS = 150
 
 
-def _schema() -> dict[str, dict[str, object]]:
+def _schema() -> dict[str, Any]:
     from mrecord.testing.crash import SCHEMA
 
     return SCHEMA
