@@ -27,6 +27,7 @@ MessagePack is read with explicit size limits; pickle is never used.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,7 +36,7 @@ import msgpack
 import numpy as np
 
 from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
-from mrecord.format.schema import Schema, parse_schema
+from mrecord.format.schema import FieldKind, Schema, parse_schema
 
 __all__ = ["CHUNK_DTYPE", "MetadataError", "ShardMetadata", "check_basename"]
 
@@ -183,6 +184,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     next_shard = _get(doc, "next_shard", int)
     page_size = _get(doc, "page_size", int)
     page_rows, chunks = _directory(doc, len(schema.fields), num_rows, data_end)
+    _check_fixed_sizes(schema, page_rows, chunks)
     if num_rows < 0 or generation < 0 or not 0 <= next_shard < len(shard_names) or page_size <= 0:
         raise MetadataError("metadata has a negative or out-of-range count")
     return ShardMetadata(
@@ -219,6 +221,28 @@ def _schema_from_doc(entries: list[Any]) -> Schema:
     if len(schema.fields) != len(entries):
         raise MetadataError("stored schema repeats a field name")
     return schema
+
+
+def _check_fixed_sizes(schema: Schema, page_rows: np.ndarray, chunks: np.ndarray) -> None:
+    """A fixed-shape chunk holds exactly rows * row bytes: checked before anything is allocated,
+    so a schema claiming 10**12 elements per row cannot make a reader allocate terabytes."""
+    for col, f in enumerate(schema.fields):
+        if f.kind is not FieldKind.FIXED:
+            continue
+        per_row = math.prod(f.row_shape) * f.dtype.itemsize  # Python ints: no overflow
+        if per_row > 2**30:  # keeps rows * per_row (rows < 2**32) inside int64
+            raise MetadataError(
+                f"field {f.name!r} declares {per_row} bytes per row (shape {list(f.row_shape)})"
+            )
+        if not len(page_rows):
+            continue
+        expected = page_rows.astype(np.int64) * per_row
+        if np.any(chunks[:, col]["raw_length"].astype(np.int64) != expected):
+            page = int(np.flatnonzero(chunks[:, col]["raw_length"].astype(np.int64) != expected)[0])
+            raise MetadataError(
+                f"page {page}, field {f.name!r}: raw length {int(chunks[page, col]['raw_length'])} "
+                f"is not {int(page_rows[page])} rows of {per_row} bytes"
+            )
 
 
 def _directory(
