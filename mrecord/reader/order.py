@@ -25,8 +25,8 @@ Concrete orders, each a few numpy operations per chunk:
 The keyed permutation
 ---------------------
 For a domain ``[0, n)`` let ``a = ceil(sqrt(n))``. A position ``x < a*a`` is split into
-``(L, R) = divmod(x, a)`` and sent through ``ROUNDS`` balanced Feistel rounds over
-``Z_a x Z_a``::
+``(L, R) = divmod(x, a)`` and sent through ``ROUNDS`` balanced Feistel rounds
+(``SMALL_ROUNDS`` when ``n <= 225``) over ``Z_a x Z_a``::
 
     (L, R) -> (R, (L + F_k(R)) mod a)        F_k(R) = hash64(R xor k) * a >> 32
 
@@ -76,6 +76,10 @@ _U64 = npt.NDArray[np.uint64]
 ROUNDS = 4
 """Feistel rounds of the keyed permutation (3 already give a pseudorandom permutation)."""
 
+SMALL_SIDE = 16
+SMALL_ROUNDS = 8
+"""Rounds for tiny domains (side < SMALL_SIDE, i.e. n <= 225), which 4 rounds shuffle unevenly."""
+
 DEFAULT_CHUNK = 1 << 16
 """Default chunk size of :meth:`Order.iter_chunks`."""
 
@@ -102,12 +106,16 @@ def derive_key(*parts: int | str) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
-def round_keys(key: int, rounds: int = ROUNDS) -> _U64:
+def round_keys(key: int, rounds: int = SMALL_ROUNDS) -> _U64:
     """Expand one 64-bit ``key`` into ``rounds`` independent 64-bit round keys."""
-    digest = hashlib.blake2b(
-        (key & ((1 << 64) - 1)).to_bytes(8, "little"), digest_size=8 * rounds, person=b"rounds"
-    ).digest()
-    return np.frombuffer(digest, dtype="<u8").astype(np.uint64)
+    seed = (key & ((1 << 64) - 1)).to_bytes(8, "little")
+    digest = b"".join(
+        hashlib.blake2b(
+            seed + block.to_bytes(4, "little"), digest_size=64, person=b"rounds"
+        ).digest()
+        for block in range(-(-rounds // 8))
+    )
+    return np.frombuffer(digest[: 8 * rounds], dtype="<u8").astype(np.uint64)
 
 
 def _mix64(z: _U64) -> _U64:
@@ -176,18 +184,41 @@ def _network(x: _U64, side: _Param, keys: _U64) -> _U64:
     return left
 
 
-def _permute(x: _U64, n: _Param, side: _Param, keys: _U64) -> _U64:
-    """Apply the keyed bijection of ``[0, n)`` to ``x`` (all ``x < n``); cycle-walks."""
-    with np.errstate(over="ignore"):
-        y = _network(x, side, keys)
-        todo = np.flatnonzero(y >= n)
-        while todo.size:
-            sub_n, sub_side = _pick(n, todo), _pick(side, todo)
-            sub_keys = keys[:, todo] if keys.ndim == 2 else keys
-            walked = _network(y[todo], sub_side, sub_keys)
-            y[todo] = walked
-            todo = todo[walked >= sub_n]
+def _walk(x: _U64, n: _Param, side: _Param, keys: _U64) -> _U64:
+    """The network restricted to ``[0, n)`` by cycle walking (all ``x < n``)."""
+    y = _network(x, side, keys)
+    todo = np.flatnonzero(y >= n)
+    while todo.size:
+        sub_n, sub_side = _pick(n, todo), _pick(side, todo)
+        sub_keys = keys[:, todo] if keys.ndim == 2 else keys
+        walked = _network(y[todo], sub_side, sub_keys)
+        y[todo] = walked
+        todo = todo[walked >= sub_n]
     return y
+
+
+def _permute(x: _U64, n: _Param, side: _Param, keys: _U64) -> _U64:
+    """Apply the keyed bijection of ``[0, n)`` to ``x`` (all ``x < n``).
+
+    ``keys`` has ``SMALL_ROUNDS`` rows (scalars, or one column per element). Domains
+    with ``side < SMALL_SIDE`` (n <= 225) use all of them, larger ones the first
+    ``ROUNDS``: tiny Feistel domains need more rounds to look uniformly shuffled.
+    """
+    with np.errstate(over="ignore"):
+        if not (isinstance(side, np.ndarray) and side.ndim):
+            rounds = SMALL_ROUNDS if side < SMALL_SIDE else ROUNDS
+            return _walk(x, n, side, keys[:rounds])
+        small = side < SMALL_SIDE
+        if not small.any():
+            return _walk(x, n, side, keys[:ROUNDS])
+        if small.all():
+            return _walk(x, n, side, keys[:SMALL_ROUNDS])
+        out = np.empty_like(x)
+        for mask, rounds in ((small, SMALL_ROUNDS), (~small, ROUNDS)):
+            idx = np.flatnonzero(mask)
+            sub_keys = keys[:rounds, idx] if keys.ndim == 2 else keys[:rounds]
+            out[idx] = _walk(x[idx], _pick(n, idx), side[idx], sub_keys)
+        return out
 
 
 # -------------------------------------------------------------------------- orders
