@@ -207,3 +207,17 @@ def test_take_iter_chunks_and_to_array_agree(
             )
             assert np.array_equal(order.take(positions), full[positions])
         assert list(order) == full.tolist()
+
+
+def test_take_agrees_with_iteration_when_small_and_large_segments_mix() -> None:
+    # Segments of at most 225 rows use more Feistel rounds than larger ones; a take()
+    # touching both kinds at once must give what chunked iteration gives.
+    rng = np.random.default_rng(0)
+    for order in (
+        SegmentOrder([3, 400, 250, 7, 0, 226, 225], [2, 0, 6, 3, 1, 5, 4], key=5),
+        WindowedPermutation(700, 300, key=9),  # the last window has 100 rows
+    ):
+        full = np.concatenate(list(order.iter_chunks(97)))
+        assert is_permutation(full, len(order))
+        positions = rng.permutation(len(order))
+        assert np.array_equal(order.take(positions), full[positions])
