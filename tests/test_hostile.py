@@ -50,9 +50,8 @@ def _dataset(tmp_path: Path, shard_num: int = 2) -> list[Path]:
 
 def _refused(first: Path) -> MrecordError:
     """Opening and reading everything must fail with an MrecordError; return it."""
-    with pytest.raises(MrecordError) as info:
-        with DatasetReader.open(first, verify="always") as reader:
-            reader.read_rows(np.arange(reader.num_rows))
+    with pytest.raises(MrecordError) as info, DatasetReader.open(first, verify="always") as reader:
+        reader.read_rows(np.arange(reader.num_rows))
     return info.value
 
 
