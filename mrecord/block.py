@@ -19,9 +19,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Block", "ColumnValues"]
+__all__ = ["Block", "BytesArray", "ColumnValues"]
 
 ColumnValues = np.ndarray | list[Any]
+
+
+class BytesArray(np.ndarray):  # type: ignore[type-arg]
+    """A ``bytes`` value given as a read-only ``uint8`` array viewing the file (no copy).
+
+    It is a plain numpy array to its users (MindSpore gives bytes columns as uint8
+    arrays); the subclass only tells ``batch`` that rows of different lengths are
+    separate byte strings, to be batched like ``bytes``, not a shape error.
+    """
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.block import Block, ColumnValues
+from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
 
 __all__ = [
@@ -80,7 +80,7 @@ def batch_column(values: ColumnValues, column: str) -> np.ndarray:
         return values
     if all(isinstance(v, str) for v in values):
         return np.array(values)
-    if all(isinstance(v, bytes) for v in values):
+    if all(isinstance(v, (bytes, BytesArray)) for v in values):
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out

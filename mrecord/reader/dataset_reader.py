@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.block import Block, ColumnValues
+from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import (
     ArgumentError,
     CorruptFileError,
@@ -268,7 +268,8 @@ class DatasetReader:
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
                         if bytes_as_arrays:
-                            result[pos] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+                            value = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+                            result[pos] = value.view(BytesArray)
                         else:
                             result[pos] = bytes(raw[a:b])
                     else:
