@@ -265,3 +265,19 @@ def test_missing_index_names_the_file_and_the_fix(tmp_path: Path) -> None:
         MindDataset(str(path))
     mrecord.reindex(path)
     assert ids_of(MindDataset(str(path))) == [1]
+
+
+def test_bytes_of_different_lengths_batch_as_byte_strings(tmp_path: Path) -> None:
+    path = tmp_path / "b.mrecord"
+    blobs = [bytes(range(i)) for i in range(7)]
+    with FileWriter(path) as writer:
+        writer.add_schema({"data": {"type": "bytes"}, "label": {"type": "int32"}})
+        writer.write_raw_data([{"data": b, "label": i} for i, b in enumerate(blobs)])
+    row = next(iter(MindDataset(str(path), shuffle=False).create_dict_iterator(num_epochs=1)))
+    assert row["data"].dtype == np.uint8 and row["data"].tobytes() == b""
+    batches = list(
+        MindDataset(str(path), shuffle=False).batch(4).create_dict_iterator(num_epochs=1)
+    )
+    assert [len(b["data"]) for b in batches] == [4, 3]
+    got = [bytes(np.asarray(v)) for b in batches for v in b["data"]]
+    assert got == blobs
