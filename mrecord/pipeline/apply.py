@@ -2,8 +2,8 @@
 
 Operations run one after the other over the whole chunk (column at a time):
 
-- an op with ``offloadable = True`` and a chunk that is one stacked array runs
-  once, vectorized: ``op.apply_batch(batch, seeds)``;
+- an op with ``batchable = True`` (or ``offloadable = True``) and a chunk that is
+  one stacked array runs once, vectorized: ``op.apply_batch(batch, seeds)``;
 - any other op runs per row; random ops (``is_random = True``) get
   ``seed=<int>``, the row's seed for that op (:func:`mrecord.pipeline.seeds.op_seeds`).
 
@@ -25,7 +25,7 @@ from mrecord.errors import OperationError, PipelineError
 from mrecord.pipeline.columns import column_from_values
 from mrecord.pipeline.seeds import op_seeds
 
-__all__ = ["ChainSpec", "is_offloadable", "is_random"]
+__all__ = ["ChainSpec", "is_batchable", "is_offloadable", "is_random"]
 
 
 def is_random(op: object) -> bool:
@@ -36,6 +36,13 @@ def is_random(op: object) -> bool:
 def is_offloadable(op: object) -> bool:
     """Whether ``op`` has a vectorized ``apply_batch(batch, seeds)`` (the offload contract)."""
     return getattr(op, "offloadable", False) is True and callable(getattr(op, "apply_batch", None))
+
+
+def is_batchable(op: object) -> bool:
+    """Whether ``op`` can run once over a stacked chunk: ``apply_batch`` and ``batchable``
+    (every offloadable op is batchable)."""
+    flagged = getattr(op, "batchable", False) is True or getattr(op, "offloadable", False) is True
+    return flagged and callable(getattr(op, "apply_batch", None))
 
 
 def _outputs(result: Any, last: bool, num_outputs: int) -> list[Any]:
@@ -64,7 +71,7 @@ class ChainSpec:
         n = len(keys)
         for j, op in enumerate(self.ops):
             last = j == len(self.ops) - 1
-            if is_offloadable(op) and len(state) == 1 and isinstance(state[0], np.ndarray) and n:
+            if is_batchable(op) and len(state) == 1 and isinstance(state[0], np.ndarray) and n:
                 try:
                     state = [np.asarray(op.apply_batch(state[0], op_seeds(keys, j)))]
                     continue

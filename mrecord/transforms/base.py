@@ -5,10 +5,14 @@
 - ``op.is_random``: random ops take their parameters from the per-row ``seed`` (the pipeline
   passes one per row); an eager call without a seed draws one from
   :func:`mrecord.transforms.seeding.next_eager_seed`. Other ops accept and ignore ``seed``.
-- ``op.offloadable``: offloadable ops also have ``apply_batch(batch, seeds)``, the same
-  computation vectorized over a batch ``(N, ...)``; for every row ``i``,
+- ``op.batchable``: the op has ``apply_batch(batch, seeds)``, the same computation vectorized
+  over a batch ``(N, ...)``; for every row ``i``,
   ``op(batch[i], seed=seeds[i]) == op.apply_batch(batch, seeds)[i]``. Both paths run the same
-  batch code (a single row is a batch of one), which is what makes that hold exactly.
+  batch code (a single row is a batch of one), which is what makes that hold exactly. A map
+  runs a batchable op once per chunk of rows when the rows are stacked in one array.
+- ``op.offloadable``: a batchable op that may also be moved after ``batch`` (offload): it must
+  accept rows of any (stacked) shape, so ops that make equal-size rows out of unequal ones,
+  such as ``RandomCrop``, are batchable but not offloadable.
 - ``repr(op)`` shows the op and its arguments, e.g. ``Normalize(mean=[...], std=[...])``.
 """
 
@@ -50,6 +54,7 @@ class TensorOperation:
     """Base class of every op: eager ``__call__``, ``is_random``, ``offloadable``, ``repr``."""
 
     is_random: ClassVar[bool] = False
+    batchable: ClassVar[bool] = False
     offloadable: ClassVar[bool] = False
     num_inputs: ClassVar[int] = 1
     _salt: ClassVar[int] = 0
@@ -88,12 +93,14 @@ class TensorOperation:
 
 
 class BatchOperation(TensorOperation):
-    """An offloadable op: one vectorized ``_batch`` serves both per-row calls and ``apply_batch``.
+    """A batchable (by default offloadable) op: one vectorized ``_batch`` serves both per-row
+    calls and ``apply_batch``.
 
     Subclasses implement ``_batch(batch, seeds)`` on an array of shape ``(N, *row_shape)`` and
     may override ``_check_row(shape, dtype)`` to validate one row's shape and dtype.
     """
 
+    batchable: ClassVar[bool] = True
     offloadable: ClassVar[bool] = True
 
     def _compute(self, *arrays: Any, seed: int) -> Any:

@@ -21,6 +21,7 @@ again cannot be seen from here: call ``reset_eager_seeds()`` to restart the sequ
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 
@@ -81,13 +82,47 @@ def as_seed_array(seeds: object, n: int | None = None) -> np.ndarray:
     return arr
 
 
+def _splitmix64_int(z: int) -> int:
+    """:func:`splitmix64` on one Python int (bit-identical, without numpy's per-call cost)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+_SMALL_DRAW = 8  # at most this many uniforms in all: plain Python ints beat numpy's call cost
+
+
+@functools.lru_cache(maxsize=64)
+def _increments(count: int) -> np.ndarray:
+    """``(i + 1) * GOLDEN mod 2**64`` for ``i < count`` (read-only, shared)."""
+    incs = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & _MASK64 for i in range(count)], np.uint64)
+    incs.flags.writeable = False
+    return incs
+
+
 def uniforms(seeds: np.ndarray, count: int, salt: int = 0) -> np.ndarray:
-    """``(len(seeds), count)`` float64 uniforms in [0, 1), a pure function of (seed, salt)."""
-    base = splitmix64(as_seed_array(seeds) ^ np.uint64(salt & _MASK64))
-    out = np.empty((base.shape[0], count), dtype=np.float64)
-    for i in range(count):
-        state = base + np.uint64((0x9E3779B97F4A7C15 * (i + 1)) & _MASK64)
-        out[:, i] = (splitmix64(state) >> np.uint64(11)).astype(np.float64) * _TWO_POW_M53
+    """``(len(seeds), count)`` float64 uniforms in [0, 1), a pure function of (seed, salt).
+
+    All ``count`` draws of all seeds are evaluated at once (one ``(n, count)`` array); a tiny
+    draw (a single row's few parameters) uses Python ints instead, with identical results.
+    """
+    arr = as_seed_array(seeds)
+    salt64 = salt & _MASK64
+    if arr.shape[0] * count <= _SMALL_DRAW:
+        rows = []
+        for seed in arr.tolist():
+            start = _splitmix64_int(seed ^ salt64)
+            rows.append(
+                [
+                    (_splitmix64_int((start + inc) & _MASK64) >> 11) * _TWO_POW_M53
+                    for inc in _increments(count).tolist()
+                ]
+            )
+        return np.array(rows, dtype=np.float64).reshape(arr.shape[0], count)
+    base = splitmix64(arr ^ np.uint64(salt64))
+    states = base[:, np.newaxis] + _increments(count)  # uint64 arrays wrap modulo 2**64
+    out: np.ndarray = (splitmix64(states) >> np.uint64(11)).astype(np.float64)
+    out *= _TWO_POW_M53
     return out
 
 

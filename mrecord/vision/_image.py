@@ -9,24 +9,34 @@ import numpy as np
 from mrecord.errors import ArgumentError
 from mrecord.vision.enums import Border
 
-__all__ = ["check_image", "pad_image", "restore_dtype"]
+__all__ = ["check_image", "check_image_shape", "pad_batch", "pad_image", "restore_dtype"]
 
 
 def check_image(img: np.ndarray, op_name: str, channels: tuple[int, ...] | None = None) -> None:
     """Require an image ``<H, W>`` or ``<H, W, C>`` (with C in ``channels`` when given)."""
-    if img.ndim not in (2, 3):
+    check_image_shape(img.shape, img.dtype, op_name, channels)
+
+
+def check_image_shape(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    op_name: str,
+    channels: tuple[int, ...] | None = None,
+) -> None:
+    """:func:`check_image` on a shape and dtype (one row of a batch)."""
+    if len(shape) not in (2, 3):
         raise ArgumentError(
             f"{op_name}: the input should be an image of shape <H, W> or <H, W, C>, "
-            f"got shape {img.shape!r}"
+            f"got shape {shape!r}"
         )
-    if img.dtype.kind not in "biuf":
-        raise TypeError(f"{op_name}: the input should be a numeric image, got dtype {img.dtype}")
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{op_name}: the input should be a numeric image, got dtype {dtype}")
     if channels is not None:
-        c = img.shape[2] if img.ndim == 3 else 1
+        c = shape[2] if len(shape) == 3 else 1
         if c not in channels:
             raise ArgumentError(
                 f"{op_name}: the channel of the input image should be in {list(channels)!r}, "
-                f"got shape {img.shape!r}"
+                f"got shape {shape!r}"
             )
 
 
@@ -53,15 +63,37 @@ def pad_image(
     """Pad an ``<H, W>`` / ``<H, W, C>`` image (``fill``: one value or one per channel)."""
     if top == bottom == left == right == 0:
         return img
-    widths: list[tuple[int, int]] = [(top, bottom), (left, right)] + [(0, 0)] * (img.ndim - 2)
+    padded: np.ndarray = pad_batch(img[np.newaxis], top, bottom, left, right, mode, fill)[0]
+    return padded
+
+
+def pad_batch(
+    batch: np.ndarray,
+    top: int,
+    bottom: int,
+    left: int,
+    right: int,
+    mode: Border = Border.CONSTANT,
+    fill: tuple[int, ...] | int = 0,
+) -> np.ndarray:
+    """Pad every image of a batch ``<N, H, W>`` / ``<N, H, W, C>`` the same way (one pass)."""
+    if top == bottom == left == right == 0:
+        return batch
+    widths: list[tuple[int, int]] = [(0, 0), (top, bottom), (left, right)]
+    widths += [(0, 0)] * (batch.ndim - 3)
     if mode is not Border.CONSTANT:
-        padded: np.ndarray = np.pad(img, widths, mode=mode.value)  # type: ignore[call-overload]
+        padded: np.ndarray = np.pad(batch, widths, mode=mode.value)  # type: ignore[call-overload]
         return padded
-    h, w = img.shape[:2]
-    out = np.empty((h + top + bottom, w + left + right, *img.shape[2:]), dtype=img.dtype)
-    if isinstance(fill, tuple) and img.ndim == 3 and len(fill) == img.shape[2]:
-        out[...] = np.asarray(fill).astype(img.dtype)
+    n, h, w = batch.shape[:3]
+    out = np.empty((n, h + top + bottom, w + left + right, *batch.shape[3:]), dtype=batch.dtype)
+    if isinstance(fill, tuple) and batch.ndim == 4 and len(fill) == batch.shape[3]:
+        value = np.asarray(fill).astype(batch.dtype)
     else:
-        out[...] = np.asarray(fill if isinstance(fill, int) else fill[0]).astype(img.dtype)
-    out[top : top + h, left : left + w] = img
+        value = np.asarray(fill if isinstance(fill, int) else fill[0]).astype(batch.dtype)
+    # fill only the borders, then copy the images in
+    out[:, :top] = value
+    out[:, top + h :] = value
+    out[:, top : top + h, :left] = value
+    out[:, top : top + h, left + w :] = value
+    out[:, top : top + h, left : left + w] = batch
     return out

@@ -33,11 +33,36 @@ class _Flip(BatchOperation):
         return None  # flip every row
 
     def _batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        flipped = np.flip(batch, axis=1 + self._axis)
         mask = self._mask(seeds)
         if mask is None:
-            return np.ascontiguousarray(flipped)
-        return np.where(mask.reshape((-1,) + (1,) * (batch.ndim - 1)), flipped, batch)
+            mask = np.ones(batch.shape[0], dtype=bool)
+        return _flip_rows(batch, 1 + self._axis, np.flatnonzero(mask))
+
+
+def _flip_rows(batch: np.ndarray, axis: int, rows: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``batch`` with ``rows`` reversed along ``axis``.
+
+    When only some rows flip, the axes after ``axis`` are viewed as one opaque element
+    (``np.void``), so numpy copies whole pixels (or whole image rows) instead of looping over
+    a short channel axis.
+    """
+    if len(rows) == 0:
+        same: np.ndarray = np.array(batch, copy=True, order="C")
+        return same
+    if len(rows) == batch.shape[0]:
+        every: np.ndarray = np.array(np.flip(batch, axis=axis), order="C")
+        return every
+    arr: np.ndarray = np.ascontiguousarray(batch)
+    unit = int(np.prod(arr.shape[axis + 1 :], dtype=np.int64)) * arr.itemsize
+    if unit == 0 or arr.size == 0 or arr.dtype.hasobject:
+        out: np.ndarray = arr.copy()
+        out[rows] = np.flip(arr[rows], axis=axis)
+        return out
+    merged = arr.reshape(*arr.shape[: axis + 1], unit // arr.itemsize)
+    view = merged.view(np.dtype((np.void, unit)))[..., 0]
+    flipped: np.ndarray = view.copy()
+    flipped[rows] = np.flip(view[rows], axis=axis)
+    return flipped.view(arr.dtype).reshape(arr.shape)
 
 
 class HorizontalFlip(_Flip):

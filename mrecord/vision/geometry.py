@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 
 from mrecord.errors import ArgumentError
-from mrecord.transforms.base import TensorOperation, to_array
+from mrecord.transforms.base import BatchOperation, TensorOperation, to_array
 from mrecord.transforms.validators import (
     FLOAT_MAX,
     check_int,
@@ -18,7 +18,7 @@ from mrecord.transforms.validators import (
     type_check,
 )
 from mrecord.vision._crop_box import UNIFORMS_PER_ATTEMPT, random_resized_crop_box
-from mrecord.vision._image import check_image, pad_image
+from mrecord.vision._image import check_image, check_image_shape, pad_batch, pad_image
 from mrecord.vision._resize import resize
 from mrecord.vision.enums import Border, Inter
 
@@ -133,16 +133,21 @@ class CenterCrop(TensorOperation):
         return img[top : top + crop_h, left : left + crop_w]
 
 
-class RandomCrop(TensorOperation):
+class RandomCrop(BatchOperation):
     """Crop a random ``size`` region, after optional padding (MindSpore's arguments).
 
     ``padding``: int (all borders), ``(left/right, top/bottom)`` or ``(left, top, right, bottom)``.
     ``pad_if_needed``: pad left/right (top/bottom) by the missing width (height) when the
     padded image is still smaller than ``size``. ``fill_value``: the constant for
     ``Border.CONSTANT`` (int or RGB tuple). The crop corner is uniform, drawn from the row seed.
+
+    Vectorized: ``apply_batch(batch, seeds)`` pads the whole batch once and copies each row's
+    window, equal to the per-row calls. It is not offloadable (as in MindSpore): it changes the
+    image size, so it must run before ``batch`` stacks the rows; a map runs it once per chunk.
     """
 
     is_random = True
+    offloadable = False
 
     def __init__(
         self,
@@ -169,33 +174,37 @@ class RandomCrop(TensorOperation):
             "padding_mode": self.padding_mode,
         }
 
-    def _pad(self, img: np.ndarray) -> np.ndarray:
+    def _check_row(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        check_image_shape(shape, dtype, "RandomCrop")
+
+    def _pad(self, batch: np.ndarray) -> np.ndarray:
         crop_h, crop_w = _as_hw(self.size)
         left, top, right, bottom = self.padding or (0, 0, 0, 0)
         if self.pad_if_needed:
-            missing_w = crop_w - (img.shape[1] + left + right)
-            missing_h = crop_h - (img.shape[0] + top + bottom)
+            missing_w = crop_w - (batch.shape[2] + left + right)
+            missing_h = crop_h - (batch.shape[1] + top + bottom)
             if missing_w > 0:
                 left, right = left + missing_w, right + missing_w
             if missing_h > 0:
                 top, bottom = top + missing_h, bottom + missing_h
-        return pad_image(img, top, bottom, left, right, self.padding_mode, self.fill_value)
+        return pad_batch(batch, top, bottom, left, right, self.padding_mode, self.fill_value)
 
-    def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
-        img = to_array(arrays[0], "RandomCrop")
-        check_image(img, "RandomCrop")
-        img = self._pad(img)
+    def _batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        padded = self._pad(batch)
         crop_h, crop_w = _as_hw(self.size)
-        height, width = img.shape[:2]
+        height, width = padded.shape[1:3]
         if crop_h > height or crop_w > width:
             raise ArgumentError(
                 f"RandomCrop: crop size {(crop_h, crop_w)!r} is bigger than the (padded) image "
                 f"{(height, width)!r}; use padding or pad_if_needed=True"
             )
-        u = self._uniforms(np.array([seed], dtype=np.uint64), 2)[0]
-        top = min(int(u[0] * (height - crop_h + 1)), height - crop_h)
-        left = min(int(u[1] * (width - crop_w + 1)), width - crop_w)
-        return img[top : top + crop_h, left : left + crop_w]
+        u = self._uniforms(seeds, 2)
+        tops = np.minimum((u[:, 0] * (height - crop_h + 1)).astype(np.intp), height - crop_h)
+        lefts = np.minimum((u[:, 1] * (width - crop_w + 1)).astype(np.intp), width - crop_w)
+        out = np.empty((padded.shape[0], crop_h, crop_w, *padded.shape[3:]), padded.dtype)
+        for i, (top, left) in enumerate(zip(tops.tolist(), lefts.tolist(), strict=True)):
+            out[i] = padded[i, top : top + crop_h, left : left + crop_w]
+        return out
 
 
 def check_crop_resize_args(

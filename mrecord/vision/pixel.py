@@ -37,7 +37,8 @@ class Rescale(BatchOperation):
             raise TypeError(f"Rescale: the input should be numeric, got dtype {dtype}")
 
     def _batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        out: np.ndarray = batch.astype(np.float32) * np.float32(self.rescale)
+        out: np.ndarray = batch.astype(np.float32)  # a new array: scaled in place
+        out *= np.float32(self.rescale)
         out += np.float32(self.shift)
         return out
 
@@ -101,7 +102,20 @@ class Normalize(BatchOperation):
             mean, std = mean.reshape(-1, 1, 1), std.reshape(-1, 1, 1)
         elif batch.ndim == 3:  # <H, W> rows: one value
             mean, std = mean[:1], std[:1]
-        out: np.ndarray = batch.astype(np.float32) - mean
+        elif batch.ndim == 4 and batch.shape[2] and batch.flags.c_contiguous:
+            # <H, W, C> rows: view each image row as W * C values and tile mean and std to
+            # match, so numpy's inner loop runs over W * C elements instead of C (same values)
+            n, h, w, c = batch.shape
+            mean = np.tile(np.broadcast_to(mean, (c,)), w)
+            std = np.tile(np.broadcast_to(std, (c,)), w)
+            flat = self._normalized(batch.reshape(n * h, w * c), mean, std)
+            return flat.reshape(batch.shape)
+        return self._normalized(batch, mean, std)
+
+    @staticmethod
+    def _normalized(batch: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+        """``(batch - mean) / std`` in float32 with a single new array."""
+        out: np.ndarray = np.subtract(batch, mean, dtype=np.float32)
         out /= std
         return out
 
