@@ -5,12 +5,19 @@ the metadata and trailer and fsyncs; the commit (``mrecord.writer.commit``)
 publishes it. When appending, the partial file starts as a copy of the committed
 shard, truncated where its pages end, so committed bytes are never modified in
 place.
+
+Durability without a long stall at the end: every ``SYNC_EVERY`` bytes a
+background thread runs ``fdatasync`` on the partial file while the writer goes on
+encoding, so the disk writes overlap with the CPU work and the final ``fsync``
+has little left to flush (the pages stay in the page cache for later reads).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,6 +32,9 @@ from mrecord.format.schema import Schema
 from mrecord.writer.validation import Columns
 
 __all__ = ["ShardWriter"]
+
+SYNC_EVERY = 64 << 20
+_SYNCER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrecord-fsync")
 
 
 def _concat(parts: list[np.ndarray | list[Any]]) -> np.ndarray | list[Any]:
@@ -76,6 +86,8 @@ class ShardWriter:
             self._chunks = []
             self.first_new_row = 0
         self.num_rows = self.first_new_row
+        self._unsynced = 0
+        self._sync: Future[None] | None = None
 
     def add(self, columns: Columns, n: int, index_fields: tuple[str, ...]) -> None:
         """Buffer ``n`` validated rows; write every page that is full."""
@@ -129,6 +141,16 @@ class ShardWriter:
             self._offset = start + len(chunk.stored)
         self._chunks.append(records)
         self._page_rows.append(n_rows)
+        self._unsynced += int(records["length"].sum())
+        if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
+            self._file.flush()
+            self._sync = _SYNCER.submit(os.fdatasync, self._file.fileno())
+            self._unsynced = 0
+
+    def _wait_for_sync(self) -> None:
+        if self._sync is not None:
+            sync, self._sync = self._sync, None
+            sync.result()
 
     def finish(self, meta: ShardMetadata) -> ShardMetadata:
         """Write the last page, metadata and trailer; fsync; return the final metadata."""
@@ -145,6 +167,7 @@ class ShardWriter:
         self._file.write(body)
         self._file.write(Trailer(metadata_offset, len(body), checksum(body)).encode())
         self._file.flush()
+        self._wait_for_sync()
         os.fsync(self._file.fileno())
         self._file.close()
         return final
@@ -155,6 +178,8 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Close and delete the partial file."""
+        with contextlib.suppress(OSError):  # the file is being thrown away
+            self._wait_for_sync()
         if not self._file.closed:
             self._file.close()
         self.partial.unlink(missing_ok=True)
