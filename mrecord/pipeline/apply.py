@@ -97,19 +97,14 @@ class ChainSpec:
         last: bool,
     ) -> list[ColumnValues]:
         seeds = op_seeds(keys, j).tolist() if is_random(op) else None
+        results = self._call_rows(op, state, seeds, positions, row_ids)
+        if not results:
+            return [[] for _ in range(self.num_outputs if last else len(state))]
+        if not any(isinstance(r, (tuple, list)) for r in results):  # one value per row
+            return [column_from_values(results)]
         rows: list[list[Any]] = []
         width = -1
-        for i in range(len(keys)):
-            args = [col[i] for col in state]
-            try:
-                result = op(*args, seed=seeds[i]) if seeds is not None else op(*args)
-            except Exception as exc:
-                raise OperationError(
-                    f"{self.label}: operation {op!r} raised {type(exc).__name__}: {exc} "
-                    f"(input column(s) {list(self.input_columns)!r}, row {int(positions[i])} "
-                    f"of this map's input, row id {int(row_ids[i])}); see the chained "
-                    "traceback above for where it failed"
-                ) from exc
+        for i, result in enumerate(results):
             values = _outputs(result, last, self.num_outputs)
             if width < 0:
                 width = len(values)
@@ -119,6 +114,38 @@ class ChainSpec:
                     f"{int(positions[i])} but {width} at earlier rows"
                 )
             rows.append(values)
-        if not rows:
-            return [[] for _ in range(max(width, self.num_outputs if last else len(state)))]
         return [column_from_values([row[k] for row in rows]) for k in range(width)]
+
+    def _call_rows(
+        self,
+        op: Any,
+        state: Sequence[ColumnValues],
+        seeds: list[int] | None,
+        positions: np.ndarray,
+        row_ids: np.ndarray,
+    ) -> list[Any]:
+        """``op`` on every row (``seed=`` for random ops); an error names the row."""
+        results: list[Any] = []
+        append = results.append
+        i = 0
+        try:
+            if len(state) == 1 and seeds is None:
+                for value in state[0]:
+                    append(op(value))
+                    i += 1
+            elif len(state) == 1 and seeds is not None:
+                for value, seed in zip(state[0], seeds, strict=True):
+                    append(op(value, seed=seed))
+                    i += 1
+            else:
+                for i in range(len(positions)):
+                    args = [col[i] for col in state]
+                    append(op(*args, seed=seeds[i]) if seeds is not None else op(*args))
+        except Exception as exc:
+            raise OperationError(
+                f"{self.label}: operation {op!r} raised {type(exc).__name__}: {exc} "
+                f"(input column(s) {list(self.input_columns)!r}, row {int(positions[i])} "
+                f"of this map's input, row id {int(row_ids[i])}); see the chained "
+                "traceback above for where it failed"
+            ) from exc
+        return results

@@ -51,19 +51,21 @@ def as_name_list(value: str | Sequence[str] | None, argument: str) -> list[str] 
     return names
 
 
+_ARRAY_TYPES = (np.ndarray, np.generic)
+
+
 def column_from_values(values: list[Any]) -> ColumnValues:
     """One array of shape ``(n, *shape)`` when every value is an array or number of the
     same shape and dtype (or the same Python number type); the list itself otherwise."""
     if not values:
         return values
     first = values[0]
-    if isinstance(first, (np.ndarray, np.generic)):
-        shape, dtype = np.shape(first), first.dtype
+    if isinstance(first, _ARRAY_TYPES):
+        shape, dtype = first.shape, first.dtype
         if dtype.kind != "O" and all(
-            isinstance(v, (np.ndarray, np.generic)) and v.dtype == dtype and np.shape(v) == shape
-            for v in values
+            isinstance(v, _ARRAY_TYPES) and v.dtype == dtype and v.shape == shape for v in values
         ):
-            return np.stack(values) if shape else np.array(values, dtype=dtype)
+            return np.array(values, dtype=dtype)  # one C-level stack (np.stack is slower)
         return values
     kind = type(first)
     if kind in _NUMBER_TYPES and all(type(v) is kind for v in values):

@@ -3,7 +3,8 @@
 Creating an iterator builds the pipeline (tree check, offload plan) and starts
 one prefetch thread that runs every epoch's generator chain and puts the output
 blocks (offload applied, hidden columns dropped) on a queue bounded by
-``config.get_prefetch_size()``. Errors raised anywhere in the pipeline travel
+``config.get_prefetch_size()``. Offloaded ops run on a small thread pool of their
+own, a few output blocks at a time, kept in order. Errors raised anywhere in the pipeline travel
 through that queue and are re-raised by ``__next__``.
 
 Epochs: a ``for`` loop consumes one epoch and ends; the next ``for`` loop over the
@@ -30,6 +31,7 @@ from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
+from mrecord.pipeline.workers import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
@@ -54,6 +56,7 @@ class _Runtime:
         self.ctx = ExecContext(graph)
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=self.ctx.prefetch)
         self.num_epochs = num_epochs
+        self._offload_pool: ThreadPool[Block, Block] | None = None
         self.thread = threading.Thread(target=self._run, name="mrecord-prefetch", daemon=True)
         self.thread.start()
 
@@ -66,15 +69,29 @@ class _Runtime:
                 if self.ctx.stop.is_set():
                     raise PipelineStopped from None
 
+    def _outputs(self, blocks: Iterator[Block]) -> Iterator[Block]:
+        """The output blocks: the offload plan applied, on its thread pool when it has ops."""
+        plan = self.ctx.graph.offload
+        if not plan:
+            for block in blocks:
+                yield plan.apply(block)  # drops the hidden columns
+            return
+        workers = plan.workers or self.ctx.default_workers
+        if self._offload_pool is None:
+            self._offload_pool = ThreadPool(plan.apply, workers, "mrecord-offload")
+        window = workers + 1
+        for _block, result in ordered_map(self._offload_pool, blocks, window, self.ctx.stop):
+            yield result
+
     def _run(self) -> None:
-        ctx, root, plan = self.ctx, self.ctx.graph.root, self.ctx.graph.offload
+        ctx, root = self.ctx, self.ctx.graph.root
         epoch = 0
         try:
             while self.num_epochs < 0 or epoch < self.num_epochs:
                 gen = root._execute(ctx, epoch)
                 try:
-                    for block in gen:
-                        self._put(plan.apply(block))
+                    for block in self._outputs(gen):
+                        self._put(block)
                 finally:
                     close_iterator(gen)
                 self._put(_EPOCH_END)
@@ -87,6 +104,9 @@ class _Runtime:
                 self._put(_Failure(exc))
             except PipelineStopped:
                 return
+        finally:
+            if self._offload_pool is not None:
+                self._offload_pool.shutdown()
 
     def close(self) -> None:
         """Stop the thread and every pool; idempotent."""

@@ -16,6 +16,10 @@ The constraints of MindSpore's offload doc, checked when a pipeline is built:
    is offloaded entirely);
 3. not with user ``output_columns`` (nor several input columns).
 
+The offload step runs on its own pool of threads (as many as the offloaded maps'
+``num_parallel_workers``, else the config default), several output blocks at a time,
+results kept in order: numpy releases the GIL in the vectorized ops, so it scales.
+
 A map that asked for offload (``offload=True``) and breaks a constraint raises
 :class:`~mrecord.errors.OffloadError`; under ``set_auto_offload(True)`` the map
 simply keeps its ops, and the plan says why. A map with no offloadable op at its
@@ -73,6 +77,7 @@ class OffloadPlan:
     columns: dict[str, list[OffloadedOp]] = field(default_factory=dict)
     maps: dict[int, MapOffload] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    workers: int | None = None  # the largest num_parallel_workers of the offloaded maps
 
     def __bool__(self) -> bool:
         return bool(self.columns)
@@ -108,6 +113,8 @@ def _apply_nested(op: Any, op_index: int, values: Any, keys: Any, depth: int) ->
         and all(isinstance(p, np.ndarray) for p in parts)
         and len({(p.shape, p.dtype) for p in parts}) == 1
     ):
+        if len(parts) == 1:  # a batch node's output: one row holding the batch, no copy
+            return parts[0][np.newaxis]
         return np.stack(parts)
     return parts
 
@@ -225,6 +232,8 @@ def _plan_map(
         for i, op in enumerate(ops[len(ops) - k :])
     ]
     plan.columns[track.final] = moved + plan.columns.get(track.final, [])
+    if node.num_parallel_workers is not None:
+        plan.workers = max(plan.workers or 0, node.num_parallel_workers)
     plan.maps[id(node)] = MapOffload(tuple(ops[: len(ops) - k]), tuple(ops[len(ops) - k :]), column)
     if k < len(ops):
         plan.notes.append(

@@ -9,6 +9,8 @@ Offloaded ops get exactly the seeds they would have got inside the map.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["op_seeds", "row_keys"]
@@ -31,12 +33,27 @@ def _scalar(value: int) -> np.ndarray:
     return np.array([value & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
 
 
+@functools.lru_cache(maxsize=256)
+def _stream_base(seed: int, epoch: int, node_position: int) -> np.ndarray:
+    """The key base of one map's input stream in one epoch (read-only, cached)."""
+    base = _mix(_mix(_mix(_scalar(seed)) ^ _scalar(epoch)) ^ _scalar(node_position))
+    base.flags.writeable = False
+    return base
+
+
+@functools.lru_cache(maxsize=64)
+def _op_salt(op_index: int) -> np.ndarray:
+    salt = _mix(_scalar(op_index + 1))
+    salt.flags.writeable = False
+    return salt
+
+
 def row_keys(seed: int, epoch: int, node_position: int, positions: np.ndarray) -> np.ndarray:
     """uint64 key of each row ``positions`` (int64) of a map's input stream."""
-    base = _mix(_mix(_mix(_scalar(seed)) ^ _scalar(epoch)) ^ _scalar(node_position))
+    base = _stream_base(seed, epoch, node_position)
     return _mix(np.asarray(positions).astype(np.uint64) ^ base)
 
 
 def op_seeds(keys: np.ndarray, op_index: int) -> np.ndarray:
     """uint64 seed per row for the op at ``op_index`` in a map's operation list."""
-    return _mix(keys ^ _mix(_scalar(op_index + 1)))
+    return _mix(keys ^ _op_salt(op_index))
