@@ -69,10 +69,14 @@ def test_size_without_reading_equals_rows_produced(
 ) -> None:
     ds: Dataset = ids_dataset(n)
     expected = n  # independent model of the arithmetic
+    ragged = False  # a kept short batch makes rows of two shapes: batching again must fail
     for name, value, flag in ops:
         if name == "batch":
+            if ragged:
+                continue
             ds = ds.batch(value, drop_remainder=flag)
             expected = expected // value if flag else -(-expected // value)
+            ragged = not flag
         elif name == "repeat":
             ds, expected = ds.repeat(value), expected * value
         elif name == "skip":
