@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,22 @@ def test_garbage_db_is_a_corrupt_file(template: Path, tmp_path: Path, content: b
     assert isinstance(info.value, CorruptFileError) and str(db) in str(info.value)
     assert "mrecord reindex" in str(info.value)
     assert not verify_dataset(files[0]).ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verify.py _compare_locations builds np.array(..., dtype=int64) from .db cells "
+    "without checking their type: a damaged .db cell (NULL or text) raises TypeError/ValueError "
+    "instead of being reported (found by the corruption campaign)",
+)
+def test_verify_reports_a_db_cell_of_the_wrong_type(template: Path, tmp_path: Path) -> None:
+    """A .db whose row table holds text where a page number belongs: verify reports it."""
+    files = _copy(template, tmp_path)
+    conn = sqlite3.connect(files[0].with_name(files[0].name + ".db"))
+    try:
+        conn.execute("UPDATE rows SET page = 'abc' WHERE row_id = 3")
+        conn.commit()
+    finally:
+        conn.close()
+    report = verify_dataset(files[0])
+    assert not report.ok and any("row 3" in p for p in report.problems)
