@@ -111,12 +111,6 @@ def test_garbage_db_is_a_corrupt_file(template: Path, tmp_path: Path, content: b
     assert not verify_dataset(files[0]).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify.py _compare_locations builds np.array(..., dtype=int64) from .db cells "
-    "without checking their type: a damaged .db cell (NULL or text) raises TypeError/ValueError "
-    "instead of being reported (found by the corruption campaign)",
-)
 def test_verify_reports_a_db_cell_of_the_wrong_type(template: Path, tmp_path: Path) -> None:
     """A .db whose row table holds text where a page number belongs: verify reports it."""
     files = _copy(template, tmp_path)

@@ -153,6 +153,12 @@ def _compare_locations(
         return
     if n == 0:
         return
+    for i, row in enumerate(rows):
+        if not all(type(cell) is int for cell in row[:3]):
+            report.problems.append(
+                f"{where}: row {i} has a location that is not three integers: {row[:3]!r}"
+            )
+            return
     table = np.array([r[:3] for r in rows], dtype=np.int64)
     pages = np.repeat(np.arange(shard.meta.num_pages), shard.meta.page_rows.astype(np.int64))
     slots = np.arange(n) - shard.page_starts[pages]

@@ -235,7 +235,17 @@ class FileWriter:
                 self._generation,
                 self._all_finals(),
             )
-        except BaseException:
+        except BaseException as exc:
+            if commit_mod.journal_path(self._dir, self._dataset_name).exists():
+                # Past the commit point: the journal names complete files. Removing them
+                # would break the roll-forward, so keep them for the next open to finish.
+                self._state = "committed"
+                self._lock.release()
+                exc.add_note(
+                    "the commit is durable (its journal was written) but publishing stopped; "
+                    "the next open of the dataset finishes it"
+                )
+                raise
             self.abort()
             raise
         self._state = "committed"
