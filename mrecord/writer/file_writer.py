@@ -241,10 +241,12 @@ class FileWriter:
                 # would break the roll-forward, so keep them for the next open to finish.
                 self._state = "committed"
                 self._lock.release()
-                exc.add_note(
-                    "the commit is durable (its journal was written) but publishing stopped; "
-                    "the next open of the dataset finishes it"
-                )
+                add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+                if add_note is not None:
+                    add_note(
+                        "the commit is durable (its journal was written) but publishing "
+                        "stopped; the next open of the dataset finishes it"
+                    )
                 raise
             self.abort()
             raise
