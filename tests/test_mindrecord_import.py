@@ -263,7 +263,7 @@ def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 25
     page ids interleaved between the types (as MindSpore allocates them as pages fill)."""
     import msgpack
 
-    header_size = 2048
+    header_size = 1 << 16  # room for the page list of the largest generated file
 
     def framed(payload: bytes) -> bytes:
         return struct.pack("<Q", len(payload)) + payload
