@@ -4,6 +4,8 @@ Operations run one after the other over the whole chunk (column at a time):
 
 - an op with ``batchable = True`` (or ``offloadable = True``) and a chunk that is
   one stacked array runs once, vectorized: ``op.apply_batch(batch, seeds)``;
+- a run of ops that a registered fuser recognises (``mrecord.transforms.fusion``, e.g.
+  flip + Normalize + HWC2CHW) runs as one pass over the stacked chunk, same result;
 - any other op runs per row; random ops (``is_random = True``) get
   ``seed=<int>``, the row's seed for that op (:func:`mrecord.pipeline.seeds.op_seeds`).
 
@@ -24,8 +26,9 @@ from mrecord.block import ColumnValues
 from mrecord.errors import OperationError, PipelineError
 from mrecord.pipeline.columns import column_from_values
 from mrecord.pipeline.seeds import op_seeds
+from mrecord.transforms.fusion import fused_run
 
-__all__ = ["ChainSpec", "is_batchable", "is_offloadable", "is_random"]
+__all__ = ["ChainSpec", "is_batchable", "is_offloadable", "is_random", "run_fused"]
 
 
 def is_random(op: object) -> bool:
@@ -43,6 +46,24 @@ def is_batchable(op: object) -> bool:
     (every offloadable op is batchable)."""
     flagged = getattr(op, "batchable", False) is True or getattr(op, "offloadable", False) is True
     return flagged and callable(getattr(op, "apply_batch", None))
+
+
+def run_fused(
+    ops: Sequence[Any], start: int, batch: np.ndarray, keys: np.ndarray, index_offset: int = 0
+) -> tuple[int, np.ndarray] | None:
+    """Run a fused run of ``ops`` from ``start`` (see :mod:`mrecord.transforms.fusion`) on a
+    stacked ``batch`` whose rows have seed ``keys``; ``(end, result)``, or None when no
+    fusion applies (then the ops run one by one, which also reports any error). ``ops[j]``
+    is op ``index_offset + j`` of its map (which picks its seeds)."""
+    found = fused_run(ops, start)
+    if found is None:
+        return None
+    end, kernel = found
+    try:
+        result = kernel(batch, [op_seeds(keys, index_offset + j) for j in range(start, end)])
+    except Exception:
+        return None
+    return None if result is None else (end, result)
 
 
 def _outputs(result: Any, last: bool, num_outputs: int) -> list[Any]:
@@ -69,15 +90,25 @@ class ChainSpec:
         columns, keys, positions, row_ids = task
         state: list[ColumnValues] = list(columns)
         n = len(keys)
-        for j, op in enumerate(self.ops):
-            last = j == len(self.ops) - 1
-            if is_batchable(op) and len(state) == 1 and isinstance(state[0], np.ndarray) and n:
-                try:
-                    state = [np.asarray(op.apply_batch(state[0], op_seeds(keys, j)))]
+        j = 0
+        while j < len(self.ops):
+            op = self.ops[j]
+            batch = state[0] if len(state) == 1 and n > 0 else None
+            if isinstance(batch, np.ndarray):
+                fused = run_fused(self.ops, j, batch, keys)
+                if fused is not None:
+                    j, result = fused
+                    state = [result]
                     continue
-                except Exception:
-                    pass  # per row below finds and names the bad row
-            state = self._per_row(op, j, state, keys, positions, row_ids, last)
+                if is_batchable(op):
+                    try:
+                        state = [np.asarray(op.apply_batch(batch, op_seeds(keys, j)))]
+                        j += 1
+                        continue
+                    except Exception:
+                        pass  # per row below finds and names the bad row
+            state = self._per_row(op, j, state, keys, positions, row_ids, j == len(self.ops) - 1)
+            j += 1
         if len(state) != self.num_outputs:
             raise PipelineError(
                 f"{self.label}: the number of columns returned in 'map' operations should match "

@@ -35,7 +35,7 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OffloadError
-from mrecord.pipeline.apply import is_offloadable
+from mrecord.pipeline.apply import is_offloadable, run_fused
 from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
 from mrecord.pipeline.seeds import op_seeds
 
@@ -89,12 +89,59 @@ class OffloadPlan:
             if name not in cols:
                 continue
             values: Any = cols[name]
-            for off in ops:
+            i = 0
+            while i < len(ops):
+                off = ops[i]
                 keys = cols[off.seed_column]
+                group = _same_map_run(ops, i)
+                fused = _apply_fused(group, values, keys, off.depth)
+                if fused is not None:
+                    done, values = fused
+                    i += done
+                    continue
                 values = _apply_nested(off.op, off.op_index, values, keys, off.depth)
+                i += 1
             cols[name] = values
         visible = {k: v for k, v in cols.items() if not is_hidden(k)}
         return Block(visible, block.row_ids)
+
+
+def _same_map_run(ops: list[OffloadedOp], start: int) -> list[OffloadedOp]:
+    """``ops[start]`` and the ops after it that come from the same map (consecutive)."""
+    first = ops[start]
+    end = start + 1
+    while (
+        end < len(ops)
+        and ops[end].seed_column == first.seed_column
+        and ops[end].depth == first.depth
+        and ops[end].op_index == ops[end - 1].op_index + 1
+    ):
+        end += 1
+    return ops[start:end]
+
+
+def _apply_fused(
+    group: list[OffloadedOp], values: Any, keys: Any, depth: int
+) -> tuple[int, Any] | None:
+    """A fused run at the start of ``group`` applied to stacked ``values`` (see
+    :mod:`mrecord.transforms.fusion`): ``(ops done, result)``, or None to go one by one."""
+    if len(group) < 2 or not isinstance(values, np.ndarray):
+        return None
+    if depth > 0 and not isinstance(keys, np.ndarray):
+        return None
+    # flatten the ``depth`` batch levels: axis ``depth`` indexes the ops' rows
+    lead = values.shape[: depth + 1]
+    rows = values.reshape(-1, *values.shape[depth + 1 :]) if depth else values
+    flat_keys = np.asarray(keys).reshape(-1)
+    if rows.shape[0] != flat_keys.shape[0]:
+        return None
+    ops = [off.op for off in group]
+    first_index = group[0].op_index
+    fused = run_fused(ops, 0, rows, flat_keys, first_index)
+    if fused is None:
+        return None
+    done, result = fused
+    return done, result.reshape(*lead, *result.shape[1:]) if depth else result
 
 
 def _apply_nested(op: Any, op_index: int, values: Any, keys: Any, depth: int) -> Any:

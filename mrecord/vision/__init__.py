@@ -8,6 +8,7 @@ vectorized ``apply_batch``. See docs/TRANSFORMS.md.
 
 from __future__ import annotations
 
+from mrecord.vision import _fused  # noqa: F401  (registers the fused image tail)
 from mrecord.vision.color import RandomColorAdjust, RandomSharpness
 from mrecord.vision.decode import Decode, RandomCropDecodeResize
 from mrecord.vision.enums import Border, Inter, SliceMode

@@ -13,7 +13,8 @@ multiply-add per tap over the whole image. Conventions are OpenCV's ``cv2.resize
 - PILCUBIC / ANTIALIAS: Pillow's BICUBIC / LANCZOS (run channel by channel).
 
 Integer images are computed in float32 and rounded half-to-even with saturation, so results
-can differ from OpenCV's fixed-point arithmetic by one grey level.
+can differ from OpenCV's fixed-point arithmetic by one grey level. When OpenCV is installed
+(``opencv-python-headless``), :func:`resize` uses ``cv2.resize`` itself for LINEAR and CUBIC.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import math
 
 import numpy as np
 
+from mrecord.vision import _opencv
 from mrecord.vision._image import restore_dtype
 from mrecord.vision._pil import pil_image
 from mrecord.vision.enums import Inter
 
-__all__ = ["resize"]
+__all__ = ["resize", "resize_numpy"]
 
 _CUBIC_A = -0.75
 
@@ -131,12 +133,27 @@ def _resize_pil(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.nda
 
 
 def resize(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
-    """Resize an ``<H, W>`` or ``<H, W, C>`` image to ``(out_h, out_w)``; dtype is kept."""
+    """Resize an ``<H, W>`` or ``<H, W, C>`` image to ``(out_h, out_w)``; dtype is kept.
+
+    OpenCV's ``cv2.resize`` when it is installed and takes the input (see ``_opencv``),
+    else the numpy filters above.
+    """
     h, w = img.shape[:2]
     if (h, w) == (out_h, out_w):
         return img
     if inter in (Inter.PILCUBIC, Inter.ANTIALIAS):
         return _resize_pil(img, out_h, out_w, inter)
+    fast = _opencv.resize_cv2(img, out_h, out_w, inter)
+    if fast is not None:
+        return fast
+    return resize_numpy(img, out_h, out_w, inter)
+
+
+def resize_numpy(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
+    """:func:`resize` with the numpy filters only (LINEAR, CUBIC, NEAREST, AREA)."""
+    h, w = img.shape[:2]
+    if (h, w) == (out_h, out_w):
+        return img
     work = img if img.dtype == np.float32 else img.astype(np.float32)
     # shrink rows first when that makes the second pass cheaper (the order is fixed per shape)
     axes = ((0, out_h), (1, out_w)) if out_h <= h else ((1, out_w), (0, out_h))

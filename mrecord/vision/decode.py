@@ -13,6 +13,7 @@ from mrecord.errors import DecodeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.validators import type_check
 from mrecord.vision._crop_box import UNIFORMS_PER_ATTEMPT, random_resized_crop_box
+from mrecord.vision._opencv import bgr_to_rgb, decode_jpeg_bgr, jpeg_header, opencv
 from mrecord.vision._pil import pil_image
 from mrecord.vision._resize import resize
 from mrecord.vision.enums import Inter
@@ -90,20 +91,47 @@ class Decode(TensorOperation):
 
     def _compute(self, *arrays: Any, seed: int) -> Any:
         data = encoded_bytes(arrays[0], "Decode")
-        image = open_image(data, "Decode")
-        rgb = _load_rgb(image, data, "Decode")
+        size = _fast_jpeg_size(data)
+        bgr = _fast_jpeg(data, 1, size) if size is not None else None
+        if bgr is not None:
+            rgb = bgr_to_rgb(bgr)
+        else:
+            rgb = _load_rgb(open_image(data, "Decode"), data, "Decode")
         if self.to_pil:
             return pil_image("Decode").fromarray(rgb)
         return rgb
+
+
+def _fast_jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """``(width, height)`` when OpenCV is installed and ``data`` is an 8-bit colour or grey
+    JPEG (where OpenCV and Pillow give the same pixels: both are libjpeg); None otherwise
+    (CMYK JPEGs and other formats go to Pillow)."""
+    if opencv() is None:
+        return None
+    header = jpeg_header(data)
+    if header is None or header[2] not in (1, 3):
+        return None
+    return header[0], header[1]
+
+
+def _fast_jpeg(data: bytes, reduce: int, size: tuple[int, int]) -> np.ndarray | None:
+    """OpenCV's decode (BGR) at ``1 / reduce`` scale, or None (then Pillow decodes)."""
+    bgr = decode_jpeg_bgr(data, reduce)
+    width, height = size
+    if bgr is None or bgr.shape[:2] != (math.ceil(height / reduce), math.ceil(width / reduce)):
+        return None
+    return bgr
 
 
 class RandomCropDecodeResize(TensorOperation):
     """Decode, crop a random region (RandomResizedCrop's box) and resize it to ``size``.
 
     The box is computed from the image header alone. For JPEG only what is needed is decoded:
-    Pillow's ``draft`` lets libjpeg decode at 1/2, 1/4 or 1/8 scale when the crop would still
-    be at least ``size`` pixels, which is much faster on large images (the result differs
-    slightly from a full decode followed by a crop).
+    libjpeg decodes at 1/2, 1/4 or 1/8 scale (Pillow's ``draft``, OpenCV's
+    ``IMREAD_REDUCED_*``) when the crop would still be at least ``size`` pixels, which is much
+    faster on large images (the result differs slightly from a full decode followed by a
+    crop). With OpenCV installed, colour and grey JPEGs are decoded and resized by OpenCV
+    (same pixels as Pillow's decode; OpenCV's resize arithmetic), without Pillow at all.
     """
 
     is_random = True
@@ -132,22 +160,38 @@ class RandomCropDecodeResize(TensorOperation):
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         name = "RandomCropDecodeResize"
         data = encoded_bytes(arrays[0], name)
-        image = open_image(data, name)
-        width, height = image.size
+        fast_size = _fast_jpeg_size(data)
+        image: Any = open_image(data, name) if fast_size is None else None
+        width, height = fast_size if fast_size is not None else image.size
         u = self._uniforms(
             np.array([seed], dtype=np.uint64), UNIFORMS_PER_ATTEMPT * self.max_attempts
         )[0]
-        top, left, crop_h, crop_w = random_resized_crop_box(
-            height, width, self.scale, self.ratio, self.max_attempts, u
-        )
-        out_h, out_w = self.size
-        if image.format == "JPEG":
-            reduce = draft_reduction(crop_h, crop_w, out_h, out_w)
-            if reduce > 1:
-                image.draft("RGB", (math.ceil(width / reduce), math.ceil(height / reduce)))
+        box = random_resized_crop_box(height, width, self.scale, self.ratio, self.max_attempts, u)
+        reduce = 1
+        if fast_size is not None or image.format == "JPEG":
+            reduce = draft_reduction(box[2], box[3], self.size[0], self.size[1])
+        if fast_size is not None:
+            bgr = _fast_jpeg(data, reduce, fast_size)
+            if bgr is not None:  # crop and resize work per channel: swap the channels last
+                return bgr_to_rgb(_crop_resize(bgr, box, (width, height), self))
+            image = open_image(data, name)  # Pillow decodes it, or names what is wrong
+        if reduce > 1:
+            image.draft("RGB", (math.ceil(width / reduce), math.ceil(height / reduce)))
         rgb = _load_rgb(image, data, name)
-        sy, sx = rgb.shape[0] / height, rgb.shape[1] / width
-        y0, x0 = round(top * sy), round(left * sx)
-        y1 = max(y0 + 1, min(rgb.shape[0], round((top + crop_h) * sy)))
-        x1 = max(x0 + 1, min(rgb.shape[1], round((left + crop_w) * sx)))
-        return resize(rgb[y0:y1, x0:x1], out_h, out_w, self.interpolation)
+        return _crop_resize(rgb, box, (width, height), self)
+
+
+def _crop_resize(
+    img: np.ndarray,
+    box: tuple[int, int, int, int],
+    full_size: tuple[int, int],
+    op: RandomCropDecodeResize,
+) -> np.ndarray:
+    """Crop ``box`` (in full-size pixels) out of ``img`` (full size or reduced), then resize."""
+    top, left, crop_h, crop_w = box
+    width, height = full_size
+    sy, sx = img.shape[0] / height, img.shape[1] / width
+    y0, x0 = round(top * sy), round(left * sx)
+    y1 = max(y0 + 1, min(img.shape[0], round((top + crop_h) * sy)))
+    x1 = max(x0 + 1, min(img.shape[1], round((left + crop_w) * sx)))
+    return resize(img[y0:y1, x0:x1], op.size[0], op.size[1], op.interpolation)

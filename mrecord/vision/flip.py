@@ -10,7 +10,13 @@ from mrecord.errors import ArgumentError
 from mrecord.transforms.base import BatchOperation
 from mrecord.transforms.validators import check_float
 
-__all__ = ["HorizontalFlip", "RandomHorizontalFlip", "RandomVerticalFlip", "VerticalFlip"]
+__all__ = [
+    "HorizontalFlip",
+    "RandomHorizontalFlip",
+    "RandomVerticalFlip",
+    "VerticalFlip",
+    "flip_rows",
+]
 
 
 def _check_image_shape(op_name: str, shape: tuple[int, ...]) -> None:
@@ -36,10 +42,10 @@ class _Flip(BatchOperation):
         mask = self._mask(seeds)
         if mask is None:
             mask = np.ones(batch.shape[0], dtype=bool)
-        return _flip_rows(batch, 1 + self._axis, np.flatnonzero(mask))
+        return flip_rows(batch, 1 + self._axis, np.flatnonzero(mask))
 
 
-def _flip_rows(batch: np.ndarray, axis: int, rows: np.ndarray) -> np.ndarray:
+def flip_rows(batch: np.ndarray, axis: int, rows: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``batch`` with ``rows`` reversed along ``axis``.
 
     When only some rows flip, the axes after ``axis`` are viewed as one opaque element
