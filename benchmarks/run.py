@@ -45,6 +45,7 @@ EXTRA_SUITES = {
     "orders": "benchmarks.bench_orders",
     "sink": "benchmarks.bench_sink",
     "memory": "benchmarks.bench_pipeline_memory",
+    "convert": "benchmarks.bench_convert",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""
 
