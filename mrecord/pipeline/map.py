@@ -1,6 +1,7 @@
 """``map``: apply operations to some columns, row by row, on worker threads or processes.
 
-The input is cut into chunks of at most :data:`CHUNK_ROWS` rows; chunks go to the
+The input is cut into chunks of :data:`CHUNK_ROWS` rows (across the input's block
+boundaries, see :func:`rechunk`); chunks go to the
 worker pool (threads by default, spawned processes with
 ``python_multiprocessing=True``) with a window of ``max(workers, prefetch)`` chunks
 in flight; results come back in input order. Each row's seed key comes from
@@ -10,7 +11,7 @@ so random ops give the same output with any number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from mrecord.pipeline.workers import ProcessPool, ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["CHUNK_ROWS", "MapDataset", "check_workers"]
+__all__ = ["CHUNK_ROWS", "MapDataset", "check_workers", "rechunk"]
 
 CHUNK_ROWS = 64
 
@@ -148,12 +149,11 @@ class MapDataset(Dataset):
         counter = [0]
 
         def chunks() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
-            for block in self.child._execute(ctx, epoch):
-                for part in split_block(block, CHUNK_ROWS):
-                    start = counter[0]
-                    counter[0] += len(part)
-                    positions = np.arange(start, counter[0], dtype=np.int64)
-                    yield part, positions, row_keys(ctx.seed, epoch, position, positions)
+            for part in rechunk(self.child._execute(ctx, epoch), CHUNK_ROWS):
+                start = counter[0]
+                counter[0] += len(part)
+                positions = np.arange(start, counter[0], dtype=np.int64)
+                yield part, positions, row_keys(ctx.seed, epoch, position, positions)
 
         def finish(part: Block, keys: np.ndarray, outputs: list[ColumnValues]) -> Block:
             cols = dict(part.columns)
@@ -177,6 +177,39 @@ class MapDataset(Dataset):
         )
         for (meta, _task), outputs in ordered_map(_Keyed(pool), tasks, window, ctx.stop):
             yield finish(meta[0], meta[1], outputs)
+
+
+def rechunk(blocks: Iterable[Block], rows: int) -> Iterator[Block]:
+    """The rows of ``blocks`` in chunks of exactly ``rows`` rows (the last may be shorter).
+
+    Chunks do not follow the input's block boundaries, so chunk ``k`` always holds rows
+    ``k * rows`` to ``(k + 1) * rows`` of the stream: a later ``batch`` of ``rows`` (or a
+    multiple) then takes whole chunks, without copying the map's outputs again.
+    """
+    pending: list[Block] = []
+    count = 0
+    for block in blocks:
+        if not len(block):
+            continue
+        if not pending and len(block) < rows:
+            pending, count = [block], len(block)
+            continue
+        if pending:
+            need = rows - count
+            if len(block) < need:
+                pending.append(block)
+                count += len(block)
+                continue
+            yield Block.concat([*pending, block.slice(0, need)])
+            block = block.slice(need, len(block))
+            pending, count = [], 0
+        full = len(block) - len(block) % rows
+        if full:
+            yield from split_block(block.slice(0, full), rows)
+        if full < len(block):
+            pending, count = [block.slice(full, len(block))], len(block) - full
+    if pending:
+        yield Block.concat(pending)
 
 
 class _Keyed:

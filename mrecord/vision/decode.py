@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ import numpy as np
 from mrecord.errors import DecodeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.validators import type_check
-from mrecord.vision._crop_box import UNIFORMS_PER_ATTEMPT, random_resized_crop_box
+from mrecord.vision._crop_box import crop_box_for_seed
 from mrecord.vision._opencv import bgr_to_rgb, decode_jpeg_bgr, jpeg_header, opencv
 from mrecord.vision._pil import pil_image
 from mrecord.vision._resize import resize
@@ -163,10 +164,8 @@ class RandomCropDecodeResize(TensorOperation):
         fast_size = _fast_jpeg_size(data)
         image: Any = open_image(data, name) if fast_size is None else None
         width, height = fast_size if fast_size is not None else image.size
-        u = self._uniforms(
-            np.array([seed], dtype=np.uint64), UNIFORMS_PER_ATTEMPT * self.max_attempts
-        )[0]
-        box = random_resized_crop_box(height, width, self.scale, self.ratio, self.max_attempts, u)
+        draw = functools.partial(self._uniforms, np.array([seed], dtype=np.uint64))
+        box = crop_box_for_seed(height, width, self.scale, self.ratio, self.max_attempts, draw)
         reduce = 1
         if fast_size is not None or image.format == "JPEG":
             reduce = draft_reduction(box[2], box[3], self.size[0], self.size[1])

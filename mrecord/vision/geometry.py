@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, cast
@@ -17,7 +18,7 @@ from mrecord.transforms.validators import (
     check_size,
     type_check,
 )
-from mrecord.vision._crop_box import UNIFORMS_PER_ATTEMPT, random_resized_crop_box
+from mrecord.vision._crop_box import crop_box_for_seed
 from mrecord.vision._image import check_image, check_image_shape, pad_batch, pad_image
 from mrecord.vision._resize import resize
 from mrecord.vision.enums import Border, Inter
@@ -252,11 +253,13 @@ class RandomResizedCrop(TensorOperation):
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         img = to_array(arrays[0], "RandomResizedCrop")
         check_image(img, "RandomResizedCrop")
-        u = self._uniforms(
-            np.array([seed], dtype=np.uint64), UNIFORMS_PER_ATTEMPT * self.max_attempts
-        )[0]
-        top, left, crop_h, crop_w = random_resized_crop_box(
-            img.shape[0], img.shape[1], self.scale, self.ratio, self.max_attempts, u
+        top, left, crop_h, crop_w = crop_box_for_seed(
+            img.shape[0],
+            img.shape[1],
+            self.scale,
+            self.ratio,
+            self.max_attempts,
+            functools.partial(self._uniforms, np.array([seed], dtype=np.uint64)),
         )
         crop = img[top : top + crop_h, left : left + crop_w]
         return resize(crop, self.size[0], self.size[1], self.interpolation)
