@@ -7,6 +7,10 @@ OpenCV's resize is what MindSpore uses, so results get closer to MindSpore's (Op
 fixed-point arithmetic; the numpy fallback can differ by one grey level). Without ``cv2``
 everything falls back to Pillow and numpy. ``MRECORD_DISABLE_OPENCV=1`` in the environment
 (read at first use) forces the fallback.
+
+``mrecord.vision`` loads OpenCV when it is imported (about 20 ms once numpy is loaded), so
+that the first pipeline run does not pay for it, as MindSpore loads its image libraries
+when it is imported.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 
 from mrecord.vision.enums import Inter
 
-__all__ = ["bgr_to_rgb", "decode_jpeg_bgr", "jpeg_header", "opencv", "resize_cv2"]
+__all__ = ["bgr_to_rgb", "decode_jpeg", "jpeg_header", "opencv", "resize_cv2"]
 
 _DISABLE_ENV = "MRECORD_DISABLE_OPENCV"
 
@@ -101,19 +105,23 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def decode_jpeg_bgr(data: bytes, reduce: int = 1) -> np.ndarray | None:
-    """A JPEG decoded to **BGR** ``<H, W, 3>`` uint8 by OpenCV at ``1 / reduce`` scale.
+def decode_jpeg(data: bytes, reduce: int = 1, rgb: bool = True) -> tuple[np.ndarray, bool] | None:
+    """A JPEG decoded by OpenCV at ``1 / reduce`` scale: ``(<H, W, 3> uint8, is_rgb)``.
 
-    ``reduce``: 1, 2, 4 or 8 (libjpeg's DCT-domain scaling, as Pillow's ``draft``). None when
-    OpenCV is missing or fails (the caller decodes with Pillow, which reports errors). EXIF
-    orientation is ignored, as Pillow does. Callers reverse the channels (``[..., ::-1]``)
-    after cropping and resizing, which are per channel, so the result is the same.
+    ``reduce``: 1, 2, 4 or 8 (libjpeg's DCT-domain scaling, as Pillow's ``draft``). OpenCV
+    gives RGB when asked (``rgb``) and able (OpenCV >= 4.11, full scale), BGR otherwise:
+    callers swap the channels (:func:`bgr_to_rgb`) after cropping and resizing, which work
+    per channel, so the result is the same. None when OpenCV is missing or fails (the caller
+    decodes with Pillow, which reports errors). EXIF orientation is ignored, as Pillow does.
     """
     cv2 = opencv()
     if cv2 is None:
         return None
     flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4}
     flag = flags.get(reduce, cv2.IMREAD_REDUCED_COLOR_8)
+    rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.11: RGB straight away
+    if reduce == 1 and rgb and rgb_flag is not None:
+        flag = rgb_flag
     try:
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
     except cv2.error:
@@ -121,7 +129,7 @@ def decode_jpeg_bgr(data: bytes, reduce: int = 1) -> np.ndarray | None:
     if bgr is None or bgr.ndim != 3 or bgr.shape[2] != 3:
         return None
     out: np.ndarray = bgr
-    return out
+    return out, flag == rgb_flag
 
 
 def bgr_to_rgb(bgr: np.ndarray) -> np.ndarray:

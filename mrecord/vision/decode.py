@@ -14,7 +14,7 @@ from mrecord.errors import DecodeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.validators import type_check
 from mrecord.vision._crop_box import crop_box_for_seed
-from mrecord.vision._opencv import bgr_to_rgb, decode_jpeg_bgr, jpeg_header, opencv
+from mrecord.vision._opencv import bgr_to_rgb, decode_jpeg, jpeg_header, opencv
 from mrecord.vision._pil import pil_image
 from mrecord.vision._resize import resize
 from mrecord.vision.enums import Inter
@@ -93,9 +93,9 @@ class Decode(TensorOperation):
     def _compute(self, *arrays: Any, seed: int) -> Any:
         data = encoded_bytes(arrays[0], "Decode")
         size = _fast_jpeg_size(data)
-        bgr = _fast_jpeg(data, 1, size) if size is not None else None
-        if bgr is not None:
-            rgb = bgr_to_rgb(bgr)
+        decoded = _fast_jpeg(data, 1, size) if size is not None else None
+        if decoded is not None:
+            rgb = decoded[0] if decoded[1] else bgr_to_rgb(decoded[0])
         else:
             rgb = _load_rgb(open_image(data, "Decode"), data, "Decode")
         if self.to_pil:
@@ -115,13 +115,15 @@ def _fast_jpeg_size(data: bytes) -> tuple[int, int] | None:
     return header[0], header[1]
 
 
-def _fast_jpeg(data: bytes, reduce: int, size: tuple[int, int]) -> np.ndarray | None:
-    """OpenCV's decode (BGR) at ``1 / reduce`` scale, or None (then Pillow decodes)."""
-    bgr = decode_jpeg_bgr(data, reduce)
+def _fast_jpeg(data: bytes, reduce: int, size: tuple[int, int]) -> tuple[np.ndarray, bool] | None:
+    """OpenCV's decode at ``1 / reduce`` scale, ``(pixels, is_rgb)`` (else BGR), or None
+    (then Pillow decodes)."""
+    decoded = decode_jpeg(data, reduce)
     width, height = size
-    if bgr is None or bgr.shape[:2] != (math.ceil(height / reduce), math.ceil(width / reduce)):
+    expected = (math.ceil(height / reduce), math.ceil(width / reduce))
+    if decoded is None or decoded[0].shape[:2] != expected:
         return None
-    return bgr
+    return decoded
 
 
 class RandomCropDecodeResize(TensorOperation):
@@ -170,9 +172,10 @@ class RandomCropDecodeResize(TensorOperation):
         if fast_size is not None or image.format == "JPEG":
             reduce = draft_reduction(box[2], box[3], self.size[0], self.size[1])
         if fast_size is not None:
-            bgr = _fast_jpeg(data, reduce, fast_size)
-            if bgr is not None:  # crop and resize work per channel: swap the channels last
-                return bgr_to_rgb(_crop_resize(bgr, box, (width, height), self))
+            decoded = _fast_jpeg(data, reduce, fast_size)
+            if decoded is not None:  # crop and resize work per channel: swap the channels last
+                out = _crop_resize(decoded[0], box, (width, height), self)
+                return out if decoded[1] else bgr_to_rgb(out)
             image = open_image(data, name)  # Pillow decodes it, or names what is wrong
         if reduce > 1:
             image.draft("RGB", (math.ceil(width / reduce), math.ceil(height / reduce)))
