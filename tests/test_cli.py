@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -227,3 +228,16 @@ def test_tools_script_runs_the_converter(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["rows"] == 103
+
+
+def test_info_for_people_shows_the_schema_and_shards_as_tables(
+    tmp_path: Path, cifar: tuple[Path, dict]
+) -> None:
+    src, _ = cifar
+    dst = str(tmp_path / "c.mrecord")
+    run("convert", "cifar10", str(src), dst, "--shards", "2", "--quiet")
+    text = run("info", dst + "0").stdout
+    assert "rows      20 in 2 shard(s)" in text
+    assert re.search(r"^image\s+uint8\s+\[32,32,3\]\s+none", text, flags=re.M)
+    assert re.search(r"^label\s+int32\s+-", text, flags=re.M)
+    assert text.count(".mrecord") >= 2

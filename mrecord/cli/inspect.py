@@ -15,24 +15,52 @@ __all__ = ["head", "info", "reindex", "verify"]
 _DATASET = click.Path(dir_okay=False, path_type=str)
 
 
-def _echo_mapping(data: Any, indent: int = 0) -> None:
-    pad = "  " * indent
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if isinstance(value, (dict, list)) and value:
-                click.echo(f"{pad}{key}:")
-                _echo_mapping(value, indent + 1)
-            else:
-                click.echo(f"{pad}{key}: {value}")
-    elif isinstance(data, list):
-        for item in data:
-            if isinstance(item, (dict, list)):
-                click.echo(f"{pad}-")
-                _echo_mapping(item, indent + 1)
-            else:
-                click.echo(f"{pad}- {item}")
-    else:
-        click.echo(f"{pad}{data}")
+def _size(n: int | None) -> str:
+    """Bytes for people: ``812 B``, ``30.4 MB``."""
+    if n is None:
+        return "-"
+    if n < 1000:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 1000 or unit == "TB":
+            break
+    return f"{value:,.1f} {unit}"
+
+
+def _echo_info(data: dict[str, Any]) -> None:
+    """A dataset's summary, schema table and shard table, for people (``--json`` for scripts)."""
+    click.echo(
+        f"dataset   {data['dataset_name']}  (id {data['dataset_id']}, generation "
+        f"{data['generation']}, format {data['format_version']})"
+    )
+    if data.get("desc"):
+        click.echo(f"desc      {data['desc']}")
+    click.echo(
+        f"rows      {data['rows']:,} in {data['shards']} shard(s), {data['pages']:,} pages, "
+        f"{_size(data['bytes'])} (page size {_size(data['page_size'])})"
+    )
+    click.echo(f"indexed   {', '.join(data['index_fields']) or '-'}")
+    click.echo("")
+    header = f"{'field':20} {'type':10} {'shape':14} {'compression':11} {'stored':>11} {'raw':>11}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for f in data["schema"]:
+        shape = "-" if "shape" not in f else str(f["shape"]).replace(" ", "")
+        click.echo(
+            f"{f['name']:20} {f['type']:10} {shape:14} {f['compression']:11} "
+            f"{_size(f['stored_bytes']):>11} {_size(f['raw_bytes']):>11}"
+        )
+    click.echo("")
+    header = f"{'file':40} {'rows':>10} {'pages':>7} {'bytes':>11} {'.db':>11}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for f in data["files"]:
+        click.echo(
+            f"{f['file']:40} {f['rows']:>10,} {f['pages']:>7,} {_size(f['bytes']):>11} "
+            f"{_size(f['db_bytes']):>11}"
+        )
 
 
 @click.command()
@@ -51,7 +79,7 @@ def info(path: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
     else:
-        _echo_mapping(data)
+        _echo_info(data)
 
 
 @click.command()
