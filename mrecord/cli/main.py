@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +49,11 @@ class _Group(click.Group):
             raise
         except KeyboardInterrupt:
             raise CommandError("interrupted", EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            # The reader of our output went away (`mrecord cat ... | head`): stop quietly.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
         except (MrecordError, OSError, ValueError, ImportError) as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
