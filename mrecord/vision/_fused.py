@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.transforms.fusion import BatchKernel, register_fuser
+from mrecord.vision import _buffers
 from mrecord.vision.flip import (
     HorizontalFlip,
     RandomHorizontalFlip,
@@ -81,7 +82,7 @@ def _image_tail(
             pick = [0] * c if len(op.mean) == 1 else list(range(c))
             steps.append((np.subtract, [op._mean32[k] for k in pick]))
             steps.append((np.divide, [op._std32[k] for k in pick]))
-    out = np.empty((n, c, h, w), dtype=np.float32 if steps else batch.dtype)
+    out = _buffers.empty((n, c, h, w), np.float32 if steps else batch.dtype)
     if h * w >= _ROW_BY_ROW_PIXELS:
         for i in range(n):
             image = batch[i]
