@@ -9,7 +9,7 @@ vectorized ``apply_batch``. See docs/TRANSFORMS.md.
 from __future__ import annotations
 
 from mrecord.vision import _fused  # noqa: F401  (registers the fused image tail)
-from mrecord.vision._opencv import opencv
+from mrecord.vision._fastimage import opencv, simplejpeg
 from mrecord.vision.color import RandomColorAdjust, RandomSharpness
 from mrecord.vision.decode import Decode, RandomCropDecodeResize
 from mrecord.vision.enums import Border, Inter, SliceMode
@@ -23,7 +23,9 @@ from mrecord.vision.geometry import CenterCrop, RandomCrop, RandomResizedCrop, R
 from mrecord.vision.pixel import HWC2CHW, Normalize, Rescale
 from mrecord.vision.slice_patches import SlicePatches
 
-opencv()  # load the optional OpenCV fast path now rather than in the first pipeline run
+# load the optional fast backends now rather than in the first pipeline run
+opencv()
+simplejpeg()
 
 __all__ = [
     "HWC2CHW",

@@ -21,7 +21,7 @@ import numpy as np
 
 from mrecord.transforms.fusion import BatchKernel, register_fuser
 from mrecord.vision import _buffers
-from mrecord.vision._opencv import opencv
+from mrecord.vision._fastimage import opencv
 from mrecord.vision.flip import (
     HorizontalFlip,
     RandomHorizontalFlip,

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from mrecord.vision import _opencv
+from mrecord.vision import _fastimage
 from mrecord.vision._image import restore_dtype
 from mrecord.vision._pil import pil_image
 from mrecord.vision.enums import Inter
@@ -135,7 +135,7 @@ def _resize_pil(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.nda
 def resize(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
     """Resize an ``<H, W>`` or ``<H, W, C>`` image to ``(out_h, out_w)``; dtype is kept.
 
-    OpenCV's ``cv2.resize`` when it is installed and takes the input (see ``_opencv``),
+    OpenCV's ``cv2.resize`` when it is installed and takes the input (see ``_fastimage``),
     else the numpy filters above.
     """
     h, w = img.shape[:2]
@@ -143,7 +143,7 @@ def resize(img: np.ndarray, out_h: int, out_w: int, inter: Inter) -> np.ndarray:
         return img
     if inter in (Inter.PILCUBIC, Inter.ANTIALIAS):
         return _resize_pil(img, out_h, out_w, inter)
-    fast = _opencv.resize_cv2(img, out_h, out_w, inter)
+    fast = _fastimage.resize_cv2(img, out_h, out_w, inter)
     if fast is not None:
         return fast
     return resize_numpy(img, out_h, out_w, inter)

@@ -14,7 +14,7 @@ from mrecord.errors import DecodeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.validators import type_check
 from mrecord.vision._crop_box import crop_box_for_seed
-from mrecord.vision._opencv import bgr_to_rgb, decode_jpeg, jpeg_header, opencv
+from mrecord.vision._fastimage import bgr_to_rgb, decode_jpeg, fast_jpeg_available, jpeg_header
 from mrecord.vision._pil import pil_image
 from mrecord.vision._resize import resize
 from mrecord.vision.enums import Inter
@@ -104,10 +104,10 @@ class Decode(TensorOperation):
 
 
 def _fast_jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """``(width, height)`` when OpenCV is installed and ``data`` is an 8-bit colour or grey
-    JPEG (where OpenCV and Pillow give the same pixels: both are libjpeg); None otherwise
-    (CMYK JPEGs and other formats go to Pillow)."""
-    if opencv() is None:
+    """``(width, height)`` when a fast decoder is installed and ``data`` is an 8-bit colour or
+    grey JPEG (where simplejpeg, OpenCV and Pillow give the same pixels: all are libjpeg);
+    None otherwise (CMYK JPEGs and other formats go to Pillow)."""
+    if not fast_jpeg_available():
         return None
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3):
@@ -116,7 +116,7 @@ def _fast_jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 
 def _fast_jpeg(data: bytes, reduce: int, size: tuple[int, int]) -> tuple[np.ndarray, bool] | None:
-    """OpenCV's decode at ``1 / reduce`` scale, ``(pixels, is_rgb)`` (else BGR), or None
+    """The fast decode at ``1 / reduce`` scale, ``(pixels, is_rgb)`` (else BGR), or None
     (then Pillow decodes)."""
     decoded = decode_jpeg(data, reduce)
     width, height = size
@@ -133,8 +133,8 @@ class RandomCropDecodeResize(TensorOperation):
     libjpeg decodes at 1/2, 1/4 or 1/8 scale (Pillow's ``draft``, OpenCV's
     ``IMREAD_REDUCED_*``) when the crop would still be at least ``size`` pixels, which is much
     faster on large images (the result differs slightly from a full decode followed by a
-    crop). With OpenCV installed, colour and grey JPEGs are decoded and resized by OpenCV
-    (same pixels as Pillow's decode; OpenCV's resize arithmetic), without Pillow at all.
+    crop). With simplejpeg / OpenCV installed, colour and grey JPEGs are decoded by them (same
+    pixels as Pillow's decode) and resized by OpenCV (its arithmetic), without Pillow at all.
     """
 
     is_random = True

@@ -1,8 +1,8 @@
-"""The optional OpenCV fast path: same pixels as Pillow's decode, resize within a grey level.
+"""The optional fast backends (OpenCV, simplejpeg): Pillow's pixels, resize within a grey level.
 
-Tests that need ``cv2`` are skipped without it; the header parser and the fallback switch
-are tested either way. Expected values come from Pillow's decoder and from the numpy
-resize (the documented tolerance between the two resize implementations is one grey level).
+Tests that need ``cv2`` or ``simplejpeg`` are skipped without them; the header parser and
+the fallback switch are tested either way. Expected values come from Pillow's decoder and
+from the numpy resize (the documented tolerance between the two resizes: one grey level).
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from hypothesis.extra import numpy as hnp
 from PIL import Image
 
 from mrecord import vision
-from mrecord.vision import _opencv
+from mrecord.vision import _fastimage
 from mrecord.vision._resize import resize, resize_numpy
 from mrecord.vision.enums import Inter
 
-needs_cv2 = pytest.mark.skipif(_opencv.opencv() is None, reason="opencv-python-headless absent")
+needs_cv2 = pytest.mark.skipif(_fastimage.opencv() is None, reason="opencv-python-headless absent")
+needs_fast_jpeg = pytest.mark.skipif(
+    not _fastimage.fast_jpeg_available(), reason="neither simplejpeg nor OpenCV installed"
+)
 
 
 def _jpeg(pixels: np.ndarray, **save: object) -> bytes:
@@ -37,13 +40,13 @@ def _smooth(height: int, width: int) -> np.ndarray:
 
 
 @pytest.fixture
-def without_opencv(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Force the Pillow / numpy fallback (``MRECORD_DISABLE_OPENCV=1``)."""
-    monkeypatch.setenv("MRECORD_DISABLE_OPENCV", "1")
-    _opencv.opencv.cache_clear()
+def without_fast_image(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Force the Pillow / numpy fallback (``MRECORD_DISABLE_FAST_IMAGE=1``)."""
+    monkeypatch.setenv("MRECORD_DISABLE_FAST_IMAGE", "1")
+    _fastimage.clear_cache()
     yield
-    monkeypatch.delenv("MRECORD_DISABLE_OPENCV")
-    _opencv.opencv.cache_clear()
+    monkeypatch.delenv("MRECORD_DISABLE_FAST_IMAGE")
+    _fastimage.clear_cache()
 
 
 # ---- the JPEG header parser (no OpenCV needed) --------------------------------------------
@@ -57,7 +60,7 @@ def test_jpeg_header_reads_size_and_components(
     image = Image.fromarray(_smooth(13, 21)).convert(mode)
     buf = io.BytesIO()
     image.save(buf, "JPEG", progressive=progressive, exif=b"Exif\x00\x00" + bytes(40))
-    assert _opencv.jpeg_header(buf.getvalue()) == (21, 13, components)
+    assert _fastimage.jpeg_header(buf.getvalue()) == (21, 13, components)
 
 
 def test_jpeg_header_rejects_what_is_not_a_jpeg() -> None:
@@ -65,16 +68,16 @@ def test_jpeg_header_rejects_what_is_not_a_jpeg() -> None:
     Image.fromarray(_smooth(4, 4)).save(png, "PNG")
     data = _jpeg(_smooth(8, 8))
     for bad in [b"", b"hello", png.getvalue(), data[:3], b"\xff\xd8\xff\xd9", b"\xff\xd8\x00"]:
-        assert _opencv.jpeg_header(bad) is None, bad[:8]
+        assert _fastimage.jpeg_header(bad) is None, bad[:8]
 
 
 # ---- decode ----------------------------------------------------------------------------------
 
 
-@needs_cv2
+@needs_fast_jpeg
 @pytest.mark.parametrize("quality", [75, 95])
 @pytest.mark.parametrize("subsampling", [0, 2])  # 4:4:4 and 4:2:0
-def test_opencv_decode_gives_pillows_pixels(quality: int, subsampling: int) -> None:
+def test_fast_decode_gives_pillows_pixels(quality: int, subsampling: int) -> None:
     data = _jpeg(_smooth(37, 53), quality=quality, subsampling=subsampling)
     pillow = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
     out = vision.Decode()(data)
@@ -82,8 +85,8 @@ def test_opencv_decode_gives_pillows_pixels(quality: int, subsampling: int) -> N
     np.testing.assert_array_equal(out, pillow)
 
 
-@needs_cv2
-def test_opencv_decode_of_grey_and_cmyk_jpegs_gives_pillows_pixels() -> None:
+@needs_fast_jpeg
+def test_fast_decode_of_grey_and_cmyk_jpegs_gives_pillows_pixels() -> None:
     grey = _jpeg(_smooth(9, 11)[..., 0])
     np.testing.assert_array_equal(
         vision.Decode()(grey), np.asarray(Image.open(io.BytesIO(grey)).convert("RGB"))
@@ -96,8 +99,8 @@ def test_opencv_decode_of_grey_and_cmyk_jpegs_gives_pillows_pixels() -> None:
     )
 
 
-@needs_cv2
-def test_opencv_decode_ignores_exif_orientation_as_pillow_does() -> None:
+@needs_fast_jpeg
+def test_fast_decode_ignores_exif_orientation_as_pillow_does() -> None:
     exif = Image.Exif()
     exif[0x0112] = 6  # "rotate 90 CW to display"
     pixels = _smooth(10, 30)
@@ -107,7 +110,7 @@ def test_opencv_decode_ignores_exif_orientation_as_pillow_does() -> None:
     np.testing.assert_array_equal(out, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
 
 
-def test_decode_errors_are_the_same_with_or_without_opencv(without_opencv: None) -> None:
+def test_decode_errors_are_the_same_with_or_without_fast_image(without_fast_image: None) -> None:
     from mrecord.errors import DecodeError
 
     truncated = _jpeg(np.zeros((64, 64, 3), np.uint8))[:200]
@@ -117,8 +120,8 @@ def test_decode_errors_are_the_same_with_or_without_opencv(without_opencv: None)
         vision.RandomCropDecodeResize(8)(truncated, seed=1)
 
 
-@needs_cv2
-def test_truncated_jpeg_still_raises_decode_error_with_opencv() -> None:
+@needs_fast_jpeg
+def test_truncated_jpeg_still_raises_decode_error_with_fast_decoders() -> None:
     from mrecord.errors import DecodeError
 
     truncated = _jpeg(np.zeros((64, 64, 3), np.uint8))[:200]
@@ -163,19 +166,42 @@ def test_random_crop_decode_resize_close_to_the_pillow_path(
     data = [_jpeg(_smooth(256, 320), quality=90), _jpeg(_smooth(60, 50), quality=90)]
     op = vision.RandomCropDecodeResize(48)
     fast = [op(d, seed=s) for d in data for s in range(6)]
-    monkeypatch.setenv("MRECORD_DISABLE_OPENCV", "1")
-    _opencv.opencv.cache_clear()
+    monkeypatch.setenv("MRECORD_DISABLE_FAST_IMAGE", "1")
+    _fastimage.clear_cache()
     try:
         slow = [op(d, seed=s) for d in data for s in range(6)]
     finally:
-        monkeypatch.delenv("MRECORD_DISABLE_OPENCV")
-        _opencv.opencv.cache_clear()
+        monkeypatch.delenv("MRECORD_DISABLE_FAST_IMAGE")
+        _fastimage.clear_cache()
     for a, b in zip(fast, slow, strict=True):
         assert a.shape == b.shape == (48, 48, 3)
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
 
 
-def test_fallback_resize_is_the_numpy_filter(without_opencv: None) -> None:
+def test_fallback_resize_is_the_numpy_filter(without_fast_image: None) -> None:
     img = np.array([[0, 100]], dtype=np.uint8)
-    assert _opencv.opencv() is None
+    assert _fastimage.opencv() is None and _fastimage.simplejpeg() is None
     np.testing.assert_array_equal(resize(img, 1, 4, Inter.LINEAR), [[0, 25, 75, 100]])
+
+
+@needs_cv2
+@pytest.mark.skipif(_fastimage.simplejpeg() is None, reason="simplejpeg absent")
+def test_simplejpeg_and_opencv_decode_the_same_pixels() -> None:
+    data = _jpeg(_smooth(41, 67), quality=90)
+    by_simplejpeg = _fastimage.decode_jpeg(data)
+    cv2 = _fastimage.opencv()
+    assert by_simplejpeg is not None and by_simplejpeg[1]
+    by_opencv = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
+    np.testing.assert_array_equal(by_simplejpeg[0], by_opencv)
+
+
+@needs_cv2
+def test_reduced_scale_decode_is_pillows_draft() -> None:
+    """1/2 scale: OpenCV's IMREAD_REDUCED_COLOR_2 and Pillow's draft are both libjpeg's."""
+    data = _jpeg(_smooth(64, 96), quality=90)
+    decoded = _fastimage.decode_jpeg(data, 2)
+    assert decoded is not None
+    pixels = decoded[0] if decoded[1] else decoded[0][..., ::-1]
+    image = Image.open(io.BytesIO(data))
+    image.draft("RGB", (48, 32))
+    np.testing.assert_array_equal(pixels, np.asarray(image.convert("RGB")))

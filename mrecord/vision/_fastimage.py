@@ -1,21 +1,25 @@
-"""OpenCV (``opencv-python-headless``), an optional fast path for decoding and resizing.
+"""Optional fast image backends: OpenCV and simplejpeg, with Pillow and numpy as fallback.
 
-When ``cv2`` can be imported, JPEG decoding and the LINEAR and CUBIC interpolations of
-``Resize`` and the resized crops run in OpenCV: 5 to 15 times faster than Pillow's
-conversion and the numpy resize, and both release the GIL, so map worker threads scale.
-OpenCV's resize is what MindSpore uses, so results get closer to MindSpore's (OpenCV's
-fixed-point arithmetic; the numpy fallback can differ by one grey level). Without ``cv2``
-everything falls back to Pillow and numpy. ``MRECORD_DISABLE_OPENCV=1`` in the environment
-(read at first use) forces the fallback.
+- ``opencv-python-headless`` (``cv2``): the LINEAR and CUBIC interpolations of ``Resize`` and
+  the resized crops (5 to 15 times faster than the numpy filters; OpenCV's arithmetic is what
+  MindSpore uses, the numpy fallback can differ by one grey level), JPEG decoding at reduced
+  scale, flips, channel splits and table lookups for the fused image tail.
+- ``simplejpeg``: full-scale JPEG decoding, about 20% faster than OpenCV's or Pillow's (all
+  three are libjpeg-turbo with the same settings, so the pixels are the same).
 
-``mrecord.vision`` loads OpenCV when it is imported (about 20 ms once numpy is loaded), so
-that the first pipeline run does not pay for it, as MindSpore loads its image libraries
-when it is imported.
+All of them release the GIL, so map worker threads scale. Without them everything runs on
+Pillow and numpy. ``MRECORD_DISABLE_FAST_IMAGE=1`` in the environment (read at first use)
+forces the fallback.
+
+``mrecord.vision`` loads the backends when it is imported (about 20 ms once numpy is
+loaded), so that the first pipeline run does not pay for it, as MindSpore loads its image
+libraries when it is imported.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from typing import Any
 
@@ -23,15 +27,27 @@ import numpy as np
 
 from mrecord.vision.enums import Inter
 
-__all__ = ["bgr_to_rgb", "decode_jpeg", "jpeg_header", "opencv", "resize_cv2"]
+__all__ = [
+    "bgr_to_rgb",
+    "decode_jpeg",
+    "fast_jpeg_available",
+    "jpeg_header",
+    "opencv",
+    "resize_cv2",
+    "simplejpeg",
+]
 
-_DISABLE_ENV = "MRECORD_DISABLE_OPENCV"
+_DISABLE_ENV = "MRECORD_DISABLE_FAST_IMAGE"
+
+
+def _disabled() -> bool:
+    return os.environ.get(_DISABLE_ENV, "") not in ("", "0")
 
 
 @functools.lru_cache(maxsize=1)
 def opencv() -> Any | None:
     """The ``cv2`` module, or None when it is not installed or disabled by the environment."""
-    if os.environ.get(_DISABLE_ENV, "") not in ("", "0"):
+    if _disabled():
         return None
     try:
         import cv2
@@ -40,8 +56,30 @@ def opencv() -> Any | None:
     return cv2
 
 
+@functools.lru_cache(maxsize=1)
+def simplejpeg() -> Any | None:
+    """The ``simplejpeg`` module, or None when it is not installed or disabled."""
+    if _disabled():
+        return None
+    try:  # imported by name: the package ships no type information
+        return importlib.import_module("simplejpeg")
+    except ImportError:
+        return None
+
+
+def fast_jpeg_available() -> bool:
+    """Whether a fast JPEG decoder (simplejpeg or OpenCV) is there."""
+    return simplejpeg() is not None or opencv() is not None
+
+
+def clear_cache() -> None:
+    """Look the backends up again at next use (after changing the environment; for tests)."""
+    opencv.cache_clear()
+    simplejpeg.cache_clear()
+
+
 # Only the two whose OpenCV results stay within one grey level of the numpy filters (checked
-# by tests/test_vision_opencv.py); OpenCV's NEAREST and AREA index pixels slightly differently.
+# by tests/test_vision_fastimage.py); OpenCV's NEAREST and AREA index pixels slightly differently.
 _CV2_INTER = {Inter.LINEAR: "INTER_LINEAR", Inter.CUBIC: "INTER_CUBIC"}
 
 
@@ -105,22 +143,30 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def decode_jpeg(data: bytes, reduce: int = 1, rgb: bool = True) -> tuple[np.ndarray, bool] | None:
-    """A JPEG decoded by OpenCV at ``1 / reduce`` scale: ``(<H, W, 3> uint8, is_rgb)``.
+def decode_jpeg(data: bytes, reduce: int = 1) -> tuple[np.ndarray, bool] | None:
+    """A JPEG decoded at ``1 / reduce`` scale: ``(<H, W, 3> uint8, is_rgb)``.
 
-    ``reduce``: 1, 2, 4 or 8 (libjpeg's DCT-domain scaling, as Pillow's ``draft``). OpenCV
-    gives RGB when asked (``rgb``) and able (OpenCV >= 4.11, full scale), BGR otherwise:
-    callers swap the channels (:func:`bgr_to_rgb`) after cropping and resizing, which work
-    per channel, so the result is the same. None when OpenCV is missing or fails (the caller
-    decodes with Pillow, which reports errors). EXIF orientation is ignored, as Pillow does.
+    Full scale: simplejpeg (RGB) when installed, else OpenCV. ``reduce`` 2, 4 or 8: OpenCV
+    (libjpeg's DCT-domain scaling, as Pillow's ``draft``). OpenCV gives RGB when it can
+    (OpenCV >= 4.11, full scale), BGR otherwise: callers swap the channels
+    (:func:`bgr_to_rgb`) after cropping and resizing, which work per channel, so the result
+    is the same. None when no backend is there or it fails: the caller then decodes with
+    Pillow, which also reports what is wrong with the data. EXIF orientation is ignored, as
+    Pillow does.
     """
+    sj = simplejpeg() if reduce == 1 else None
+    if sj is not None:
+        try:
+            return sj.decode_jpeg(data, colorspace="RGB"), True
+        except (ValueError, TypeError):  # damaged data: Pillow reports it
+            return None
     cv2 = opencv()
     if cv2 is None:
         return None
     flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4}
     flag = flags.get(reduce, cv2.IMREAD_REDUCED_COLOR_8)
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.11: RGB straight away
-    if reduce == 1 and rgb and rgb_flag is not None:
+    if reduce == 1 and rgb_flag is not None:
         flag = rgb_flag
     try:
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
