@@ -167,7 +167,7 @@ def test_recycled_blocks_are_never_shared_with_a_live_array() -> None:
     """A large output goes back to the pool only when its last view is gone."""
     import gc
 
-    from mrecord.vision import _buffers
+    from mrecord.transforms import buffers as _buffers
 
     shape = (_buffers.MIN_BYTES // 4 // 1000 + 1, 1000)  # just over the pooling size
     first = _buffers.empty(shape, np.float32)

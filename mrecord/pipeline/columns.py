@@ -14,6 +14,7 @@ import numpy as np
 
 from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
+from mrecord.transforms import buffers
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -65,7 +66,7 @@ def column_from_values(values: list[Any]) -> ColumnValues:
         if dtype.kind != "O" and all(
             isinstance(v, _ARRAY_TYPES) and v.dtype == dtype and v.shape == shape for v in values
         ):
-            return np.array(values, dtype=dtype)  # one C-level stack (np.stack is slower)
+            return buffers.stack(values, dtype)
         return values
     kind = type(first)
     if kind in _NUMBER_TYPES and all(type(v) is kind for v in values):

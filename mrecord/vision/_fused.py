@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.transforms import buffers as _buffers
 from mrecord.transforms.fusion import BatchKernel, register_fuser
-from mrecord.vision import _buffers
 from mrecord.vision._fastimage import opencv
 from mrecord.vision.flip import (
     HorizontalFlip,
