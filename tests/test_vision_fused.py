@@ -158,31 +158,3 @@ def test_pipeline_error_in_a_fused_run_names_the_op_and_row() -> None:
     with pytest.raises(OperationError, match=r"Normalize.*row 0"):
         for _ in ds.create_dict_iterator(num_epochs=1):
             pass
-
-
-# ---- recycled output memory ------------------------------------------------------------------
-
-
-def test_recycled_blocks_are_never_shared_with_a_live_array() -> None:
-    """A large output goes back to the pool only when its last view is gone."""
-    import gc
-
-    from mrecord.transforms import buffers as _buffers
-
-    shape = (_buffers.MIN_BYTES // 4 // 1000 + 1, 1000)  # just over the pooling size
-    first = _buffers.empty(shape, np.float32)
-    first[...] = 7.0
-    view = first[1:3].T  # outlives ``first``
-    del first
-    gc.collect()
-    second = _buffers.empty(shape, np.float32)
-    assert not np.shares_memory(second, view)
-    second[...] = 0.0
-    assert np.all(view == 7.0)
-    del second
-    gc.collect()
-    third = _buffers.empty(shape, np.float32)  # a freed block comes back, still not ``view``'s
-    assert not np.shares_memory(third, view)
-    assert third.flags.c_contiguous and third.flags.writeable and third.shape == shape
-    small = _buffers.empty((4, 4), np.float32)
-    assert small.flags.owndata  # small arrays are plain np.empty

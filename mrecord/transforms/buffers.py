@@ -11,7 +11,9 @@ The same holds below that size in worker threads, whose malloc arenas give freed
 back to the kernel: a chunk of 64 decoded 224 x 224 images (9.6 MB) faults its pages in
 again every time. Small arrays (below :data:`MIN_BYTES`) are plain ``np.empty``.
 The pool keeps at most :data:`MAX_BLOCKS` free blocks per size and :data:`MAX_POOLED_BYTES`
-in all; blocks beyond that are simply freed.
+in all; blocks beyond that are simply freed, and :func:`release` frees them all. Arrays from
+the pool are views (``owndata`` is False), so ``ndarray.resize`` in place does not work on
+them; everything else does.
 """
 
 from __future__ import annotations
@@ -24,11 +26,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_BLOCKS", "MAX_POOLED_BYTES", "MIN_BYTES", "empty", "pooled_bytes", "stack"]
+__all__ = [
+    "MAX_BLOCKS",
+    "MAX_POOLED_BYTES",
+    "MIN_BYTES",
+    "empty",
+    "pooled_bytes",
+    "release",
+    "stack",
+]
 
 MIN_BYTES = 4 << 20
 MAX_BLOCKS = 2
-MAX_POOLED_BYTES = 512 << 20
+MAX_POOLED_BYTES = 256 << 20
 
 _lock = threading.Lock()
 _free: dict[int, list[np.ndarray]] = {}
@@ -66,6 +76,12 @@ def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
         return np.empty(tuple(shape), dtype=dt)
     weakref.finalize(owner, _give_back, block)
     return flat.reshape(tuple(shape))
+
+
+def release() -> None:
+    """Free every pooled block now (arrays in use are not affected)."""
+    with _lock:
+        _free.clear()
 
 
 def pooled_bytes() -> int:
