@@ -205,3 +205,10 @@ def test_reduced_scale_decode_is_pillows_draft() -> None:
     image = Image.open(io.BytesIO(data))
     image.draft("RGB", (48, 32))
     np.testing.assert_array_equal(pixels, np.asarray(image.convert("RGB")))
+
+
+@needs_cv2
+def test_reduced_decode_leaves_truncated_data_to_pillow() -> None:
+    data = _jpeg(_smooth(64, 96), quality=90)
+    assert _fastimage.decode_jpeg(data[: len(data) * 2 // 3], 2) is None
+    assert _fastimage.decode_jpeg(data, 2) is not None

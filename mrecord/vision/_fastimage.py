@@ -161,7 +161,7 @@ def decode_jpeg(data: bytes, reduce: int = 1) -> tuple[np.ndarray, bool] | None:
         except (ValueError, TypeError):  # damaged data: Pillow reports it
             return None
     cv2 = opencv()
-    if cv2 is None:
+    if cv2 is None or data[-2:] != b"\xff\xd9":  # no end marker: maybe truncated, ask Pillow
         return None
     flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4}
     flag = flags.get(reduce, cv2.IMREAD_REDUCED_COLOR_8)
