@@ -8,8 +8,10 @@ vectorized ``apply_batch``. See docs/TRANSFORMS.md.
 
 from __future__ import annotations
 
-from mrecord.vision import _fused  # noqa: F401  (registers the fused image tail)
-from mrecord.vision._fastimage import opencv, simplejpeg
+from mrecord.vision import (
+    _fastimage,
+    _fused,  # noqa: F401  (registers the fused image tail)
+)
 from mrecord.vision.color import RandomColorAdjust, RandomSharpness
 from mrecord.vision.decode import Decode, RandomCropDecodeResize
 from mrecord.vision.enums import Border, Inter, SliceMode
@@ -24,8 +26,8 @@ from mrecord.vision.pixel import HWC2CHW, Normalize, Rescale
 from mrecord.vision.slice_patches import SlicePatches
 
 # load the optional fast backends now rather than in the first pipeline run
-opencv()
-simplejpeg()
+_fastimage.opencv()
+_fastimage.simplejpeg()
 
 __all__ = [
     "HWC2CHW",
