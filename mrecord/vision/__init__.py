@@ -2,8 +2,10 @@
 
 Every op is callable eagerly on a numpy ``<H, W, C>`` image and usable in ``dataset.map``.
 Random ops take a per-row ``seed``; the offloadable ops (HWC2CHW, Normalize, Rescale,
-RandomHorizontalFlip, RandomVerticalFlip, RandomColorAdjust, RandomSharpness) also have a
-vectorized ``apply_batch``. See docs/TRANSFORMS.md.
+RandomHorizontalFlip, RandomVerticalFlip, RandomColorAdjust, RandomSharpness) and the
+batchable RandomCrop, HorizontalFlip and VerticalFlip also have a vectorized
+``apply_batch``. OpenCV and simplejpeg, when installed, are fast paths for decoding and
+resizing. See docs/TRANSFORMS.md.
 """
 
 from __future__ import annotations
