@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +83,8 @@ def test_huge_declared_decompressed_size_is_refused_before_allocating(tmp_path: 
     files = _dataset(tmp_path, shard_num=1)
     frame = zstandard.ZstdCompressor().compress(b"\0" * 1000)
     replace_chunk(files[0], 0, 2, frame, raw_length=10**12, codec=CODEC_IDS["zstd"])
-    start = time.monotonic()
     err = _refused(files[0])
     assert isinstance(err, CorruptFileError) and "page 0" in str(err)
-    assert time.monotonic() - start < 5
 
 
 def test_zstd_bomb_beyond_the_chunk_limit_is_refused(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import io
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,8 +16,7 @@ from mrecord.vision._crop_box import crop_box_for_seed
 from mrecord.vision._fastimage import bgr_to_rgb, decode_jpeg, fast_jpeg_available, jpeg_header
 from mrecord.vision._pil import pil_image
 from mrecord.vision._resize import resize
-from mrecord.vision.enums import Inter
-from mrecord.vision.geometry import check_crop_resize_args
+from mrecord.vision.geometry import CropResizeOperation
 
 __all__ = ["Decode", "RandomCropDecodeResize", "draft_reduction", "encoded_bytes", "open_image"]
 
@@ -126,7 +124,7 @@ def _fast_jpeg(data: bytes, reduce: int, size: tuple[int, int]) -> tuple[np.ndar
     return decoded
 
 
-class RandomCropDecodeResize(TensorOperation):
+class RandomCropDecodeResize(CropResizeOperation):
     """Decode, crop a random region (RandomResizedCrop's box) and resize it to ``size``.
 
     The box is computed from the image header alone. For JPEG only what is needed is decoded:
@@ -136,29 +134,6 @@ class RandomCropDecodeResize(TensorOperation):
     crop). With simplejpeg / OpenCV installed, colour and grey JPEGs are decoded by them (same
     pixels as Pillow's decode) and resized by OpenCV (its arithmetic), without Pillow at all.
     """
-
-    is_random = True
-
-    def __init__(
-        self,
-        size: int | Sequence[int],
-        scale: tuple[float, float] = (0.08, 1.0),
-        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
-        interpolation: Inter = Inter.LINEAR,
-        max_attempts: int = 10,
-    ) -> None:
-        (self.size, self.scale, self.ratio, self.interpolation, self.max_attempts) = (
-            check_crop_resize_args(size, scale, ratio, interpolation, max_attempts)
-        )
-
-    def _params(self) -> dict[str, object]:
-        return {
-            "size": self.size,
-            "scale": self.scale,
-            "ratio": self.ratio,
-            "interpolation": self.interpolation,
-            "max_attempts": self.max_attempts,
-        }
 
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         name = "RandomCropDecodeResize"

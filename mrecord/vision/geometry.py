@@ -221,11 +221,9 @@ def check_crop_resize_args(
     )
 
 
-class RandomResizedCrop(TensorOperation):
-    """Crop a random area/aspect-ratio region and resize it to ``size`` (int: square).
-
-    See ``mrecord/vision/_crop_box.py`` for the box algorithm (MindSpore's).
-    """
+class CropResizeOperation(TensorOperation):
+    """Base of the ops that crop a random area/aspect-ratio box and resize it to ``size``:
+    MindSpore's (size, scale, ratio, interpolation, max_attempts) arguments, checked once."""
 
     is_random = True
 
@@ -249,6 +247,13 @@ class RandomResizedCrop(TensorOperation):
             "interpolation": self.interpolation,
             "max_attempts": self.max_attempts,
         }
+
+
+class RandomResizedCrop(CropResizeOperation):
+    """Crop a random area/aspect-ratio region and resize it to ``size`` (int: square).
+
+    See ``mrecord/vision/_crop_box.py`` for the box algorithm (MindSpore's).
+    """
 
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         img = to_array(arrays[0], "RandomResizedCrop")
