@@ -26,7 +26,6 @@ others still run. Reads stop after ``--max-seconds`` and report the rows done so
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -40,10 +39,10 @@ from benchmarks.measure import (
     Measurement,
     PeakRss,
     Stopwatch,
-    emit,
     files_size,
     guarded,
     measuring,
+    workload_main,
 )
 
 __all__ = [
@@ -228,25 +227,16 @@ def mrecord_version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=W.FORMAT_WORKLOADS)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--out-dir", type=Path, default=Path("bench_out/mrecord"))
-    parser.add_argument("--max-seconds", type=float, default=30.0)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-    measurements = run_format(args.workload, args.scale, args.out_dir, args.max_seconds)
-    emit(
-        measurements,
-        side="mrecord",
-        version=mrecord_version(),
+    return workload_main(
+        argv,
+        description=__doc__.splitlines()[0],
         suite="format",
-        workload=args.workload,
-        scale=args.scale,
-        rows=W.get(args.workload).num_rows(args.scale),
-        path=args.json,
+        workloads=W.FORMAT_WORKLOADS,
+        run=run_format,
+        rows=lambda name, scale: W.get(name).num_rows(scale),
+        version=mrecord_version(),
+        max_seconds=30.0,
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ process tree's peak memory:
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 from benchmarks import workloads as W
 from benchmarks.bench_format import mrecord_version, write_mrecord
-from benchmarks.measure import Measurement, emit, guarded, measuring
+from benchmarks.measure import Measurement, guarded, measuring, workload_main
 from benchmarks.pipelines import PIPELINES, mrecord_api
 
 __all__ = ["main", "run_pipeline"]
@@ -70,25 +69,16 @@ def run_pipeline(name: str, scale: float, out_dir: Path, max_seconds: float) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=W.PIPELINE_WORKLOADS)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--out-dir", type=Path, default=Path("bench_out/mrecord"))
-    parser.add_argument("--max-seconds", type=float, default=60.0)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-    measurements = run_pipeline(args.workload, args.scale, args.out_dir, args.max_seconds)
-    emit(
-        measurements,
-        side="mrecord",
-        version=mrecord_version(),
+    return workload_main(
+        argv,
+        description=__doc__.splitlines()[0],
         suite="pipeline",
-        workload=args.workload,
-        scale=args.scale,
-        rows=W.get(args.workload).num_rows(args.scale),
-        path=args.json,
+        workloads=W.PIPELINE_WORKLOADS,
+        run=run_pipeline,
+        rows=lambda name, scale: W.get(name).num_rows(scale),
+        version=mrecord_version(),
+        max_seconds=60.0,
     )
-    return 0
 
 
 if __name__ == "__main__":

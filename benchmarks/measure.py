@@ -262,3 +262,38 @@ def emit(
     sys.stdout.write("\n" + text + "\n")
     sys.stdout.flush()
     return result
+
+
+def workload_main(
+    argv: list[str] | None,
+    *,
+    description: str,
+    suite: str,
+    workloads: tuple[str, ...],
+    run: Callable[[str, float, Path, float], list[Measurement]],
+    rows: Callable[[str, float], int],
+    version: str,
+    max_seconds: float,
+) -> int:
+    """The shared command line of one side's suite: ``WORKLOAD [--scale] [--out-dir] ...``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("workload", choices=workloads)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--out-dir", type=Path, default=Path("bench_out/mrecord"))
+    parser.add_argument("--max-seconds", type=float, default=max_seconds)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    measurements = run(args.workload, args.scale, args.out_dir, args.max_seconds)
+    emit(
+        measurements,
+        side="mrecord",
+        version=version,
+        suite=suite,
+        workload=args.workload,
+        scale=args.scale,
+        rows=rows(args.workload, args.scale),
+        path=args.json,
+    )
+    return 0
