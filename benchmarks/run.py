@@ -336,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         ms_python, ms_note = None, "MindSpore skipped (--no-mindspore)"
     else:
         ms_python, ms_note = find_mindspore(args.mindspore_python)
+    if ms_python is not None:  # the extra suites (bench_convert) find it through the environment
+        os.environ["MRECORD_BENCH_MINDSPORE_PYTHON"] = ms_python
     print(ms_note, flush=True)
     if ms_python is None:
         print("Printing mrecord's numbers alone: the MindSpore columns stay empty.", flush=True)
