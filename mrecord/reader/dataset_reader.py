@@ -32,7 +32,7 @@ from mrecord.reader.index_check import check_index_db
 from mrecord.reader.shard import ShardFile
 from mrecord.writer import commit as commit_mod
 
-__all__ = ["DatasetReader", "resolve_files"]
+__all__ = ["DatasetReader", "resolve_files", "sibling_paths"]
 
 _GLOBAL_GATHER_MAX_ELEMS = 64
 _OPEN_RETRIES = 100
@@ -354,6 +354,17 @@ def _open_first(path: Path, verify: str) -> ShardFile:
     return ShardFile(path, verify=verify)
 
 
+def sibling_paths(shard: ShardFile) -> list[Path]:
+    """Every shard of ``shard``'s dataset, in shard order, from its metadata.
+
+    A single-shard dataset is the file itself, whatever it is called now (so a renamed
+    one-file dataset still opens); siblings are looked up next to ``shard``.
+    """
+    if len(shard.meta.shard_names) == 1:
+        return [shard.path]
+    return [shard.path.parent / name for name in shard.meta.shard_names]
+
+
 def _open_shards(paths: list[Path], expand: bool, verify: str) -> list[ShardFile]:
     first = _open_first(paths[0], verify)
     if commit_mod.recover(first.path.parent, first.meta.dataset_name):
@@ -361,12 +372,8 @@ def _open_shards(paths: list[Path], expand: bool, verify: str) -> list[ShardFile
         first = ShardFile(paths[0], verify=verify)
     if not expand:
         rest = paths[1:]
-    elif len(first.meta.shard_names) == 1:
-        return [first]
     else:
-        directory = first.path.parent
-        rest = [directory / name for name in first.meta.shard_names]
-        rest = [p for p in rest if p.name != first.path.name]
+        rest = [p for p in sibling_paths(first) if p.name != first.path.name]
     shards = [first]
     try:
         for path in rest:

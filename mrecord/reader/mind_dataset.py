@@ -29,6 +29,7 @@ from mrecord.errors import ArgumentError, RowValidationError
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.source import SourceDataset
 from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.order import Order
 from mrecord.reader.samplers import PKSampler, Sampler, sampler_from_args
 from mrecord.reader.shuffle import Shuffle
 from mrecord.writer.validation import columns_from_rows
@@ -110,12 +111,7 @@ class MindDataset(SourceDataset):
         return self._reader.column_names
 
     def _iter_blocks(self, epoch: int) -> Iterator[Block]:
-        order = self._sampler.build_order(
-            self._reader.file_row_counts,
-            seed=config.get_seed(),
-            epoch=epoch,
-            labels=self._class_labels,
-        )
+        order = self._order(epoch)
         chunks = order.iter_chunks(self._block_rows)
         if self._workers <= 1:
             for ids in chunks:
@@ -123,14 +119,18 @@ class MindDataset(SourceDataset):
             return
         yield from _read_ahead(self._read, chunks, self._workers)
 
-    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
-        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
-        order = self._sampler.build_order(
+    def _order(self, epoch: int) -> Order:
+        """This epoch's row order (a pure function of file sizes, seed and epoch)."""
+        return self._sampler.build_order(
             self._reader.file_row_counts,
             seed=config.get_seed(),
             epoch=epoch,
             labels=self._class_labels,
         )
+
+    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
+        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
+        order = self._order(epoch)
         for first in range(start, stop, self._block_rows):
             positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
             yield self._read(order.take(positions))

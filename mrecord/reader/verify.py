@@ -18,7 +18,7 @@ import numpy as np
 from mrecord.errors import MrecordError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
-from mrecord.reader.dataset_reader import DatasetReader, resolve_files
+from mrecord.reader.dataset_reader import DatasetReader, resolve_files, sibling_paths
 from mrecord.reader.index_check import check_index_db, open_index_db
 from mrecord.reader.shard import ShardFile
 from mrecord.writer import commit as commit_mod
@@ -83,9 +83,7 @@ def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[
                 f"an unfinished commit journal {str(journal)!r} exists; opening the dataset "
                 "with write access finishes it"
             )
-        if len(first.meta.shard_names) == 1:
-            return [first.path]
-        return [first.path.parent / name for name in first.meta.shard_names]
+        return sibling_paths(first)
     finally:
         first.close()
 
