@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from mrecord.cli._options import emit_json
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["bench"]
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--max-rows",
     type=click.IntRange(1),

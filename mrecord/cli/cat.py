@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
 from mrecord.cli.stats import iter_dataset_blocks
 
@@ -11,7 +12,7 @@ __all__ = ["cat"]
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
 @click.option("--columns", default=None, help="Comma-separated columns to export.")
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True, help="First row id.")

@@ -8,11 +8,12 @@ import click
 
 from mrecord.cli._errors import EXIT_DAMAGED
 from mrecord.cli._options import emit_json
+from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
 
 __all__ = ["head", "info", "reindex", "verify"]
 
-_DATASET = click.Path(dir_okay=False, path_type=str)
+_DATASET = DatasetArg()
 
 
 def _size(n: int | None) -> str:
@@ -107,7 +108,7 @@ def head(path: str, n: int, columns: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
+@click.argument("path", type=DatasetArg(fetch=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def verify(path: str, as_json: bool) -> None:
     """Check every page checksum and the .db indexes; exit 1 if anything is damaged.
@@ -140,7 +141,7 @@ def verify(path: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
+@click.argument("path", type=DatasetArg(remote=False))
 def reindex(path: str) -> None:
     """Rebuild the .db index of every shard from the data files.
 

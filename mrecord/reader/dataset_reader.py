@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,14 @@ from mrecord.errors import (
     DatasetNotFoundError,
     ForeignShardError,
     IndexMismatchError,
+    RowIndexError,
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.index_check import check_index_db
+from mrecord.reader.locate import missing_hint
 from mrecord.reader.shard import ShardFile
+from mrecord.remote.urls import is_remote
 from mrecord.writer import commit as commit_mod
 
 __all__ = ["DatasetReader", "resolve_files", "sibling_paths"]
@@ -60,10 +64,20 @@ def resolve_files(
 
 
 class DatasetReader:
-    """Random and sequential access to the rows of one or more shards."""
+    """Random and sequential access to the rows of one or more shards.
+
+    A reader pickles by path (and URL): the copy in another process reopens the same
+    files lazily, on its first read, and checks they are still the same commit.
+    ``reader[i]`` is one row (negative ``i`` counts from the end); ``reader.__getitems__
+    (ids)`` reads a list of rows with one vectorized gather (grain, torch map-style loaders).
+    """
+
+    _identity: list[tuple[str, int, int]]  # set when pickled: the commit the copy must find
 
     def __init__(self, shards: list[ShardFile], columns: Sequence[str] | None = None):
-        self.shards = shards
+        self._shards: list[ShardFile] | None = shards
+        self._open_lock = threading.Lock()
+        self._open_args: dict[str, Any] | None = None
         self.schema: Schema = shards[0].meta.schema
         if columns is None:
             self.columns = self.schema.names
@@ -85,8 +99,19 @@ class DatasetReader:
         columns: Sequence[str] | None = None,
         verify: str = "once",
         check_index: bool = True,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> DatasetReader:
-        """Open one shard (its siblings are found from its metadata) or a list of shards."""
+        """Open one shard (its siblings are found from its metadata) or a list of shards.
+
+        Paths may be URLs (``s3://``, ``gs://``, ``https://``, anything fsspec knows; needs
+        ``mrecord[remote]``): the files are fetched into a local cache first
+        (docs/REMOTE.md); ``storage_options`` go to fsspec.
+        """
+        if is_remote(dataset_files):
+            from mrecord.remote.open import open_remote
+
+            return open_remote(cls, dataset_files, columns, verify, check_index, storage_options)
         paths, expand = resolve_files(dataset_files)
         for attempt in range(_OPEN_RETRIES):
             shards = _open_shards(paths, expand, verify)
@@ -95,7 +120,15 @@ class DatasetReader:
                 if check_index:
                     for shard in shards:
                         check_index_db(shard.path, shard.meta)
-                return cls(shards, columns)
+                reader = cls(shards, columns)
+                reader._open_args = {
+                    "dataset_files": [str(p.absolute()) for p in paths] if not expand
+                    else str(paths[0].absolute()),
+                    "columns": columns,
+                    "verify": verify,
+                    "check_index": check_index,
+                }
+                return reader
             except (ForeignShardError, IndexMismatchError):
                 for shard in shards:
                     shard.close()
@@ -113,6 +146,52 @@ class DatasetReader:
         raise AssertionError("unreachable")
 
     @property
+    def shards(self) -> list[ShardFile]:
+        """The open shard files, in global row order (reopened here after unpickling)."""
+        shards = self._shards
+        if shards is None:
+            shards = self._reopen()
+        return shards
+
+    def _reopen(self) -> list[ShardFile]:
+        with self._open_lock:
+            if self._shards is not None:
+                return self._shards
+            if self._open_args is None:
+                raise ArgumentError(
+                    "this DatasetReader was built from ShardFile objects, not opened by path; "
+                    "use DatasetReader.open(...) to get one that can be pickled"
+                )
+            fresh = DatasetReader.open(**self._open_args)
+            if _identity(fresh._shards or []) != self._identity:
+                fresh.close()
+                raise ForeignShardError(
+                    f"the dataset at {self._open_args['dataset_files']!r} changed (another commit) "
+                    "after this reader was pickled; open it again in the parent"
+                )
+            self._shards, fresh._shards = fresh._shards, []
+            return self.shards
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._open_args is None:
+            raise TypeError(
+                "a DatasetReader built from ShardFile objects cannot be pickled; "
+                "open it with DatasetReader.open(path) instead"
+            )
+        state = self.__dict__.copy()
+        if self._shards is not None:
+            state["_identity"] = _identity(self._shards)
+        for name in ("_shards", "_views", "_open_lock"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._shards = None
+        self._views = {}
+        self._open_lock = threading.Lock()
+
+    @property
     def files(self) -> list[Path]:
         """The shard files, in global row order."""
         return [s.path for s in self.shards]
@@ -125,7 +204,7 @@ class DatasetReader:
     def close(self) -> None:
         """Release the memory maps."""
         self._views.clear()
-        for shard in self.shards:
+        for shard in self._shards or []:
             shard.close()
 
     def __enter__(self) -> DatasetReader:
@@ -137,6 +216,23 @@ class DatasetReader:
     def __len__(self) -> int:
         return self.num_rows
 
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as a dict (negative counts from the end); IndexError outside."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"DatasetReader indices must be ints, got {index!r}")
+        return self.read_row(int(index) + self.num_rows if index < 0 else int(index))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Rows at ``indices`` (negative count from the end) with one vectorized read."""
+        ids = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if len(ids) and ids.min() < -self.num_rows:
+            raise RowIndexError(
+                f"row index {int(ids.min())} is out of range: the dataset has "
+                f"{self.num_rows} rows"
+            )
+        ids = np.where(ids < 0, ids + self.num_rows, ids)
+        return list(self.read_rows(ids).iter_rows())
+
     # -- reading -------------------------------------------------------------------------------
 
     def read_row(self, row_id: int) -> dict[str, Any]:
@@ -144,7 +240,7 @@ class DatasetReader:
         if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
             raise ArgumentError(f"row id must be an int, got {row_id!r}")
         if not 0 <= row_id < self.num_rows:
-            raise ArgumentError(
+            raise RowIndexError(
                 f"row id {row_id} is out of range: the dataset has {self.num_rows} rows"
             )
         s = bisect.bisect_right(self._file_starts_list, int(row_id)) - 1
@@ -191,7 +287,7 @@ class DatasetReader:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
             bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
-            raise ArgumentError(
+            raise RowIndexError(
                 f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
@@ -331,6 +427,11 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         yield page, order[start:stop]
 
 
+def _identity(shards: list[ShardFile]) -> list[tuple[str, int, int]]:
+    """What must match when a pickled reader reopens its files: the same commit."""
+    return [(s.meta.dataset_id, s.meta.generation, s.meta.num_rows) for s in shards]
+
+
 def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
     if isinstance(columns, str) or not isinstance(columns, Sequence):
         raise ArgumentError(f"columns must be a list of field names, got {columns!r}")
@@ -346,10 +447,13 @@ def _open_first(path: Path, verify: str) -> ShardFile:
     """Open ``path``; when it is missing, finish a durable first commit that names it."""
     try:
         return ShardFile(path, verify=verify)
-    except DatasetNotFoundError:
+    except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
         guesses = dict.fromkeys([path.name, path.name.rstrip("0123456789")])
         if not any(commit_mod.recover(path.parent, name) for name in guesses if name):
+            hint = missing_hint(path)
+            if hint:
+                raise DatasetNotFoundError(f"{exc}; {hint}") from None
             raise
     return ShardFile(path, verify=verify)
 
