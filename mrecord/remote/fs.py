@@ -31,7 +31,13 @@ def _wrapped(url: str, doing: str) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        raise DatasetNotFoundError(f"remote file {url!r} does not exist ({exc})") from exc
+        if _really_missing(exc):
+            raise DatasetNotFoundError(f"remote file {url!r} does not exist ({exc})") from exc
+        cause = exc.__cause__
+        raise RemoteStorageError(
+            f"{doing} {url!r} failed: {type(cause).__name__}: {cause}; check the URL and that "
+            "the server is up"
+        ) from exc
     except (DatasetNotFoundError, RemoteStorageError):
         raise
     except Exception as exc:
@@ -39,6 +45,13 @@ def _wrapped(url: str, doing: str) -> Iterator[None]:
             f"{doing} {url!r} failed: {type(exc).__name__}: {exc}; check the URL, the "
             "network and the credentials in storage_options"
         ) from exc
+
+
+def _really_missing(exc: FileNotFoundError) -> bool:
+    """fsspec's HTTP backend reports *any* failure to stat a URL as FileNotFoundError, a
+    refused connection included; only a 404/410 answer (or no cause at all) is "missing"."""
+    cause = exc.__cause__
+    return cause is None or getattr(cause, "status", None) in (404, 410)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ them memory-mapped exactly as local files (the hook ``DatasetReader.open`` calls
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -16,9 +17,10 @@ from mrecord.errors import (
     MrecordError,
 )
 from mrecord.format.index_layout import DB_SUFFIX
+from mrecord.format.layout import TRAILER_SIZE
 from mrecord.reader.shard import ShardFile
 from mrecord.remote.cache import CacheSession, RemoteCache
-from mrecord.remote.fs import remote_file
+from mrecord.remote.fs import RemoteFile, remote_file
 from mrecord.remote.urls import is_url, url_parent
 
 if TYPE_CHECKING:
@@ -103,7 +105,7 @@ def _fetch_shard(
     session: CacheSession, url: str, options: dict[str, Any], need_index: bool
 ) -> Path:
     """Fetch one shard and its ``.db`` into the cache; returns the shard's local path."""
-    remote = remote_file(url, options)
+    remote = _with_trailer(remote_file(url, options))
     folder = session.cache.folder(url_parent(url), options)
     local = session.fetch(remote, folder, lambda path: _check_shard(path, url))
     if local is None:
@@ -119,11 +121,26 @@ def _fetch_shard(
         if need_index:
             raise
         return local  # the reader reports the missing .db when it needs it
+    # A .db is committed with its data file: a new data file means a new .db.
+    db = dataclasses.replace(db, tag=f"{db.tag}:{remote.tag}")
     if session.fetch(db, folder, lambda path: _check_db(path, db.url)) is None:
         raise ArgumentError(
             f"{db.url!r} does not fit in the remote cache; raise MRECORD_CACHE_BYTES"
         )
     return local
+
+
+def _with_trailer(remote: RemoteFile) -> RemoteFile:
+    """Add the shard's trailer to its version tag (one small range request).
+
+    The trailer holds the metadata checksum, which changes with every commit
+    (dataset id, generation), so a rewritten shard is never taken for the cached
+    one, even where the server's ETag or Last-Modified cannot tell them apart.
+    """
+    if remote.size < TRAILER_SIZE:
+        return remote  # not a shard: the download check says so
+    trailer = remote.read_range(remote.size - TRAILER_SIZE, remote.size)
+    return dataclasses.replace(remote, tag=f"{remote.tag}:{trailer.hex()}")
 
 
 def _check_shard(path: Path, url: str) -> None:

@@ -18,12 +18,13 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["free_port", "http_server", "s3_server", "upload_folder"]
+__all__ = ["HttpServer", "free_port", "http_server", "s3_server", "upload_folder"]
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
@@ -38,10 +39,16 @@ def free_port() -> int:
 class _RangeHandler(SimpleHTTPRequestHandler):
     """Serves files, answering ``Range: bytes=a-b`` with 206 and the slice."""
 
+    def __init__(self, *args: Any, requests: list[str], **kwargs: Any) -> None:
+        self.requests = requests
+        super().__init__(*args, **kwargs)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests and benchmarks print nothing per request."""
 
     def send_head(self) -> Any:
+        kind = "RANGE" if self.headers.get("Range") else self.command
+        self.requests.append(f"{kind} {self.path}")
         match = _RANGE.match(self.headers.get("Range", ""))
         path = Path(self.translate_path(self.path))
         if match is None or not path.is_file():
@@ -79,15 +86,29 @@ class _Limited:
         self.fh.close()
 
 
+@dataclass
+class HttpServer:
+    """A running :func:`http_server`: its base URL and every request it answered
+    (``"GET /x"``, ``"HEAD /x"``, ``"RANGE /x"``), in order."""
+
+    url: str
+    requests: list[str] = field(default_factory=list)
+
+    def count(self, kind: str, path: str) -> int:
+        """How many ``kind`` requests (GET, HEAD, RANGE) asked for ``path``."""
+        return self.requests.count(f"{kind} {path}")
+
+
 @contextlib.contextmanager
-def http_server(folder: str | os.PathLike[str]) -> Iterator[str]:
-    """Serve ``folder`` over HTTP; yields its base URL (``http://127.0.0.1:PORT``)."""
-    handler = functools.partial(_RangeHandler, directory=str(folder))
+def http_server(folder: str | os.PathLike[str]) -> Iterator[HttpServer]:
+    """Serve ``folder`` over HTTP on 127.0.0.1 and a free port, until the block ends."""
+    requests: list[str] = []
+    handler = functools.partial(_RangeHandler, directory=str(folder), requests=requests)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield HttpServer(f"http://127.0.0.1:{server.server_address[1]}", requests)
     finally:
         server.shutdown()
         server.server_close()
