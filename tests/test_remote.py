@@ -31,8 +31,11 @@ from mrecord.testing.servers import HttpServer, http_server, s3_server, upload_f
 pytest.importorskip("fsspec")  # the dev extra installs it: this never skips under `make test`
 
 
-def write_dataset(folder: Path, name: str = "data.mrecord", rows: int = 60, shift: int = 0) -> Path:
-    """A 3-shard dataset with every field kind; returns shard 0."""
+def write_dataset(
+    folder: Path, name: str = "data.mrecord", rows: int = 60, shift: int = 0, blob: int = 0
+) -> Path:
+    """A 3-shard dataset with every field kind (``blob`` random bytes more per row in ``b``);
+    returns shard 0."""
     folder.mkdir(parents=True, exist_ok=True)
     writer = FileWriter(folder / name, shard_num=3, overwrite=True)
     writer.add_schema(
@@ -50,7 +53,7 @@ def write_dataset(folder: Path, name: str = "data.mrecord", rows: int = 60, shif
             {
                 "x": i + shift,
                 "s": f"row {i + shift}",
-                "b": bytes([i % 256]) * (i % 7),
+                "b": bytes([i % 256]) * (i % 7) + np.random.default_rng(i).bytes(blob),
                 "a": np.full((2, 3), i, dtype=np.float32),
                 "v": np.arange(i % 5, dtype=np.int32),
             }
@@ -295,3 +298,47 @@ def test_without_fsspec_a_url_asks_for_the_remote_extra(tmp_path: Path) -> None:
     )
     assert "pip install 'mrecord[remote]'" in out.stdout
     assert "s3://bucket/data.mrecord0" in out.stdout
+
+
+@pytest.fixture
+def served_big(tmp_path: Path) -> Iterator[tuple[Path, HttpServer]]:
+    """Like ``served``, with shards much larger than their .db files."""
+    first = write_dataset(tmp_path / "big", blob=4000)
+    with http_server(first.parent) as server:
+        yield first, server
+
+
+def test_a_shard_larger_than_the_cache_is_read_by_range_requests(
+    served_big: tuple[Path, HttpServer], tmp_path: Path
+) -> None:
+    """Only the .db files fit: shards are read in place, chunk by chunk, checksums checked."""
+    first, server = served_big
+    largest_db = max(p.stat().st_size for p in first.parent.glob("*.db"))
+    cache = RemoteCache(tmp_path / "tiny", max_bytes=3 * largest_db)
+    url = f"{server.url}/{first.name}"
+    with DatasetReader.open(first) as local:
+        want = all_rows(local)
+    reader = open_remote(DatasetReader, url, None, "always", True, None, cache)
+    with reader:
+        assert not any(f.exists() for f in reader.files)  # no shard was downloaded whole
+        assert server.count("GET", f"/{first.name}") == 0
+        assert_same_rows(all_rows(reader), want)
+        assert_same_rows(reader.__getitems__([7, 3]), [want[7], want[3]])
+    assert server.count("RANGE", f"/{first.name}") > 0
+
+
+def test_range_reads_catch_damage_when_the_chunk_is_read(
+    served_big: tuple[Path, HttpServer], tmp_path: Path
+) -> None:
+    first, server = served_big
+    with DatasetReader.open(first) as reader:
+        offset = int(reader.shards[0].meta.chunks[0, 0]["offset"])
+    data = bytearray(first.read_bytes())
+    data[offset] ^= 0xFF
+    first.write_bytes(bytes(data))
+    largest_db = max(p.stat().st_size for p in first.parent.glob("*.db"))
+    cache = RemoteCache(tmp_path / "tiny", max_bytes=3 * largest_db)
+    url = f"{server.url}/{first.name}"
+    reader = open_remote(DatasetReader, url, None, "once", True, None, cache)
+    with reader, pytest.raises(ChecksumError, match="page 0"):
+        reader[0]
