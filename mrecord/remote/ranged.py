@@ -26,7 +26,7 @@ MAX_BLOCKS = 16
 
 
 class RangeBytes:
-    """A remote file's bytes, sliced like ``bytes``; fetched block by block on demand."""
+    """A remote file's bytes, sliced like a memoryview; fetched block by block on demand."""
 
     def __init__(self, remote: RemoteFile, block: int = BLOCK_BYTES, max_blocks: int = MAX_BLOCKS):
         self.remote = remote
@@ -38,7 +38,7 @@ class RangeBytes:
     def __len__(self) -> int:
         return self.remote.size
 
-    def __getitem__(self, key: slice) -> bytes:
+    def __getitem__(self, key: slice) -> bytes | memoryview:
         if not isinstance(key, slice):
             raise TypeError(f"RangeBytes takes slices, got {key!r}")
         start, stop, step = key.indices(self.remote.size)
@@ -48,24 +48,28 @@ class RangeBytes:
             return b""
         if stop - start >= self.block:
             return self.remote.read_range(start, stop)  # a big chunk: one request, not cached
-        first, last = start // self.block, (stop - 1) // self.block
-        data = b"".join(self._get_block(i) for i in range(first, last + 1))
-        offset = first * self.block
-        return data[start - offset : stop - offset]
+        # Within one block (most chunks): a view of it, no copy; across blocks: just the range.
+        parts = []
+        for i in range(start // self.block, (stop - 1) // self.block + 1):
+            base = i * self.block
+            view = memoryview(self._get_block(i))
+            parts.append(view[max(start - base, 0) : min(stop - base, len(view))])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _get_block(self, index: int) -> bytes:
+        # One fetch at a time per file: reader threads missing the same block wait for the
+        # first one's request instead of each sending their own.
         with self._lock:
             hit = self._blocks.get(index)
             if hit is not None:
                 self._blocks.move_to_end(index)
                 return hit
-        start = index * self.block
-        data = self.remote.read_range(start, min(start + self.block, self.remote.size))
-        with self._lock:
+            start = index * self.block
+            data = self.remote.read_range(start, min(start + self.block, self.remote.size))
             self._blocks[index] = data
             while len(self._blocks) > self.max_blocks:
                 self._blocks.popitem(last=False)
-        return data
+            return data
 
     def release(self) -> None:
         """Nothing to release (the memoryview API ShardFile.close calls)."""
