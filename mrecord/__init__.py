@@ -16,6 +16,8 @@ from __future__ import annotations
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
 from mrecord.errors import MrecordError
+from mrecord.maintenance.reindex import reindex
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
     BatchInfo,
     ConcatDataset,
@@ -24,20 +26,10 @@ from mrecord.pipeline import (
     NumpySlicesDataset,
     SourceDataset,
 )
-from mrecord.pipeline.sink import (
-    Callback,
-    DeviceQueue,
-    LambdaCallback,
-    LossMonitor,
-    Model,
-    RunContext,
-    TimeMonitor,
-    data_sink,
-)
+from mrecord.pipeline.sources.mind_dataset import MindDataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.mind_dataset import MindDataset
 from mrecord.reader.mindpage import MindPage
-from mrecord.reader.samplers import (
+from mrecord.sampling.samplers import (
     DistributedSampler,
     PKSampler,
     RandomSampler,
@@ -47,10 +39,18 @@ from mrecord.reader.samplers import (
     SubsetSampler,
     WeightedRandomSampler,
 )
-from mrecord.reader.shuffle import Shuffle
-from mrecord.reader.verify import verify_dataset
+from mrecord.sampling.shuffle import Shuffle
+from mrecord.train import (
+    Callback,
+    DeviceQueue,
+    LambdaCallback,
+    LossMonitor,
+    Model,
+    RunContext,
+    TimeMonitor,
+    data_sink,
+)
 from mrecord.writer.file_writer import FileWriter
-from mrecord.writer.reindex import reindex
 
 __version__ = "0.1.0"
 

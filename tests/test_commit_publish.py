@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter, verify_dataset
-from mrecord.writer import commit as commit_mod
+from mrecord.storage import commit as commit_mod
 
 
 def test_publish_failure_after_the_journal_keeps_the_commit(

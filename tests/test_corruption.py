@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ChecksumError, CorruptFileError, MrecordError
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.shard import ShardFile
-from mrecord.reader.verify import verify_dataset
+from mrecord.storage.shard import ShardFile
 from mrecord.testing import corrupt
 
 mutations = st.builds(

@@ -13,9 +13,9 @@ import zstandard
 
 from mrecord.errors import CorruptFileError, ForeignShardError, MrecordError, SchemaError
 from mrecord.format.compression import CODEC_IDS
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.shard import ShardFile
-from mrecord.reader.verify import verify_dataset
+from mrecord.storage.shard import ShardFile
 from mrecord.testing.hostile import replace_chunk, rewrite_metadata
 from mrecord.writer.file_writer import FileWriter
 

@@ -1,4 +1,4 @@
-"""mrecord.reader.order: lazy orders are what they claim, chunk by chunk or all at once."""
+"""mrecord.sampling.order: lazy orders are what they claim, chunk by chunk or all at once."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError
-from mrecord.reader.order import (
+from mrecord.sampling.order import (
     ArrayOrder,
     ComposedOrder,
     Order,

@@ -3,7 +3,7 @@
 
 Example::
 
-    python tools/csv.py table.csv table.mrecord --schema schema.json
+    python tools/convert_csv.py table.csv table.mrecord --schema schema.json
 
 The same as ``mrecord convert csv SRC DST [OPTIONS]``; ``--help`` lists the options.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-# Keep tools/ off the import path (tools/csv.py would shadow the csv module) and
+# Keep tools/ off the import path (a script here must never shadow a module) and
 # make the repository's mrecord importable when it is not installed.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))

@@ -3,7 +3,7 @@
 
 Example::
 
-    python tools/npz.py arrays.npz arrays.mrecord --compression zstd
+    python tools/convert_npz.py arrays.npz arrays.mrecord --compression zstd
 
 The same as ``mrecord convert npz SRC DST [OPTIONS]``; ``--help`` lists the options.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-# Keep tools/ off the import path (tools/csv.py would shadow the csv module) and
+# Keep tools/ off the import path (a script here must never shadow a module) and
 # make the repository's mrecord importable when it is not installed.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.index_check import db_path
-from mrecord.writer import commit as commit_mod
-from mrecord.writer.commit import DatasetLock, partial_path
-from mrecord.writer.index_db import write_index_db
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.commit import DatasetLock, partial_path
+from mrecord.storage.index_check import db_path
+from mrecord.storage.index_db import write_index_db
 
 __all__ = ["reindex"]
 

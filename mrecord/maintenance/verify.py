@@ -19,9 +19,9 @@ from mrecord.errors import MrecordError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader, resolve_files, sibling_paths
-from mrecord.reader.index_check import check_index_db, open_index_db
-from mrecord.reader.shard import ShardFile
-from mrecord.writer import commit as commit_mod
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.index_check import check_index_db, open_index_db
+from mrecord.storage.shard import ShardFile
 
 __all__ = ["VerifyReport", "verify_dataset"]
 

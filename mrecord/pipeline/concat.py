@@ -6,7 +6,7 @@ every child's same epoch in turn.
 ``use_sampler(DistributedSampler(k, s, shuffle=False))`` gives shard ``s`` one
 contiguous block of every child: child ``j`` gets offset
 ``(sum of the sizes before it) % k`` so the remainders spread over the shards
-(MindSpore's rule, ``mrecord.reader.sharding.concat_shard_positions``). Children
+(MindSpore's rule, ``mrecord.sampling.sharding.concat_shard_positions``). Children
 smaller than ``k`` work (MindSpore crashes there). Sources that can read a range
 of their order directly (``MindDataset``) read only their block.
 """
@@ -42,7 +42,7 @@ class ConcatDataset(Dataset):
 
     def use_sampler(self, sampler: Any) -> None:
         """Split every child across shards with a ``DistributedSampler(k, s, shuffle=False)``."""
-        from mrecord.reader.samplers import DistributedSampler
+        from mrecord.sampling.samplers import DistributedSampler
 
         if not isinstance(sampler, DistributedSampler):
             raise TypeError(
@@ -78,7 +78,7 @@ class ConcatDataset(Dataset):
     def _ranges(self) -> list[tuple[int, int]] | None:
         if self._sampler is None:
             return None
-        from mrecord.reader.sharding import concat_shard_positions
+        from mrecord.sampling.sharding import concat_shard_positions
 
         sizes = [child._num_rows() or 0 for child in self._leaves()]
         ranges = concat_shard_positions(sizes, self._sampler.num_shards, self._sampler.shard_id)

@@ -28,9 +28,9 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
-from mrecord.reader.index_check import check_index_db
-from mrecord.reader.shard import ShardFile
-from mrecord.writer import commit as commit_mod
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.index_check import check_index_db
+from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader", "resolve_files", "sibling_paths"]
 

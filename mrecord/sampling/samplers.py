@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mrecord.errors import ArgumentError, SamplerError
-from mrecord.reader.order import (
+from mrecord.sampling.order import (
     ArrayOrder,
     ComposedOrder,
     IdArray,
@@ -46,15 +46,15 @@ from mrecord.reader.order import (
     SliceOrder,
     derive_key,
 )
-from mrecord.reader.sharding import check_padding, check_shards, shard_size, split_order
-from mrecord.reader.shuffle import (
+from mrecord.sampling.sharding import check_padding, check_shards, shard_size, split_order
+from mrecord.sampling.shuffle import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
     Shuffle,
     parse_shuffle,
     shuffle_order,
 )
-from mrecord.reader.shuffle._common import Counts, check_counts, check_option, check_seed_epoch
+from mrecord.sampling.shuffle._common import Counts, check_counts, check_option, check_seed_epoch
 
 __all__ = [
     "DatasetSampler",

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mrecord.errors import SamplerError
-from mrecord.reader.order import IdArray, Order, PaddedOrder, RangeOrder, ShardView, SliceOrder
+from mrecord.sampling.order import IdArray, Order, PaddedOrder, RangeOrder, ShardView, SliceOrder
 
 __all__ = [
     "check_padding",

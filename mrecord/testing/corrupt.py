@@ -119,7 +119,7 @@ def random_mutation(rng: random.Random) -> Mutation:
 
 def _regions(data_file: Path) -> dict[str, list[tuple[int, int]]]:
     from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE
-    from mrecord.reader.shard import ShardFile
+    from mrecord.storage.shard import ShardFile
 
     with ShardFile(data_file, verify="never") as shard:
         size = shard.size
@@ -240,7 +240,7 @@ def _read_everything(first: Path) -> str:
 
 
 def _verify(first: Path) -> str:
-    from mrecord.reader.verify import verify_dataset
+    from mrecord.maintenance.verify import verify_dataset
 
     report = verify_dataset(first)
     return "ok" if report.ok else "problems"

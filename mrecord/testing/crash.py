@@ -131,8 +131,8 @@ def _visible(directory: Path) -> list[str]:
 def _read_total(directory: Path, shards: int) -> int | None:
     """Rows of the committed dataset (checked row by row), or None when it does not exist."""
     from mrecord.errors import DatasetNotFoundError
+    from mrecord.maintenance.verify import verify_dataset
     from mrecord.reader.dataset_reader import DatasetReader
-    from mrecord.reader.verify import verify_dataset
 
     first = directory / (NAME if shards == 1 else NAME + "0")
     try:

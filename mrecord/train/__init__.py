@@ -14,7 +14,7 @@ See ``docs/SINK.md``.
 
 from __future__ import annotations
 
-from mrecord.pipeline.sink.callbacks import (
+from mrecord.train.callbacks import (
     Callback,
     CallbackList,
     CallbackParams,
@@ -23,12 +23,12 @@ from mrecord.pipeline.sink.callbacks import (
     RunContext,
     TimeMonitor,
 )
-from mrecord.pipeline.sink.data_sink import DataSink, data_sink
-from mrecord.pipeline.sink.delivery import Delivery, NumpyDelivery, TorchDelivery
-from mrecord.pipeline.sink.device_queue import DeviceQueue, QueueStats
-from mrecord.pipeline.sink.model import Model
-from mrecord.pipeline.sink.summary import TrainSummary
-from mrecord.pipeline.sink.timeline import ProducerState, PushRecord, Situation, diagnose
+from mrecord.train.data_sink import DataSink, data_sink
+from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
+from mrecord.train.device_queue import DeviceQueue, QueueStats
+from mrecord.train.model import Model
+from mrecord.train.summary import TrainSummary
+from mrecord.train.timeline import ProducerState, PushRecord, Situation, diagnose
 
 __all__ = [
     "Callback",

@@ -4,7 +4,7 @@ MindSpore's FAQ answer to "how do I sink data without the high-level API" is a
 device queue plus ``GetNext``; ``mindspore.data_sink(fn, dataset, sink_size)`` wraps
 that into a function. Both exist here:
 
-- :class:`~mrecord.pipeline.sink.device_queue.DeviceQueue` with ``get_next()``;
+- :class:`~mrecord.train.device_queue.DeviceQueue` with ``get_next()``;
 - :func:`data_sink`: ``sink = data_sink(step, dataset, sink_size=100)``; each call
   ``sink()`` runs ``step`` on the next ``sink_size`` batches and returns the last result.
 """
@@ -17,10 +17,10 @@ from types import TracebackType
 from typing import Any
 
 from mrecord.errors import ArgumentError
-from mrecord.pipeline.sink.delivery import Delivery
-from mrecord.pipeline.sink.device_queue import DeviceQueue
-from mrecord.pipeline.sink.model import call_step
-from mrecord.pipeline.sink.summary import TrainSummary
+from mrecord.train.delivery import Delivery
+from mrecord.train.device_queue import DeviceQueue
+from mrecord.train.model import call_step
+from mrecord.train.summary import TrainSummary
 
 __all__ = ["DataSink", "data_sink"]
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from mrecord import config
 from mrecord.errors import ArgumentError, PipelineError, SinkTimeoutError
-from mrecord.pipeline.sink.delivery import Delivery, NumpyDelivery, TorchDelivery
-from mrecord.pipeline.sink.source import BatchSource
-from mrecord.pipeline.sink.timeline import ProducerState, PushLog, timeout_message
+from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
+from mrecord.train.source import BatchSource
+from mrecord.train.timeline import ProducerState, PushLog, timeout_message
 
 __all__ = ["DeviceQueue", "QueueStats"]
 
@@ -152,7 +152,7 @@ class DeviceQueue:
         device: deliver torch tensors on this device (``"cuda"``, ``"cpu"``, ...) instead
             of numpy arrays; needs torch (``pip install mrecord[torch]``).
         pin_memory: for ``device``: copy through pinned memory (default: on CUDA).
-        delivery: your own :class:`~mrecord.pipeline.sink.delivery.Delivery`
+        delivery: your own :class:`~mrecord.train.delivery.Delivery`
             (exclusive with ``device``).
         op_timeout: seconds ``get_next`` waits (default: ``config.get_op_timeout()``, 1900).
         history: how many recent pushes the timeout message lists (default 10).

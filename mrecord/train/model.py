@@ -6,7 +6,7 @@ batch's columns as arguments (``step(image, label)``) and returns the loss.
 
 - ``dataset_sink_mode=False``: each step fetches its batch, then runs: data and step
   in series (time ≈ data + step). Callbacks run every step. ``sink_size`` is ignored.
-- ``dataset_sink_mode=True``: a :class:`~mrecord.pipeline.sink.device_queue.DeviceQueue`
+- ``dataset_sink_mode=True``: a :class:`~mrecord.train.device_queue.DeviceQueue`
   produces batches in a thread while the step runs (time ≈ max(data, step)).
   Step callbacks run once per sink, i.e. once per epoch. ``sink_size=-1`` trains the
   whole dataset each epoch; ``sink_size > 0`` trains exactly ``sink_size`` batches per
@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.sink.callbacks import Callback, CallbackList, CallbackParams, RunContext
-from mrecord.pipeline.sink.delivery import Delivery, NumpyDelivery, TorchDelivery
-from mrecord.pipeline.sink.device_queue import DeviceQueue
-from mrecord.pipeline.sink.source import BatchSource
-from mrecord.pipeline.sink.summary import TrainSummary
+from mrecord.train.callbacks import Callback, CallbackList, CallbackParams, RunContext
+from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
+from mrecord.train.device_queue import DeviceQueue
+from mrecord.train.source import BatchSource
+from mrecord.train.summary import TrainSummary
 
 __all__ = ["Model", "call_step"]
 

@@ -34,15 +34,15 @@ from mrecord.errors import (
     SchemaError,
     WriterStateError,
 )
+from mrecord.format.columnize import columns_from_rows
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import FieldKind, Schema, parse_schema
-from mrecord.writer import commit as commit_mod
-from mrecord.writer.commit import DatasetLock, partial_path
-from mrecord.writer.index_db import write_index_db
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.commit import DatasetLock, partial_path
+from mrecord.storage.index_db import write_index_db
 from mrecord.writer.shard_writer import ShardWriter
-from mrecord.writer.validation import columns_from_rows
 
 __all__ = ["FileWriter", "shard_file_names"]
 
@@ -260,7 +260,7 @@ class FileWriter:
         The next :meth:`commit` publishes a new generation atomically; until then
         readers keep seeing the previous one.
         """
-        from mrecord.reader.shard import read_shard_metadata
+        from mrecord.storage.shard import read_shard_metadata
 
         path = Path(file_name)
         first = read_shard_metadata(path)

@@ -3,7 +3,7 @@
 Three kinds of source (checked in this order):
 
 - *random access* (``__getitem__`` and ``__len__``): rows are read by index in the
-  order of a sampler (``mrecord.reader.samplers``), so ``shuffle``, ``num_shards``
+  order of a sampler (``mrecord.sampling.samplers``), so ``shuffle``, ``num_shards``
   / ``shard_id``, ``num_samples`` and ``sampler`` all work. As in MindSpore,
   ``shuffle=None`` means shuffled for such a source.
 - *callable* (a generator function): called once per epoch for a fresh iterator;
@@ -112,7 +112,7 @@ class GeneratorDataset(SourceDataset):
     ) -> Any:
         if shuffle is False and num_shards is None and shard_id is None and sampler is None:
             return None  # sequential: no sampler needed
-        from mrecord.reader import samplers
+        from mrecord.sampling import samplers
 
         if sampler is not None and not isinstance(sampler, samplers.Sampler):
             if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):

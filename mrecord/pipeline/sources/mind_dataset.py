@@ -8,7 +8,7 @@
         ...
 
 The row order of every epoch is a pure function of (file row counts, seed,
-epoch) computed lazily by the sampler (``mrecord.reader.samplers``); rows are
+epoch) computed lazily by the sampler (``mrecord.sampling.samplers``); rows are
 read a block at a time with one vectorized gather per page and column. Blocks
 are read ahead by ``num_parallel_workers`` threads (the gathers release the GIL
 in numpy and in memory copies), and delivered in order.
@@ -26,13 +26,13 @@ import numpy as np
 from mrecord import config
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError
+from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.source import SourceDataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.order import Order
-from mrecord.reader.samplers import PKSampler, Sampler, sampler_from_args
-from mrecord.reader.shuffle import Shuffle
-from mrecord.writer.validation import columns_from_rows
+from mrecord.sampling.order import Order
+from mrecord.sampling.samplers import PKSampler, Sampler, sampler_from_args
+from mrecord.sampling.shuffle import Shuffle
 
 __all__ = ["MindDataset"]
 

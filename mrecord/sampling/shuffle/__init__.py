@@ -25,18 +25,18 @@ from __future__ import annotations
 from enum import Enum
 from typing import Protocol
 
-from mrecord.reader.order import Order, RangeOrder
-from mrecord.reader.shuffle._common import (
+from mrecord.sampling.order import Order, RangeOrder
+from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
     Counts,
     check_counts,
 )
-from mrecord.reader.shuffle.adaptive import adaptive_shuffle
-from mrecord.reader.shuffle.files import files_shuffle
-from mrecord.reader.shuffle.global_shuffle import global_shuffle
-from mrecord.reader.shuffle.infile import infile_shuffle
-from mrecord.reader.shuffle.partial import partial_shuffle
+from mrecord.sampling.shuffle.adaptive import adaptive_shuffle
+from mrecord.sampling.shuffle.files import files_shuffle
+from mrecord.sampling.shuffle.global_shuffle import global_shuffle
+from mrecord.sampling.shuffle.infile import infile_shuffle
+from mrecord.sampling.shuffle.partial import partial_shuffle
 
 __all__ = [
     "DEFAULT_ADAPTIVE_THRESHOLD",

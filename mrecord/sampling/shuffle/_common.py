@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mrecord.errors import ArgumentError
-from mrecord.reader.order import IdArray, derive_key
+from mrecord.sampling.order import IdArray, derive_key
 
 __all__ = [
     "DEFAULT_ADAPTIVE_THRESHOLD",

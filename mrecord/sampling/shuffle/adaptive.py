@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from mrecord.reader.order import Order
-from mrecord.reader.shuffle._common import (
+from mrecord.sampling.order import Order
+from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
     Counts,
     check_counts,
     check_option,
 )
-from mrecord.reader.shuffle.global_shuffle import global_shuffle
-from mrecord.reader.shuffle.partial import partial_shuffle
+from mrecord.sampling.shuffle.global_shuffle import global_shuffle
+from mrecord.sampling.shuffle.partial import partial_shuffle
 
 __all__ = ["adaptive_shuffle"]
 

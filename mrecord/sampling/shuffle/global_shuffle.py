@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mrecord.reader.order import Order, PermutationOrder, derive_key
-from mrecord.reader.shuffle._common import (
+from mrecord.sampling.order import Order, PermutationOrder, derive_key
+from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
     Counts,

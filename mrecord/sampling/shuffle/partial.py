@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from mrecord.reader.order import ComposedOrder, Order, SegmentOrder, WindowedPermutation, derive_key
-from mrecord.reader.shuffle._common import (
+from mrecord.sampling.order import (
+    ComposedOrder,
+    Order,
+    SegmentOrder,
+    WindowedPermutation,
+    derive_key,
+)
+from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
     Counts,
