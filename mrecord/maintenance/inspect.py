@@ -9,7 +9,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_NAMES
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.storage.index_check import db_path
+from mrecord.storage.naming import db_path
 
 __all__ = ["dataset_info"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage import commit as commit_mod
-from mrecord.storage.commit import DatasetLock, partial_path
-from mrecord.storage.index_check import db_path
+from mrecord.storage.commit import DatasetLock
 from mrecord.storage.index_db import write_index_db
+from mrecord.storage.naming import db_path, partial_path
 
 __all__ = ["reindex"]
 

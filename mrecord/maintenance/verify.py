@@ -18,9 +18,9 @@ import numpy as np
 from mrecord.errors import MrecordError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
-from mrecord.reader.dataset_reader import DatasetReader, resolve_files, sibling_paths
-from mrecord.storage import commit as commit_mod
-from mrecord.storage.index_check import check_index_db, open_index_db
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.storage.index_db import check_index_db, open_index_db
+from mrecord.storage.naming import journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["VerifyReport", "verify_dataset"]
@@ -77,13 +77,13 @@ def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[
         report.problems.append(str(exc))
         return []
     try:
-        journal = commit_mod.journal_path(first.path.parent, first.meta.dataset_name)
+        journal = journal_path(first.path.parent, first.meta.dataset_name)
         if journal.exists():
             report.problems.append(
                 f"an unfinished commit journal {str(journal)!r} exists; opening the dataset "
                 "with write access finishes it"
             )
-        return sibling_paths(first)
+        return sibling_paths(first.path, first.meta.shard_names)
     finally:
         first.close()
 

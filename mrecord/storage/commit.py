@@ -32,40 +32,19 @@ from pathlib import Path
 
 import msgpack
 
-from mrecord.errors import CorruptFileError, DatasetLockedError
+from mrecord.errors import CorruptFileError, DatasetLockedError, MetadataError
+from mrecord.storage.naming import journal_path, lock_path, partial_path
 
 __all__ = [
-    "PARTIAL_SUFFIX",
     "DatasetLock",
     "fsync_dir",
-    "journal_path",
-    "lock_path",
-    "partial_path",
     "recover",
     "recover_locked",
     "remove_partials",
     "write_journal_and_publish",
 ]
 
-PARTIAL_SUFFIX = ".mrecord-partial"
-JOURNAL_SUFFIX = ".mrecord-journal"
-LOCK_SUFFIX = ".mrecord-lock"
 _MAX_JOURNAL_BYTES = 1 << 20
-
-
-def partial_path(final: Path) -> Path:
-    """The temporary name a file is written under before its commit."""
-    return final.with_name(final.name + PARTIAL_SUFFIX)
-
-
-def journal_path(directory: Path, dataset_name: str) -> Path:
-    """The commit journal of the dataset created as ``dataset_name``."""
-    return directory / (dataset_name + JOURNAL_SUFFIX)
-
-
-def lock_path(directory: Path, dataset_name: str) -> Path:
-    """The writer lock file of the dataset created as ``dataset_name``."""
-    return directory / (dataset_name + LOCK_SUFFIX)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -165,7 +144,7 @@ def _roll_forward(directory: Path, names: Iterable[str]) -> None:
 
 def read_journal(journal: Path) -> list[str]:
     """The final basenames a journal commits; refuses unsafe names."""
-    from mrecord.format.metadata import MetadataError, check_basename
+    from mrecord.format.metadata import check_basename
 
     try:
         data = journal.read_bytes()

@@ -1,8 +1,15 @@
-"""Writing a shard's ``.db`` index with sqlite-utils (tables in ``mrecord.format.index_layout``).
+"""A shard's ``.db`` index (SQLite; tables in ``mrecord.format.index_layout``): write, open, check.
 
-The ``.db`` is always built under its partial name and published by the commit,
-so it is never seen half-written. SQLite's own journal is off while building: the
-file is not visible until it is complete and fsync'ed.
+Writing: the ``.db`` is always built under its partial name and published by the
+commit, so it is never seen half-written. SQLite's own journal is off while
+building: the file is not visible until it is complete and fsync'ed.
+
+Reading: :func:`open_index_db` opens it read-only, :func:`check_index_db` checks
+that it belongs to its data file (dataset id, generation, shard, row count).
+
+Every ``sqlite3.Error``, on write and on read, leaves as an mrecord error naming
+the file (:class:`~mrecord.errors.IndexWriteError` or
+:class:`~mrecord.errors.CorruptFileError`).
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
+from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError, MissingIndexError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
+from mrecord.storage.naming import db_path
 
-__all__ = ["write_index_db"]
+__all__ = ["check_index_db", "open_index_db", "read_index_metadata", "write_index_db"]
 
 _SQL_TYPES = {"string": str, "bytes": bytes}
 
@@ -49,18 +58,25 @@ def write_index_db(
         target.unlink()
     if base is not None:
         shutil.copyfile(base, target)
-    conn = sqlite3.connect(target)
     try:
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        db = sqlite_utils.Database(conn)
-        if base is None:
-            _create_tables(db, meta)
-        _insert_rows(conn, meta, first_new_row, index_values)
-        _write_metadata(db, meta, target)
-        conn.commit()
-    finally:
-        conn.close()
+        conn = sqlite3.connect(target)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            db = sqlite_utils.Database(conn)
+            if base is None:
+                _create_tables(db, meta)
+            _insert_rows(conn, meta, first_new_row, index_values)
+            _write_metadata(db, meta, target)
+            conn.commit()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise IndexWriteError(
+            f"cannot write index {str(target)!r} ({exc}); check free disk space and "
+            "permissions, then write again",
+            path=str(target),
+        ) from exc
     fd = os.open(target, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -149,3 +165,57 @@ def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path
     _table(db, METADATA_TABLE).upsert_all(
         [{"key": k, "value": json.dumps(v)} for k, v in values.items()], pk="key"
     )
+
+
+# -- reading and checking ----------------------------------------------------------------
+
+
+def _rebuild_hint(data_file: Path) -> str:
+    return f"rebuild it with `mrecord reindex {data_file}`"
+
+
+def open_index_db(data_file: Path) -> sqlite3.Connection:
+    """Open a shard's ``.db`` read-only; MissingIndexError when it is not there."""
+    path = db_path(data_file)
+    if not path.is_file():
+        raise MissingIndexError(f"index {str(path)!r} is missing; {_rebuild_hint(data_file)}")
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise CorruptFileError(
+            f"index {str(path)!r} cannot be opened ({exc}); {_rebuild_hint(data_file)}",
+            path=str(path),
+        ) from exc
+
+
+def read_index_metadata(data_file: Path) -> dict[str, Any]:
+    """The metadata table of a shard's ``.db`` as a dict."""
+    conn = open_index_db(data_file)
+    path = db_path(data_file)
+    try:
+        rows = conn.execute(f"SELECT key, value FROM {METADATA_TABLE}").fetchall()
+        return {str(k): json.loads(v) for k, v in rows}
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        raise CorruptFileError(
+            f"index {str(path)!r} is damaged ({exc}); {_rebuild_hint(data_file)}", path=str(path)
+        ) from exc
+    finally:
+        conn.close()
+
+
+def check_index_db(data_file: Path, meta: ShardMetadata) -> None:
+    """Raise unless the ``.db`` matches the data file's dataset id, generation and row count."""
+    found = read_index_metadata(data_file)
+    expected = {
+        "dataset_id": meta.dataset_id,
+        "generation": meta.generation,
+        "shard_index": meta.shard_index,
+        "num_rows": meta.num_rows,
+    }
+    for key, value in expected.items():
+        if found.get(key) != value:
+            raise IndexMismatchError(
+                f"index {str(db_path(data_file))!r} does not match {str(data_file)!r}: "
+                f"{key} is {found.get(key)!r} in the .db but {value!r} in the data file; "
+                f"{_rebuild_hint(data_file)}"
+            )

@@ -23,11 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ChecksumError, CorruptFileError, DatasetNotFoundError
-from mrecord.format.chunks import ChunkFormatError, DecodedVarChunk, decode_fixed, decode_var
-from mrecord.format.compression import CODEC_IDS, DecompressionError, checksum, decompress
-from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, LayoutError, Trailer, parse_header
-from mrecord.format.metadata import MetadataError, ShardMetadata
+from mrecord.errors import (
+    ChecksumError,
+    ChunkFormatError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    DecompressionError,
+    LayoutError,
+    MetadataError,
+)
+from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
+from mrecord.format.compression import CODEC_IDS, checksum, decompress
+from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer, parse_header
+from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 
 __all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
