@@ -27,8 +27,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from mrecord.sampling.arguments import sampler_from_args
 from mrecord.sampling.order import Order
-from mrecord.sampling.samplers import sampler_from_args
 from mrecord.sampling.shuffle import Shuffle, shuffle_order
 
 T = TypeVar("T")

@@ -5,10 +5,11 @@ MindSpore users switch by changing imports::
     from mrecord import FileWriter, MindDataset, Shuffle, DistributedSampler
     from mrecord import vision, transforms, config
 
-Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
-``reader`` (DatasetReader, MindDataset, MindPage, samplers), ``pipeline``
-(map/batch/... and the sink), ``vision``/``transforms`` (ops), ``convert`` and
-``cli`` (the ``mrecord`` command).
+Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``storage`` (files on disk),
+``writer`` (FileWriter), ``reader`` (DatasetReader, MindPage), ``sampling`` (shuffles,
+sharding, samplers), ``pipeline`` (MindDataset and the other sources, map/batch/...),
+``train`` (the sink and Model), ``maintenance`` (verify, inspect, reindex),
+``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command).
 """
 
 from __future__ import annotations
@@ -23,23 +24,23 @@ from mrecord.pipeline import (
     ConcatDataset,
     Dataset,
     GeneratorDataset,
+    MindDataset,
     NumpySlicesDataset,
     SourceDataset,
 )
-from mrecord.pipeline.sources.mind_dataset import MindDataset
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.mindpage import MindPage
-from mrecord.sampling.samplers import (
+from mrecord.sampling import (
     DistributedSampler,
     PKSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
+    Shuffle,
     SubsetRandomSampler,
     SubsetSampler,
     WeightedRandomSampler,
 )
-from mrecord.sampling.shuffle import Shuffle
 from mrecord.train import (
     Callback,
     DeviceQueue,

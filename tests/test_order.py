@@ -21,8 +21,8 @@ from mrecord.sampling.order import (
     ShardView,
     SliceOrder,
     WindowedPermutation,
-    derive_key,
 )
+from mrecord.sampling.permutation import derive_key
 
 PRIMES = [2, 3, 5, 7, 11, 13, 97, 101, 1009, 7919, 65537]
 # Around perfect squares the Feistel side a = ceil(sqrt(n)) changes: the edge cases.

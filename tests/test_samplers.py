@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError, SamplerError
+from mrecord.sampling.arguments import sampler_from_args
 from mrecord.sampling.samplers import (
     DatasetSampler,
     DistributedSampler,
@@ -25,7 +26,6 @@ from mrecord.sampling.samplers import (
     SubsetRandomSampler,
     SubsetSampler,
     WeightedRandomSampler,
-    sampler_from_args,
 )
 from mrecord.sampling.shuffle import Shuffle
 

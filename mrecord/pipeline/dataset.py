@@ -220,7 +220,8 @@ class Dataset:
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
         """
-        from mrecord.pipeline.graph import build_graph, count_rows
+        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.iterator import count_rows
 
         build_graph(self)
         size = self._num_rows()

@@ -12,9 +12,8 @@ parent sample *positions of the child's order* (MindSpore's semantics). Random
 samplers draw from a numpy Generator (or a keyed permutation) seeded with a hash of
 ``(seed, epoch)``, so every epoch differs and every rank agrees.
 
-:func:`sampler_from_args` turns a dataset's ``shuffle``/``num_shards``/``shard_id``/
-``num_samples``/``sampler``/``num_padded`` arguments into a sampler, enforcing
-MindSpore's argument rules and messages.
+:func:`mrecord.sampling.arguments.sampler_from_args` turns a dataset's arguments into
+one of these samplers.
 
 Differences from MindSpore (documented in ``docs/SHUFFLE_AND_SAMPLERS.md``):
 
@@ -44,8 +43,8 @@ from mrecord.sampling.order import (
     PermutationOrder,
     RangeOrder,
     SliceOrder,
-    derive_key,
 )
+from mrecord.sampling.permutation import derive_key
 from mrecord.sampling.sharding import check_padding, check_shards, shard_size, split_order
 from mrecord.sampling.shuffle import (
     DEFAULT_ADAPTIVE_THRESHOLD,
@@ -67,20 +66,21 @@ __all__ = [
     "SubsetRandomSampler",
     "SubsetSampler",
     "WeightedRandomSampler",
-    "sampler_from_args",
 ]
 
 LabelsFn = Callable[[], npt.ArrayLike]
 """Returns the ``class_column`` value of every row (only PKSampler calls it)."""
 
-_INT32_MAX = 2**31 - 1
+INT32_MAX = 2**31 - 1
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """True for an int or numpy integer that is not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _type_error(name: str, value: object, expected: str = "int") -> TypeError:
+def int_type_error(name: str, value: object, expected: str = "int") -> TypeError:
+    """MindSpore's TypeError for an argument of the wrong type."""
     return TypeError(
         f"Argument {name} with value {value!r} is not of type [{expected}], but got {type(value)}."
     )
@@ -89,8 +89,8 @@ def _type_error(name: str, value: object, expected: str = "int") -> TypeError:
 def _check_num_samples(num_samples: object, *, positive: bool = False) -> int | None:
     if num_samples is None:
         return None
-    if not _is_int(num_samples):
-        raise _type_error("num_samples", num_samples)
+    if not is_int(num_samples):
+        raise int_type_error("num_samples", num_samples)
     value: int = int(num_samples)  # type: ignore[call-overload]
     if value < 0 or (positive and value == 0):
         kind = "positive" if positive else "non-negative"
@@ -188,7 +188,7 @@ class Sampler(ABC):
 
     def num_rows_for(self, total_rows: int, *, labels: LabelsFn | None = None) -> int:
         """Rows this sampler yields per epoch from a dataset of ``total_rows`` rows."""
-        if not _is_int(total_rows) or total_rows < 0:
+        if not is_int(total_rows) or total_rows < 0:
             raise ArgumentError(f"total_rows must be an int >= 0, got {total_rows!r}")
         rows = int(total_rows)
         if self.child_sampler is not None:
@@ -222,8 +222,8 @@ class SequentialSampler(Sampler):
 
     def __init__(self, start_index: int | None = None, num_samples: int | None = None) -> None:
         if start_index is not None:
-            if not _is_int(start_index):
-                raise _type_error("start_index", start_index)
+            if not is_int(start_index):
+                raise int_type_error("start_index", start_index)
             if start_index < 0:
                 raise ArgumentError(
                     "start_index should be a positive integer value or 0, "
@@ -279,13 +279,13 @@ class RandomSampler(Sampler):
 
 
 def _check_indices(indices: object, owner: str) -> IdArray:
-    if _is_int(indices):
+    if is_int(indices):
         indices = [indices]
     if not isinstance(indices, Iterable) or isinstance(indices, (str, bytes)):
         raise TypeError(f"{owner}: indices must be a list of ints, got {indices!r}")
     values = list(indices)
     for i, item in enumerate(values):
-        if not _is_int(item):
+        if not is_int(item):
             raise TypeError(
                 f"{owner}: Type of indices element must be int, but got list[{i}]: "
                 f"{item!r}, type: {type(item)}."
@@ -401,8 +401,8 @@ class PKSampler(Sampler):
         class_column: str = "label",
         num_samples: int | None = None,
     ) -> None:
-        if not _is_int(num_val):
-            raise _type_error("num_val", num_val)
+        if not is_int(num_val):
+            raise int_type_error("num_val", num_val)
         if num_val <= 0:
             raise ArgumentError(
                 f"num_val should be a positive integer value, but got num_val: {num_val}."
@@ -412,7 +412,7 @@ class PKSampler(Sampler):
         if not isinstance(shuffle, bool):
             raise TypeError(f"shuffle should be a boolean value, but got shuffle: {shuffle!r}.")
         if not isinstance(class_column, str):
-            raise _type_error("class_column", class_column, "<class 'str'>")
+            raise int_type_error("class_column", class_column, "<class 'str'>")
         super().__init__(num_samples)
         self.num_val = int(num_val)
         self.num_class = num_class
@@ -491,8 +491,8 @@ class _ModeSampler(Sampler):
         self.mode = mode
         self.num_shards, self.shard_id = check_shards(num_shards, shard_id)
         self.offset = offset
-        if not _is_int(num_padded):
-            raise _type_error("num_padded", num_padded)
+        if not is_int(num_padded):
+            raise int_type_error("num_padded", num_padded)
         if num_padded < 0:
             raise ArgumentError(f"num_padded is invalid, num_padded={num_padded}.")
         self.num_padded = int(num_padded)
@@ -551,16 +551,16 @@ class DistributedSampler(_ModeSampler):
         num_samples: int | None = None,
         offset: int = -1,
     ) -> None:
-        if not _is_int(num_shards):
-            raise _type_error("num_shards", num_shards)
-        if not _is_int(shard_id):
-            raise _type_error("shard_id", shard_id)
+        if not is_int(num_shards):
+            raise int_type_error("num_shards", num_shards)
+        if not is_int(shard_id):
+            raise int_type_error("shard_id", shard_id)
         if not isinstance(shuffle, (bool, Shuffle)):
             raise TypeError(
                 f"shuffle should be a boolean value or Shuffle enum, but got shuffle: {shuffle!r}."
             )
-        if not _is_int(offset):
-            raise _type_error("offset", offset)
+        if not is_int(offset):
+            raise int_type_error("offset", offset)
         if num_shards > 0 and not -1 <= offset <= num_shards:
             raise SamplerError(
                 f"offset should be no more than num_shards={num_shards} (or -1 for no "
@@ -614,87 +614,3 @@ class DatasetSampler(_ModeSampler):
             f"shard_id={self.shard_id}, num_samples={self.num_samples!r}, "
             f"num_padded={self.num_padded})"
         )
-
-
-# -------------------------------------------------------- dataset arguments -> sampler
-
-
-def sampler_from_args(
-    *,
-    shuffle: bool | Shuffle | None,
-    num_shards: int | None,
-    shard_id: int | None,
-    num_samples: int | None,
-    sampler: Sampler | None = None,
-    num_padded: int = 0,
-    partial_window: int = DEFAULT_PARTIAL_WINDOW,
-    adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
-) -> Sampler:
-    """The sampler for MindDataset/GeneratorDataset-style arguments, with MindSpore's rules.
-
-    ``shuffle``: True = GLOBAL, False = none, None = ADAPTIVE, or a :class:`Shuffle`.
-    ``sampler`` excludes shuffle, sharding, num_samples and padding (SamplerError);
-    ``num_shards`` and ``shard_id`` come together; ``shard_id`` must be in
-    ``[0, num_shards - 1]`` (ValueError); FILES/INFILE exclude ``num_samples``.
-    ``num_padded`` padded ids (``>= N``) are appended before the shard split.
-    """
-    if shuffle is not None and not isinstance(shuffle, (bool, Shuffle)):
-        parse_shuffle(shuffle)  # raises MindSpore's TypeError
-    if sampler is not None:
-        if not isinstance(sampler, Sampler):
-            raise TypeError(
-                f"sampler must be a mrecord sampler, got {sampler!r} ({type(sampler).__name__})"
-            )
-        if shuffle is not None:
-            raise SamplerError("sampler and shuffle cannot be specified at the same time.")
-        if num_shards is not None or shard_id is not None:
-            raise SamplerError("sampler and sharding cannot be specified at the same time.")
-        if num_samples is not None:
-            raise SamplerError("sampler and num_samples cannot be specified at the same time.")
-        if num_padded:
-            raise SamplerError(
-                "sampler and num_padded cannot be specified at the same time; "
-                "padding needs num_shards and shard_id."
-            )
-        return sampler
-    k, s = 1, 0
-    if num_shards is not None:
-        if not _is_int(num_shards):
-            raise _type_error("num_shards", num_shards, "<class 'int'>")
-        if not 1 <= num_shards <= _INT32_MAX:
-            raise ArgumentError(
-                f"Input num_shards is not within the required interval of [1, {_INT32_MAX}]."
-            )
-        if shard_id is None:
-            raise SamplerError("num_shards is specified and currently requires shard_id as well.")
-        if not _is_int(shard_id):
-            raise _type_error("shard_id", shard_id, "<class 'int'>")
-        if not 0 <= shard_id <= num_shards - 1:
-            raise ArgumentError(
-                f"Input shard_id is not within the required interval of [0, {num_shards - 1}]."
-            )
-        k, s = int(num_shards), int(shard_id)
-    elif shard_id is not None:
-        raise SamplerError("shard_id is specified but num_shards is not.")
-    if num_samples is not None:
-        if not _is_int(num_samples):
-            raise _type_error("num_samples", num_samples, "<class 'int'>")
-        if not 0 <= num_samples <= _INT32_MAX:
-            raise ArgumentError(
-                f"Input num_samples is not within the required interval of [0, {_INT32_MAX}]."
-            )
-    mode = parse_shuffle(shuffle)
-    if num_samples is not None and mode in (Shuffle.FILES, Shuffle.INFILE):
-        raise ArgumentError(
-            "'Shuffle.FILES' or 'Shuffle.INFILE' and 'num_samples' "
-            "cannot be specified at the same time."
-        )
-    return DatasetSampler(
-        mode,
-        num_shards=k,
-        shard_id=s,
-        num_samples=num_samples,
-        num_padded=num_padded,
-        partial_window=partial_window,
-        adaptive_threshold=adaptive_threshold,
-    )

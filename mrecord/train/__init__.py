@@ -1,4 +1,6 @@
-"""The data sink: a device queue fed by a producer thread, and a training-loop driver.
+"""Training API, as ``mindspore.train``: the data sink and a training-loop driver.
+
+``from mrecord.train import Model, LossMonitor`` (see ``docs/SINK.md``).
 
 - :class:`DeviceQueue`: bounded, named queue; ``get_next(timeout)`` with MindSpore's
   GetNext timeout diagnostics (:class:`~mrecord.errors.SinkTimeoutError`).

@@ -30,9 +30,7 @@ from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.source import SourceDataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.sampling.order import Order
-from mrecord.sampling.samplers import PKSampler, Sampler, sampler_from_args
-from mrecord.sampling.shuffle import Shuffle
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 
 __all__ = ["MindDataset"]
 

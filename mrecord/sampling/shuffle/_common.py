@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mrecord.errors import ArgumentError
-from mrecord.sampling.order import IdArray, derive_key
+from mrecord.sampling.order import IdArray
+from mrecord.sampling.permutation import derive_key
 
 __all__ = [
     "DEFAULT_ADAPTIVE_THRESHOLD",

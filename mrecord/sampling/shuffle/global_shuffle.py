@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mrecord.sampling.order import Order, PermutationOrder, derive_key
+from mrecord.sampling.order import Order, PermutationOrder
+from mrecord.sampling.permutation import derive_key
 from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,

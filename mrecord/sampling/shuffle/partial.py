@@ -7,8 +7,8 @@ from mrecord.sampling.order import (
     Order,
     SegmentOrder,
     WindowedPermutation,
-    derive_key,
 )
+from mrecord.sampling.permutation import derive_key
 from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
