@@ -1,6 +1,6 @@
 """Damaged files: only MrecordError, never damaged rows served, every payload change detected.
 
-The quick version of ``tools/reliability/corruption_campaign.py`` (docs/RELIABILITY.md).
+The quick version of ``reliability/corruption_campaign.py`` (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from mrecord.errors import ChecksumError, CorruptFileError, MrecordError
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.shard import ShardFile
-from mrecord.testing import corrupt
+from reliability import corrupt
 
 mutations = st.builds(
     corrupt.Mutation,

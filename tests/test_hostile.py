@@ -16,8 +16,8 @@ from mrecord.format.compression import CODEC_IDS
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.shard import ShardFile
-from mrecord.testing.hostile import replace_chunk, rewrite_metadata
 from mrecord.writer.file_writer import FileWriter
+from reliability.hostile import replace_chunk, rewrite_metadata
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mrecord"
 SCHEMA = {

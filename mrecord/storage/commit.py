@@ -25,9 +25,8 @@ import contextlib
 import errno
 import fcntl
 import os
-import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgpack
@@ -98,15 +97,22 @@ class DatasetLock:
         return self._fd is not None
 
 
-def _crash_point(step: str) -> None:
-    """Test hook: SIGKILL this process at ``step`` when ``MRECORD_TEST_CRASH_AT`` names it.
+def _no_crash(step: str) -> None:
+    """The default :data:`crash_hook`: do nothing."""
 
-    Used by the crash harness (``mrecord.testing.crash``) to stop a commit between
-    its inner steps: ``journal`` (journal durable, nothing renamed), ``renamed_one``
-    (first file renamed) and ``renamed_all`` (all renamed, journal still there).
-    """
-    if os.environ.get("MRECORD_TEST_CRASH_AT") == step:
-        os.kill(os.getpid(), signal.SIGKILL)
+
+crash_hook: Callable[[str], None] = _no_crash
+"""Called at each inner step of publishing a commit; a no-op unless a harness replaces it.
+
+The steps are ``journal`` (journal durable, nothing renamed), ``renamed_one`` (after
+each file renamed) and ``renamed_all`` (all renamed, journal still there). The crash
+harness (``reliability/crash.py``, not shipped) installs a hook that SIGKILLs the
+process at a chosen step; product code never sets it.
+"""
+
+
+def _crash_point(step: str) -> None:
+    crash_hook(step)
 
 
 def write_journal_and_publish(

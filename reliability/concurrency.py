@@ -1,6 +1,6 @@
 """Readers racing an appender: processes that read while another commits.
 
-``python -m mrecord.testing.concurrency writer DIR APPENDS`` appends
+``python -m reliability.concurrency writer DIR APPENDS`` appends
 :data:`APPEND_ROWS` rows ``APPENDS`` times to the dataset made by
 :func:`create`, then touches ``DIR/stop``. ``... reader DIR`` opens and reads
 the whole dataset again and again until ``stop`` exists, checking every
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.testing.crash import make_rows
+from reliability.crash import make_rows
 
 __all__ = ["APPEND_ROWS", "BASE_ROWS", "SHARDS", "create", "reader_loop", "writer_loop"]
 
@@ -32,7 +32,7 @@ APPEND_ROWS = 150
 
 
 def _schema() -> dict[str, Any]:
-    from mrecord.testing.crash import SCHEMA
+    from reliability.crash import SCHEMA
 
     return SCHEMA
 

@@ -1,6 +1,6 @@
 """Crash harness: run a writer in a subprocess, SIGKILL it, check what survived.
 
-The worker (``python -m mrecord.testing.crash DIR SHARDS TARGET STEP``) creates a
+The worker (``python -m reliability.crash DIR SHARDS TARGET STEP``) creates a
 dataset and appends to it, ``len(COMMITS)`` commits in all, printing a marker
 line before each phase (flushed, with its monotonic time)::
 
@@ -10,7 +10,8 @@ line before each phase (flushed, with its monotonic time)::
     DONE c     after commit() of commit c returned
 
 The parent kills it at a random delay after a chosen marker (or the worker
-kills itself at a commit step named by ``STEP`` through ``MRECORD_TEST_CRASH_AT``),
+kills itself at a commit step named by ``STEP``, through the hook
+``mrecord.storage.commit.crash_hook`` that :func:`install_crash_at` installs),
 then checks the dataset:
 
 - it opens and holds exactly the rows of the last DONE commit, or of the commit
@@ -94,6 +95,17 @@ def _mark(what: str, c: int) -> None:
     sys.stdout.flush()
 
 
+def install_crash_at(step: str) -> None:
+    """Make this process SIGKILL itself when a commit reaches ``step`` (see ``crash_hook``)."""
+    from mrecord.storage import commit
+
+    def crash(reached: str) -> None:
+        if reached == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    commit.crash_hook = crash
+
+
 def worker(directory: Path, shards: int, target: int, step: str) -> None:
     """Write every commit of :data:`COMMITS`; crash at ``step`` of commit ``target``."""
     from mrecord.writer.file_writer import FileWriter
@@ -115,7 +127,7 @@ def worker(directory: Path, shards: int, target: int, step: str) -> None:
             writer.write_raw_data(make_rows(next_id, n))
             next_id += n
         if c == target and step:
-            os.environ["MRECORD_TEST_CRASH_AT"] = step
+            install_crash_at(step)
         _mark("BEGIN", c)
         writer.commit()
         _mark("DONE", c)
@@ -206,12 +218,11 @@ class CrashTrial:
 
 def _spawn(directory: Path, shards: int, target: int, step: str) -> subprocess.Popen[str]:
     env = dict(os.environ)
-    env.pop("MRECORD_TEST_CRASH_AT", None)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     args = [str(directory), str(shards), str(target), step]
     return subprocess.Popen(
-        [sys.executable, "-m", "mrecord.testing.crash", *args],
+        [sys.executable, "-m", "reliability.crash", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,12 +1,12 @@
 """Crash campaign: SIGKILL a writer N times in each phase and check every survivor.
 
-    .venv/bin/python -m tools.reliability.crash_campaign --trials 200 --seed 1
+    .venv/bin/python -m reliability.crash_campaign --trials 200 --seed 1
 
 Phases: ``write`` (during write_raw_data of the first commit), ``commit`` (during
 the first commit()), ``append`` (during open_for_append + writes + commit of a
 later commit), and the commit's inner steps ``journal``, ``renamed_one``,
-``renamed_all`` (the writer kills itself there through MRECORD_TEST_CRASH_AT).
-The checks after each kill are those of :mod:`mrecord.testing.crash`. Prints a
+``renamed_all`` (the writer kills itself there through ``crash.install_crash_at``).
+The checks after each kill are those of :mod:`reliability.crash`. Prints a
 table and exits 1 if any trial lost or mixed data.
 """
 
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mrecord.testing import crash
+from reliability import crash
 
 
 def main(argv: list[str] | None = None) -> int:

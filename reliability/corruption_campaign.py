@@ -1,10 +1,10 @@
 """Corruption campaign: thousands of damaged copies of a dataset, each checked in a subprocess.
 
-    .venv/bin/python -m tools.reliability.corruption_campaign --cases 5000 --seed 1
+    .venv/bin/python -m reliability.corruption_campaign --cases 5000 --seed 1
 
 Each case flips, zeroes, overwrites, truncates or appends bytes in a data file
 (its pages, metadata, trailer, header or anywhere) or a ``.db``, then reads every
-row and runs ``verify_dataset`` (see :mod:`mrecord.testing.corrupt`). Cases run
+row and runs ``verify_dataset`` (see :mod:`reliability.corrupt`). Cases run
 in worker subprocesses in batches, so a segfault or hang is caught and counted.
 Prints the figures and exits 1 on any failure.
 """
@@ -20,13 +20,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from mrecord.testing import corrupt
+from reliability import corrupt
 
 
 def _run_batch(template: Path, seed: int, count: int, timeout: float) -> list[dict[str, object]]:
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "mrecord.testing.corrupt", str(template), str(seed), str(count)],
+            [sys.executable, "-m", "reliability.corrupt", str(template), str(seed), str(count)],
             capture_output=True,
             text=True,
             timeout=timeout,

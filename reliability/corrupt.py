@@ -13,7 +13,7 @@ holds mrecord to its promise:
 - when bytes inside a chunk payload or the metadata actually changed, the reader
   refuses the damaged data and ``verify_dataset`` reports a problem.
 
-``python -m mrecord.testing.corrupt TEMPLATE SEED COUNT`` runs COUNT random
+``python -m reliability.corrupt TEMPLATE SEED COUNT`` runs COUNT random
 cases in a subprocess (so a crash is contained), printing one JSON line each.
 """
 

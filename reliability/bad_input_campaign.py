@@ -1,6 +1,6 @@
 """Bad-input campaign: thousands of generated wrong schemas and rows, each must be refused.
 
-    .venv/bin/python -m tools.reliability.bad_input_campaign --examples 3000 --seed 1
+    .venv/bin/python -m reliability.bad_input_campaign --examples 3000 --seed 1
 
 Uses the strategies of :mod:`mrecord.testing.bad_inputs`. A schema with one bad
 field must raise ``SchemaError`` naming that field; a call with one bad value
