@@ -25,7 +25,7 @@ from mrecord.errors import (
     RemoteStorageError,
 )
 from mrecord.remote import RemoteCache, is_url
-from mrecord.remote.open import open_remote
+from mrecord.remote.open import open_remote_shards
 from mrecord.testing.servers import HttpServer, http_server, s3_server, upload_folder
 
 pytest.importorskip("fsspec")  # the dev extra installs it: this never skips under `make test`
@@ -248,9 +248,9 @@ def test_cache_is_bounded_and_evicts_least_recently_used(tmp_path: Path) -> None
     size = sum(p.stat().st_size for p in a.parent.iterdir() if p.name.startswith("data.mrecord"))
     cache = RemoteCache(tmp_path / "cache", max_bytes=size + size // 2)
     with http_server(tmp_path / "srv") as server:
-        ra = open_remote(DatasetReader, f"{server.url}/a/{a.name}", None, "once", True, None, cache)
+        ra = DatasetReader(open_remote_shards(f"{server.url}/a/{a.name}", cache=cache))
         rows_a = all_rows(ra)
-        rb = open_remote(DatasetReader, f"{server.url}/b/{b.name}", None, "once", True, None, cache)
+        rb = DatasetReader(open_remote_shards(f"{server.url}/b/{b.name}", cache=cache))
         assert cache.used_bytes() <= cache.max_bytes
         assert not ra.files[0].exists()  # a's least recently used file was evicted ...
         assert_same_rows(all_rows(ra), rows_a)  # ... yet the open reader still reads it
@@ -259,7 +259,7 @@ def test_cache_is_bounded_and_evicts_least_recently_used(tmp_path: Path) -> None
         rb.close()
         small = RemoteCache(tmp_path / "small", max_bytes=1000)
         with pytest.raises(ArgumentError, match="MRECORD_CACHE_BYTES"):
-            open_remote(DatasetReader, f"{server.url}/a/{a.name}", None, "once", True, None, small)
+            open_remote_shards(f"{server.url}/a/{a.name}", cache=small)
 
 
 def test_remote_reader_pickles_by_url_into_a_spawned_process(
@@ -318,7 +318,7 @@ def test_a_shard_larger_than_the_cache_is_read_by_range_requests(
     url = f"{server.url}/{first.name}"
     with DatasetReader.open(first) as local:
         want = all_rows(local)
-    reader = open_remote(DatasetReader, url, None, "always", True, None, cache)
+    reader = DatasetReader(open_remote_shards(url, verify="always", cache=cache))
     with reader:
         assert not any(f.exists() for f in reader.files)  # no shard was downloaded whole
         assert server.count("GET", f"/{first.name}") == 0
@@ -339,6 +339,6 @@ def test_range_reads_catch_damage_when_the_chunk_is_read(
     largest_db = max(p.stat().st_size for p in first.parent.glob("*.db"))
     cache = RemoteCache(tmp_path / "tiny", max_bytes=3 * largest_db)
     url = f"{server.url}/{first.name}"
-    reader = open_remote(DatasetReader, url, None, "once", True, None, cache)
+    reader = DatasetReader(open_remote_shards(url, verify="once", cache=cache))
     with reader, pytest.raises(ChecksumError, match="page 0"):
         reader[0]

@@ -31,8 +31,8 @@ class DatasetArg(click.ParamType):  # type: ignore[type-arg]
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         """Resolve ``value``; library errors (exit 3) say what was wrong."""
-        from mrecord.reader.locate import locate_dataset
         from mrecord.remote.urls import is_url
+        from mrecord.storage.locate import locate_dataset
 
         text = str(value)
         if is_url(text):

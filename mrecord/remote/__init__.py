@@ -9,7 +9,7 @@ checked against their checksums, then memory-mapped as local files. See docs/REM
 from __future__ import annotations
 
 from mrecord.remote.cache import RemoteCache
-from mrecord.remote.open import fetch_dataset, open_remote
+from mrecord.remote.open import fetch_dataset, open_remote_shards
 from mrecord.remote.urls import is_remote, is_url
 
-__all__ = ["RemoteCache", "fetch_dataset", "is_remote", "is_url", "open_remote"]
+__all__ = ["RemoteCache", "fetch_dataset", "is_remote", "is_url", "open_remote_shards"]

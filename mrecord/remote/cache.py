@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mrecord._flock import lock, try_lock, unlock
 from mrecord.errors import CorruptFileError
 from mrecord.remote.fs import RemoteFile
 from mrecord.remote.urls import url_basename
+from mrecord.storage.locking import lock, try_lock, unlock
 
 __all__ = ["DEFAULT_CACHE_BYTES", "CacheSession", "RemoteCache"]
 

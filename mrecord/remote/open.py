@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mrecord.errors import (
     ArgumentError,
@@ -19,48 +19,36 @@ from mrecord.errors import (
 )
 from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.layout import TRAILER_SIZE
-from mrecord.reader.index_check import check_index_db
-from mrecord.reader.shard import ShardFile
 from mrecord.remote.cache import CacheSession, RemoteCache
 from mrecord.remote.fs import RemoteFile, remote_file
 from mrecord.remote.ranged import RangeShardFile
 from mrecord.remote.urls import is_url, url_basename, url_parent
+from mrecord.storage.committed import check_consistent, open_committed
+from mrecord.storage.index_db import check_index_db
+from mrecord.storage.naming import PathArg
+from mrecord.storage.shard import ShardFile
 
-if TYPE_CHECKING:
-    from mrecord.reader.dataset_reader import DatasetReader
-
-__all__ = ["fetch_dataset", "open_remote"]
+__all__ = ["fetch_dataset", "open_remote_shards"]
 
 
-def open_remote(
-    cls: type[DatasetReader],
-    dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    columns: Sequence[str] | None,
-    verify: str,
-    check_index: bool,
-    storage_options: Mapping[str, Any] | None,
+def open_remote_shards(
+    dataset_files: PathArg,
+    *,
+    verify: str = "once",
+    check_index: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
     cache: RemoteCache | None = None,
-) -> DatasetReader:
-    """``DatasetReader.open`` for URLs: the reader maps cached copies (or reads shards too big
-    for the cache with range requests); it pickles by URL."""
+) -> list[ShardFile]:
+    """``open_committed`` for URLs (``DatasetReader.open`` calls it): the shards as cached,
+    memory-mapped files, or, for one the cache cannot hold, read with range requests."""
     options = dict(storage_options or {})
     cache = cache or RemoteCache()
     with cache.session() as session:
         fetched, expand = _fetch(session, dataset_files, options, need_index=check_index)
         if all(f.remote is None for f in fetched):
             local = str(fetched[0].local) if expand else [str(f.local) for f in fetched]
-            reader = cls.open(local, columns=columns, verify=verify, check_index=check_index)
-        else:
-            reader = _open_ranged(cls, fetched, expand, columns, verify, check_index)
-    given = dataset_files if isinstance(dataset_files, str) else _as_list(dataset_files)
-    reader._open_args = {
-        "dataset_files": given,
-        "columns": columns,
-        "verify": verify,
-        "check_index": check_index,
-        "storage_options": options,
-    }
-    return reader
+            return open_committed(local, verify=verify, check_index=check_index)
+        return _open_ranged(fetched, expand, verify, check_index)
 
 
 def fetch_dataset(
@@ -94,7 +82,7 @@ class _Fetched:
 
 def _fetch(
     session: CacheSession,
-    dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    dataset_files: PathArg,
     options: dict[str, Any],
     need_index: bool,
 ) -> tuple[list[_Fetched], bool]:
@@ -127,28 +115,21 @@ def _open_shard(fetched: _Fetched, verify: str) -> ShardFile:
 
 
 def _open_ranged(
-    cls: type[DatasetReader],
-    fetched: list[_Fetched],
-    expand: bool,
-    columns: Sequence[str] | None,
-    verify: str,
-    check_index: bool,
-) -> DatasetReader:
-    """A reader over cached and range-read shards, with the checks ``DatasetReader.open`` makes
-    (one dataset and commit, matching ``.db`` files)."""
-    from mrecord.reader.dataset_reader import _check_consistent
-
+    fetched: list[_Fetched], expand: bool, verify: str, check_index: bool
+) -> list[ShardFile]:
+    """Cached and range-read shards, with the checks ``open_committed`` makes (one dataset
+    and commit, matching ``.db`` files)."""
     shards: list[ShardFile] = []
     try:
         for f in fetched:
             shards.append(_open_shard(f, verify))
         if expand:
             shards.sort(key=lambda s: s.meta.shard_index)
-        _check_consistent(shards, expand)
+        check_consistent(shards, expand)
         if check_index:
             for shard in shards:
                 check_index_db(shard.path, shard.meta)
-        return cls(shards, columns)
+        return shards
     except BaseException:
         for shard in shards:
             shard.close()
@@ -156,7 +137,7 @@ def _open_ranged(
 
 
 def _as_list(
-    dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    dataset_files: PathArg,
 ) -> list[str | os.PathLike[str]]:
     if isinstance(dataset_files, os.PathLike):
         return [dataset_files]

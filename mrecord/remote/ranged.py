@@ -1,6 +1,6 @@
 """A shard read with range requests, for a file the cache cannot hold.
 
-:class:`RangeShardFile` is a :class:`~mrecord.reader.shard.ShardFile` whose bytes come
+:class:`RangeShardFile` is a :class:`~mrecord.storage.shard.ShardFile` whose bytes come
 from :class:`RangeBytes` instead of a memory map: the header, trailer and metadata
 are read first (three small requests), then each chunk when a row in it is read,
 through a small LRU of fixed-size blocks. Checksums are checked exactly as for a
@@ -16,8 +16,8 @@ from pathlib import Path
 from mrecord.errors import CorruptFileError
 from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE
 from mrecord.format.schema import Field
-from mrecord.reader.shard import ShardFile
 from mrecord.remote.fs import RemoteFile
+from mrecord.storage.shard import ShardFile
 
 __all__ = ["RangeBytes", "RangeShardFile"]
 
