@@ -101,9 +101,12 @@ def s3() -> Iterator[dict[str, Any]]:
 
 
 def test_url_detection_keeps_urls_away_from_pathlib() -> None:
-    """s3://, gs://, https:// are URLs; relative and Windows-drive paths are not."""
+    """s3://, gs://, https:// are URLs; relative and Windows-drive paths are not; a URL that
+    went through pathlib.Path is named as such instead of "does not exist"."""
     assert is_url("s3://bucket/x") and is_url("gs://b/x") and is_url("https://h/x")
     assert not is_url("data.mrecord0") and not is_url("C:\\data\\x") and not is_url("/a://b")
+    with pytest.raises(ArgumentError, match="pass the URL as a str"):
+        DatasetReader.open(Path("s3://bucket/data.mrecord0"))
 
 
 def test_http_reads_the_same_rows_as_local(
@@ -173,18 +176,21 @@ def test_cache_is_reused_by_another_process(
     assert not [r for r in server.requests[before:] if r.startswith("GET")]
 
 
-def _open_rows(url: str) -> int:
-    with DatasetReader.open(url) as reader:
+def _open_rows(urls: str | list[str]) -> int:
+    with DatasetReader.open(urls) as reader:
         return reader.num_rows
 
 
 def test_processes_opening_together_download_each_file_once(
     served: tuple[Path, HttpServer], cache_dir: Path
 ) -> None:
-    first, server = served
-    url = f"{server.url}/{first.name}"
+    """Three processes, one by sibling discovery and two by lists in opposite orders
+    (which must not deadlock on the cache's locks), download each file once."""
+    _, server = served
+    urls = [f"{server.url}/data.mrecord{i}" for i in range(3)]
     with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
-        assert list(pool.map(_open_rows, [url] * 3)) == [60, 60, 60]
+        opened = pool.map(_open_rows, [urls[0], urls, urls[::-1]], timeout=120)
+        assert list(opened) == [60, 60, 60]
     for i in range(3):
         assert server.count("GET", f"/data.mrecord{i}") == 1
         assert server.count("GET", f"/data.mrecord{i}.db") == 1

@@ -14,8 +14,13 @@ siblings and ``.db`` files exactly as it does locally.
 
 Rules that keep it safe with several processes:
 
-- An entry is read, downloaded or evicted only under its entry lock (``flock``);
-  a process that finds another downloading the same file waits, then reuses it.
+- An entry is checked and used under a shared entry lock (``flock``), downloaded
+  under an exclusive one (then turned back into a shared one), and evicted only
+  when an exclusive lock can be had at once; a process that finds another
+  downloading the same file waits, then reuses it. An open keeps its entries'
+  shared locks until the files are mapped, so they cannot be evicted meanwhile;
+  two processes opening the same files in different orders never wait on each
+  other unless both must download the same file.
 - A download goes to the partial name, is checked (size, then the caller's check:
   shard checksums), and only then renamed over the final name (atomic).
 - Space is reserved before downloading: the record, in state ``downloading``,
@@ -127,7 +132,7 @@ class RemoteCache:
 
 @dataclass
 class CacheSession:
-    """The entries one open call fetched; their locks are held until :meth:`release`."""
+    """The entries one open call fetched; their shared locks are held until :meth:`release`."""
 
     cache: RemoteCache
     _fds: dict[Path, int] = field(default_factory=dict)
@@ -139,17 +144,31 @@ class CacheSession:
         and checked with ``check(path)``. None when it cannot fit in the cache."""
         final = folder / url_basename(remote.url)
         record = final.with_name(final.name + _RECORD)
-        if record not in self._fds:
+        fd = self._fds.get(record)
+        if fd is None:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(final.with_name(final.name + _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                lock(fd, _WHY)
+                lock(fd, _WHY, shared=True)
             except BaseException:
                 os.close(fd)
                 raise
             self._fds[record] = fd
         if _current(record, final, remote):
             os.utime(record)  # last use, for LRU
+            return final
+        lock(fd, _WHY)  # exclusive to download; another process may have done it meanwhile
+        try:
+            return self._download(remote, record, final, check)
+        finally:
+            lock(fd, _WHY, shared=True)
+
+    def _download(
+        self, remote: RemoteFile, record: Path, final: Path, check: Callable[[Path], None]
+    ) -> Path | None:
+        """Under the exclusive entry lock: reuse, or download, check and publish ``final``."""
+        if _current(record, final, remote):
+            os.utime(record)
             return final
         with contextlib.suppress(FileNotFoundError):
             record.unlink()

@@ -10,10 +10,14 @@ import os
 import re
 from collections.abc import Sequence
 
+from mrecord.errors import ArgumentError
+
 __all__ = ["is_remote", "is_url", "url_basename", "url_parent"]
 
 # A scheme of two or more characters, so a Windows drive (``C:\\data``) is never a URL.
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")
+# What pathlib makes of one: Path("s3://bucket/x") is "s3:/bucket/x".
+_MANGLED = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:/[^/]")
 
 
 def is_url(value: object) -> bool:
@@ -22,8 +26,19 @@ def is_url(value: object) -> bool:
 
 
 def is_remote(dataset_files: object) -> bool:
-    """True when ``dataset_files`` (one path or a list) names any URL."""
-    if isinstance(dataset_files, (str, os.PathLike)):
+    """True when ``dataset_files`` (one path or a list) names any URL.
+
+    A ``Path`` made from a URL lost a slash for good: ArgumentError says to pass a str.
+    """
+    if isinstance(dataset_files, os.PathLike):
+        text = os.fspath(dataset_files)
+        if isinstance(text, str) and _MANGLED.match(text) and not os.path.exists(text):
+            raise ArgumentError(
+                f"{text!r} looks like a URL that pathlib.Path rewrote (it drops one '/' of "
+                "'scheme://'); pass the URL as a str"
+            )
+        return False
+    if isinstance(dataset_files, str):
         return is_url(dataset_files)
     if isinstance(dataset_files, Sequence):
         return any(is_url(p) for p in dataset_files)

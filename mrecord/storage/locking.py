@@ -1,4 +1,4 @@
-"""Whole-file ``flock`` locks, with ``fcntl`` imported only when a lock is taken.
+"""Whole-file ``flock`` locks (exclusive or shared); ``fcntl`` imported only when one is taken.
 
 ``fcntl`` does not exist on every platform (Windows has none). Importing it here,
 lazily, keeps ``import mrecord`` and read-only use working everywhere; only
@@ -39,10 +39,14 @@ def try_lock(fd: int, why: str) -> bool:
     return True
 
 
-def lock(fd: int, why: str) -> None:
-    """Take an exclusive lock on ``fd``, waiting as long as it takes."""
+def lock(fd: int, why: str, *, shared: bool = False) -> None:
+    """Take an exclusive (or ``shared``) lock on ``fd``, waiting as long as it takes.
+
+    On an ``fd`` that holds the other kind already, the lock is converted (not atomically:
+    another process may take it in between).
+    """
     fcntl = _fcntl(why)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
 
 
 def unlock(fd: int) -> None:
