@@ -12,6 +12,11 @@ timed (the median of ``--repeats``; each repeat with an empty cache):
 3. ``warm``: the same cache, a new open (one HEAD and one trailer read per file) plus the epoch;
 4. ``range``: a cache too small for any shard: every chunk by range requests.
 
+With ``--store s3 --mosaic-python PATH`` (an interpreter with ``mosaicml-streaming``),
+the same rows as Mosaic Streaming MDS shards go to the same moto server, and
+``benchmarks/mosaic_side.py`` times its cold and warm epochs (``StreamingDataset``
+with a local cache, shuffled, iterated in one process) for comparison.
+
 Loopback hides network latency and bandwidth: ``cold`` and ``range`` here are lower bounds
 of what a real store costs; ``warm`` against ``local`` is the number this shows.
 """
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -77,12 +83,44 @@ def serve(store: str, folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield "s3://bench/d", options
 
 
+def mosaic_epochs(
+    args: argparse.Namespace, root: Path, options: dict[str, Any], rows: int
+) -> dict[str, float]:
+    """Mosaic Streaming's cold and warm epochs of the same rows on the same S3 server."""
+    side = str(Path(__file__).with_name("mosaic_side.py"))
+    mds = root / "mds"
+    subprocess.run(
+        [args.mosaic_python, side, "write", str(mds), str(args.rows), str(args.value_bytes)],
+        check=True,
+    )
+    upload_folder(mds, "s3://bench/mds", options)
+    env = {
+        **os.environ,
+        "S3_ENDPOINT_URL": options["client_kwargs"]["endpoint_url"],
+        "AWS_ACCESS_KEY_ID": options["key"],
+        "AWS_SECRET_ACCESS_KEY": options["secret"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    out = subprocess.run(
+        [args.mosaic_python, side, "epochs", "s3://bench/mds", str(root / "mds-cache")],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got["rows"] != rows:
+        raise SystemExit(f"mosaic read {got['rows']} rows, expected {rows}")
+    return {"mosaic cold": got["cold"], "mosaic warm": got["warm"]}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--value-bytes", type=int, default=3072)
     parser.add_argument("--store", choices=["http", "s3"], default="http")
     parser.add_argument("--repeats", type=int, default=3, help="median of this many epochs")
+    parser.add_argument("--mosaic-python", default=None, help="compare Mosaic Streaming (s3)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     config.set_seed(1)
@@ -112,6 +150,9 @@ def main(argv: list[str] | None = None) -> None:
                     if got != rows:
                         raise SystemExit(f"{name}: read {got} rows, expected {rows}")
                     runs.setdefault(name, []).append(seconds)
+            if args.mosaic_python and args.store == "s3":
+                for name, seconds in mosaic_epochs(args, root, options, rows).items():
+                    runs[name] = [seconds]
         results = {
             name: {"seconds": statistics.median(times), "rows": rows}
             for name, times in runs.items()
@@ -123,11 +164,11 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"store": args.store, "bytes": data_bytes, "results": results}, indent=2))
         return
     print(f"{args.rows:,} rows, {data_bytes / MB:.1f} MB in 4 shards, store {args.store}")
-    print(f"{'epoch':8} {'seconds':>9} {'rows/s':>10} {'MB/s':>8} {'vs local':>9}")
+    print(f"{'epoch':12} {'seconds':>9} {'rows/s':>10} {'MB/s':>8} {'vs local':>9}")
     for name, r in results.items():
         ratio = results["local"]["seconds"] / r["seconds"]
         print(
-            f"{name:8} {r['seconds']:9.2f} {r['rows_per_s']:10,.0f} {r['mb_per_s']:8.1f} "
+            f"{name:12} {r['seconds']:9.2f} {r['rows_per_s']:10,.0f} {r['mb_per_s']:8.1f} "
             f"{ratio:9.2f}"
         )
 
