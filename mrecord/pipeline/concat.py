@@ -126,7 +126,7 @@ def _child_range(
     """Rows ``start:stop`` of a child's epoch; read directly when the source can."""
     read_range = getattr(child, "_iter_blocks_range", None)
     if read_range is not None:
-        for block in read_range(epoch, start, stop):
+        for block in read_range(ctx, epoch, start, stop):
             ctx.check_stop()
             yield block
         return
