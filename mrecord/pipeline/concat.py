@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 from mrecord.sampling import DistributedSampler, concat_shard_positions
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ class ConcatDataset(Dataset):
                     f"concat needs the same columns in every dataset: {self.children[0]!r} has "
                     f"{first!r} but {child!r} has {names!r}; use project/rename to align them"
                 )
+
+    def _column_effects(self) -> ColumnEffects:
+        return ColumnEffects(joins=True)
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()
