@@ -8,7 +8,6 @@ the whole story (``mrecord verify`` prints it and exits non-zero).
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from mrecord.errors import MrecordError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.storage.index_db import check_index_db, open_index_db
+from mrecord.storage.index_db import check_index_db, query_index_db
 from mrecord.storage.naming import journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
@@ -125,19 +124,12 @@ def _check_index(shard: ShardFile, report: VerifyReport) -> None:
     except MrecordError as exc:
         report.problems.append(str(exc))
         return
+    quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
     try:
-        conn = open_index_db(shard.path)
+        rows = query_index_db(shard.path, f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id")
     except MrecordError as exc:
         report.problems.append(str(exc))
         return
-    try:
-        quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
-        rows = conn.execute(f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id").fetchall()
-    except sqlite3.Error as exc:
-        report.problems.append(f"index of {str(shard.path)!r} cannot be read: {exc}")
-        return
-    finally:
-        conn.close()
     _compare_locations(shard, rows, report)
 
 
