@@ -14,6 +14,7 @@ Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
 from __future__ import annotations
 
 from mrecord import config, errors, train, transforms, vision
+from mrecord.arrow.hf import from_hf, to_hf
 from mrecord.block import Block
 from mrecord.errors import MrecordError
 from mrecord.pipeline import (
@@ -87,7 +88,9 @@ __all__ = [
     "config",
     "data_sink",
     "errors",
+    "from_hf",
     "reindex",
+    "to_hf",
     "train",
     "transforms",
     "verify_dataset",

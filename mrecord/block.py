@@ -96,6 +96,29 @@ class Block:
         cols = {name: values[start:stop] for name, values in self.columns.items()}
         return Block(cols, self.row_ids[start:stop])
 
+    def to_arrow(self, schema: Any = None) -> Any:
+        """The rows as a ``pyarrow.Table`` (needs ``pip install 'mrecord[arrow]'``).
+
+        Fixed-shape arrays become nested ``fixed_size_list`` columns, variable-shape
+        arrays ``list`` columns, bytes ``binary``, strings ``string`` (docs/ARROW.md).
+        ``schema`` (an mrecord ``Schema`` or fields) gives the exact types; without
+        it they are inferred from the values.
+        """
+        from mrecord.arrow.tables import block_to_arrow
+
+        return block_to_arrow(self, schema)
+
+    @staticmethod
+    def from_arrow(table: Any) -> Block:
+        """A block from a ``pyarrow.Table`` or ``RecordBatch`` (the inverse of :meth:`to_arrow`).
+
+        Raises :class:`~mrecord.errors.ConversionError` naming the column for types
+        mrecord cannot store, nulls, and ragged nested lists.
+        """
+        from mrecord.arrow.tables import block_from_arrow
+
+        return block_from_arrow(table)
+
     @staticmethod
     def from_rows(rows: Sequence[dict[str, Any]], row_ids: np.ndarray | None = None) -> Block:
         """Build a block from row dicts; every column becomes a list."""

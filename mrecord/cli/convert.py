@@ -12,6 +12,7 @@ from mrecord.cli._options import SizeParam, emit_json, progress_bar
 __all__ = ["convert", "format_bytes"]
 
 _KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord"]
+_KINDS += ["parquet", "arrow", "hf"]
 
 _HELP = """Convert SRC (of source KIND) into the mrecord dataset DST.
 
@@ -23,6 +24,9 @@ KIND and SRC:
   csv          a CSV file with a header line
   npz, npy     an .npz / .npy file, or a folder of .npy files
   mindrecord   any shard file of a MindRecord dataset written by MindSpore
+  parquet      a Parquet file, or a folder of them          (needs mrecord[arrow])
+  arrow        an Arrow IPC file or stream, or a folder of them
+  hf           a folder written by datasets' save_to_disk (never downloads)
 
 \b
 Examples:
@@ -31,13 +35,15 @@ Examples:
   mrecord convert imagefolder photos/ photos.mrecord --resize 224x224 --reencode jpeg
   mrecord convert csv table.csv table.mrecord --schema '{"id": "int64", "name": "string"}'
   mrecord convert mindrecord train.mindrecord0 train.mrecord --json
+  mrecord convert parquet table.parquet table.mrecord --shards 4
+  mrecord convert hf saved_dataset/ train.mrecord --split train
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
 Exit codes: 0 ok, 2 usage error, 3 bad input file, 4 other failure.
 """
 
 _ONLY_FOR = {
-    "split": ("cifar10", "mnist"),
+    "split": ("cifar10", "mnist", "hf"),
     "png": ("cifar10",),
     "schema": ("csv",),
     "delimiter": ("csv",),
@@ -98,6 +104,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
         }
     if kind == "mindrecord":
         return {"check_index": not given["no_check_index"]}
+    if kind == "hf":
+        return {"split": given["split"]}
     return {}
 
 
@@ -137,9 +145,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
 @click.option("--no-index", is_flag=True, help="Index no field.")
 @click.option(
     "--split",
-    type=click.Choice(["train", "test"]),
     default=None,
-    help="cifar10/mnist: which split (default train).",
+    help="cifar10/mnist: train or test (default train); hf: the DatasetDict split.",
 )
 @click.option("--png", is_flag=True, help="cifar10: store PNG bytes instead of uint8 arrays.")
 @click.option(
