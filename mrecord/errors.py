@@ -11,7 +11,8 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
-    │   └── ChecksumError                  a checksum did not match
+    │   ├── ChecksumError                  a checksum did not match
+    │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
@@ -43,6 +44,7 @@ __all__ = [
     "IndexMismatchError",
     "MissingIndexError",
     "MrecordError",
+    "NotAnMrecordFileError",
     "OffloadError",
     "OperationError",
     "PipelineError",
@@ -110,6 +112,10 @@ class CorruptFileError(MrecordError, ValueError):
 
 class ChecksumError(CorruptFileError):
     """A stored checksum does not match the bytes read."""
+
+
+class NotAnMrecordFileError(CorruptFileError):
+    """The file is not an mrecord shard at all: its first bytes are another format's."""
 
 
 class ForeignShardError(MrecordError, ValueError):

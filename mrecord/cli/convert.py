@@ -7,9 +7,10 @@ from typing import Any
 import click
 
 from mrecord.cli._errors import EXIT_USAGE, CommandError
-from mrecord.cli._options import SizeParam, emit_json, progress_bar
+from mrecord.cli._format import format_size
+from mrecord.cli._options import SizeParam, emit_json, progress_bar, progress_options
 
-__all__ = ["convert", "format_bytes"]
+__all__ = ["convert"]
 
 _KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord"]
 _KINDS += ["parquet", "arrow", "hf"]
@@ -52,16 +53,6 @@ _ONLY_FOR = {
     "skip_bad_images": ("imagefolder",),
     "no_check_index": ("mindrecord",),
 }
-
-
-def format_bytes(n: int) -> str:
-    """``1536`` → ``"1.5 KiB"``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
 
 
 def _parse_resize(text: str | None) -> tuple[int, int] | None:
@@ -177,8 +168,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DST.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@progress_options
 def convert(
     kind: str,
     src: str,
@@ -192,8 +183,9 @@ def convert(
     no_index: bool,
     batch_rows: int,
     overwrite: bool,
-    quiet: bool,
     as_json: bool,
+    progress: bool,
+    quiet: bool,
     **given: Any,
 ) -> None:
     """Convert SRC of KIND into the dataset DST (see ``--help``)."""
@@ -216,7 +208,7 @@ def convert(
     try:
         with (
             SOURCES[kind](src, **source_options) as source,
-            progress_bar(source.num_rows, kind, quiet) as bar,
+            progress_bar(source.num_rows, kind, quiet, force=progress) as bar,
         ):
             summary = write_source(source, dst, options, progress=bar.update)
     except DatasetExistsError as exc:
@@ -226,7 +218,7 @@ def convert(
         return
     click.echo(
         f"converted {summary.rows:,} rows of {kind} {src!r} into {dst!r}: "
-        f"{summary.shards} shard(s), {format_bytes(summary.bytes)}, "
+        f"{summary.shards} shard(s), {format_size(summary.bytes)}, "
         f"{summary.seconds:.2f} s ({summary.rows_per_second:,.0f} rows/s)"
     )
     for problem in summary.problems:

@@ -23,10 +23,22 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ChecksumError, CorruptFileError, DatasetNotFoundError
+from mrecord.errors import (
+    ChecksumError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    NotAnMrecordFileError,
+)
 from mrecord.format.chunks import ChunkFormatError, DecodedVarChunk, decode_fixed, decode_var
 from mrecord.format.compression import CODEC_IDS, DecompressionError, checksum, decompress
-from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, LayoutError, Trailer, parse_header
+from mrecord.format.layout import (
+    HEADER_SIZE,
+    TRAILER_SIZE,
+    LayoutError,
+    Trailer,
+    describe_foreign,
+    parse_header,
+)
 from mrecord.format.metadata import MetadataError, ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 
@@ -63,6 +75,13 @@ class ShardFile:
             raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
         try:
             self.size = os.fstat(fd).st_size
+            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0))
+            if foreign is not None:
+                raise NotAnMrecordFileError(
+                    f"{str(self.path)!r} is not an mrecord file ({foreign})",
+                    path=str(self.path),
+                    offset=0,
+                )
             if self.size < HEADER_SIZE + TRAILER_SIZE:
                 raise CorruptFileError(
                     f"{str(self.path)!r} is {self.size} bytes, too short to be an mrecord shard "
