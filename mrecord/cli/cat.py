@@ -22,9 +22,7 @@ _CHUNK = 1024
 
 def write_arrow(blocks: Iterator[Block], fields: list[Any], fmt: str, out: IO[bytes]) -> int:
     """Write ``blocks`` as one Parquet file or Arrow IPC file to ``out``; return the rows."""
-    from mrecord.arrow._deps import import_pyarrow
-    from mrecord.arrow.tables import block_to_arrow
-    from mrecord.arrow.types import arrow_schema_for
+    from mrecord.format.arrow_types import arrow_schema_for, import_pyarrow
 
     pa = import_pyarrow()
     schema = arrow_schema_for(fields)
@@ -37,7 +35,7 @@ def write_arrow(blocks: Iterator[Block], fields: list[Any], fmt: str, out: IO[by
     rows = 0
     with writer:
         for block in blocks:
-            writer.write_table(block_to_arrow(block, fields))
+            writer.write_table(block.to_arrow(fields))
             rows += len(block)
     return rows
 
@@ -50,7 +48,7 @@ def write_arrow(blocks: Iterator[Block], fields: list[Any], fmt: str, out: IO[by
     type=click.Choice(["jsonl", "parquet", "arrow"]),
     default="jsonl",
     show_default=True,
-    help="JSON lines, one Parquet file, or one Arrow IPC file (parquet/arrow need mrecord[arrow]).",
+    help="JSON lines, one Parquet file, or one Arrow IPC file (these need mrecord[arrow]).",
 )
 @click.option(
     "-o",

@@ -70,7 +70,7 @@ def info(path: str, as_json: bool) -> None:
     Example:
       mrecord info train.mrecord
     """
-    from mrecord.reader.inspect import dataset_info
+    from mrecord.maintenance.inspect import dataset_info
 
     data = dataset_info(path)
     if as_json:
@@ -116,7 +116,7 @@ def verify(path: str, as_json: bool, progress: bool, quiet: bool) -> None:
     Example:
       mrecord verify train.mrecord0 && echo intact
     """
-    from mrecord.reader.verify import verify_dataset
+    from mrecord.maintenance.verify import verify_dataset
 
     with progress_bar(None, "verify", quiet, force=progress, unit=" pages") as bar:
         report = verify_dataset(path, progress=bar.update, start=lambda n: bar.reset(total=n))
@@ -150,7 +150,7 @@ def reindex(path: str, progress: bool, quiet: bool) -> None:
     Example:
       mrecord reindex train.mrecord
     """
-    from mrecord.writer.reindex import reindex as rebuild
+    from mrecord.maintenance.reindex import reindex as rebuild
 
     with progress_bar(None, "reindex", quiet, force=progress) as bar:
         written = rebuild(path, progress=bar.update, start=lambda n: bar.reset(total=n))

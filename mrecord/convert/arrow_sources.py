@@ -1,6 +1,6 @@
 """Parquet files, Arrow IPC files and Hugging Face datasets as conversion sources.
 
-All three stream Arrow record batches through one mapping (:mod:`mrecord.arrow.types`):
+All three stream Arrow record batches through one mapping (:mod:`mrecord.format.arrow_types`):
 the schema comes from the Arrow types, each batch becomes mrecord columns, and a type
 mrecord cannot store fails up front naming the column. Needs ``pip install 'mrecord[arrow]'``.
 
@@ -18,12 +18,31 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ConversionError
 
-__all__ = ["ArrowSource", "ArrowTableSource", "HfSource", "ParquetSource", "arrow_batches"]
+__all__ = [
+    "ArrowSource",
+    "ArrowTableSource",
+    "HfSource",
+    "ParquetSource",
+    "arrow_batches",
+    "import_datasets",
+]
+
+
+def import_datasets() -> ModuleType:
+    """Hugging Face ``datasets``, or an ImportError naming the extra to install."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ImportError(
+            "Hugging Face support needs the datasets package: pip install 'mrecord[arrow]'"
+        ) from exc
+    return datasets  # type: ignore[no-any-return]
 
 
 class ArrowTableSource(Source):
@@ -39,7 +58,7 @@ class ArrowTableSource(Source):
         num_rows: int | None,
         desc: dict[str, Any],
     ):
-        from mrecord.arrow.types import schema_for_arrow
+        from mrecord.format.arrow_types import schema_for_arrow
         from mrecord.format.schema import parse_schema
 
         schema = schema_for_arrow(arrow_schema)
@@ -53,7 +72,7 @@ class ArrowTableSource(Source):
 
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield the rows as mrecord columns, ``batch_rows`` at a time at most."""
-        from mrecord.arrow.columns import column_from_arrow
+        from mrecord.format.arrow_columns import column_from_arrow
 
         check_batch_rows(batch_rows)
         names = self.fields.names
@@ -97,7 +116,7 @@ class ParquetSource(ArrowTableSource):
     kind = "parquet"
 
     def __init__(self, src: str | os.PathLike[str]):
-        from mrecord.arrow._deps import import_pyarrow
+        from mrecord.format.arrow_types import import_pyarrow
 
         import_pyarrow()
         import pyarrow.parquet as pq
@@ -156,7 +175,7 @@ class ArrowSource(ArrowTableSource):
     kind = "arrow"
 
     def __init__(self, src: str | os.PathLike[str]):
-        from mrecord.arrow._deps import import_pyarrow
+        from mrecord.format.arrow_types import import_pyarrow
 
         import_pyarrow()
         self.paths = _files(Path(src), (".arrow", ".feather", ".ipc"), "Arrow source")
@@ -177,8 +196,6 @@ class ArrowSource(ArrowTableSource):
 
 
 def _hf_dataset(src: Any, split: str | None) -> Any:
-    from mrecord.arrow._deps import import_datasets
-
     datasets = import_datasets()
     if isinstance(src, (str, os.PathLike)):
         path = Path(src)
@@ -213,8 +230,6 @@ def _hf_dataset(src: Any, split: str | None) -> Any:
 
 
 def _class_names(features: Any) -> dict[str, list[str]]:
-    from mrecord.arrow._deps import import_datasets
-
     datasets = import_datasets()
     return {
         name: list(feature.names)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mrecord.errors import LayoutError
+
 __all__ = [
     "ALIGNMENT",
     "FORMAT_MAJOR",
@@ -28,7 +30,6 @@ __all__ = [
     "HEADER_SIZE",
     "TRAILER_MAGIC",
     "TRAILER_SIZE",
-    "LayoutError",
     "Trailer",
     "align",
     "describe_foreign",
@@ -46,10 +47,6 @@ ALIGNMENT = 64
 
 _HEADER = struct.Struct("<8sHH52x")
 _TRAILER = struct.Struct("<QQI4x8s")
-
-
-class LayoutError(ValueError):
-    """The header or trailer is not an mrecord one (caller adds the file name)."""
 
 
 _KNOWN_MAGIC: tuple[tuple[bytes, str], ...] = (
