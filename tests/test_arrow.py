@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -330,3 +331,30 @@ def test_block_arrow_round_trip_property(data: st.DataObject) -> None:
             if isinstance(got, np.generic):
                 got = np.asarray(got)
             assert_same(got, want, f"row {i} field {f.name}")
+
+
+def test_hf_images_are_stored_as_their_encoded_bytes(tmp_path: Path) -> None:
+    image_mod = pytest.importorskip("PIL.Image")
+    pixels = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    hf = datasets.Dataset.from_dict(
+        {"image": [image_mod.fromarray(pixels)] * 2, "label": [3, 4]},
+        features=datasets.Features({"image": datasets.Image(), "label": datasets.Value("int32")}),
+    )
+    dst = tmp_path / "img.mrecord"
+    mrecord.from_hf(hf, dst)
+    with DatasetReader.open(dst) as reader:
+        assert reader.schema.to_dict()["image"] == {"type": "bytes"}
+        assert list(reader.shards[0].meta.index_fields) == ["label"]  # label indexed by default
+        row = reader.read_row(1)
+    assert row["image"].startswith(b"\x89PNG")
+    assert np.array_equal(np.asarray(image_mod.open(io.BytesIO(row["image"]))), pixels)
+
+
+def test_an_image_given_only_by_path_is_refused(tmp_path: Path) -> None:
+    storage = pa.StructArray.from_arrays(
+        [pa.array([b"\x89PNG", None], pa.binary()), pa.array([None, "/data/cat.png"])],
+        names=["bytes", "path"],
+    )
+    with pytest.raises(ConversionError, match=r"row 1 has no embedded bytes, only the path "
+                       r"'/data/cat.png'"):
+        Block.from_arrow(pa.table({"image": storage}))

@@ -64,7 +64,17 @@ class ArrowTableSource(Source):
         schema = schema_for_arrow(arrow_schema)
         self.arrow_schema = arrow_schema
         self.fields = parse_schema(schema)
-        super().__init__(name=name, schema=schema, desc=json.dumps(desc), num_rows=num_rows)
+        # Index `label` by default, as the other converters do, when it is an integer scalar.
+        label = schema.get("label", {})
+        is_label = str(label.get("type", "")).lstrip("u").startswith("int") and "shape" not in label
+        index = ["label"] if is_label else []
+        super().__init__(
+            name=name,
+            schema=schema,
+            desc=json.dumps(desc),
+            num_rows=num_rows,
+            index_fields=index,
+        )
 
     def record_batches(self, batch_rows: int) -> Iterable[Any]:
         """Arrow record batches (or tables) of at most ``batch_rows`` rows, in order."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from mrecord.errors import ConversionError
 from mrecord.format.arrow_types import (
+    _is_encoded_file,
     _is_hf_array,
     _is_list,
     arrow_type_for_field,
@@ -67,6 +68,17 @@ def column_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
     if isinstance(arr.type, pa.DictionaryType):
         _check_nulls(column, arr)
         arr = arr.dictionary_decode()
+    if _is_encoded_file(arr.type):
+        _check_nulls(column, arr)
+        data = arr.field("bytes")
+        if data.null_count:
+            row = int(np.flatnonzero(data.is_null().to_numpy(zero_copy_only=False))[0])
+            raise ConversionError(
+                f"column {column!r}: row {row} has no embedded bytes, only the path "
+                f"{arr.field('path')[row].as_py()!r}; mrecord reads no files a dataset names: "
+                "embed them first (datasets.table.embed_table_storage)"
+            )
+        arr = data
     kind = field.kind
     if kind is FieldKind.STRING:
         _check_nulls(column, arr)

@@ -12,6 +12,8 @@ Arrow → mrecord:
 - Tensor extension types: ``arrow.fixed_shape_tensor`` → its shape; Hugging Face's
   ``Array2D``…``Array5D`` → their shape (a dynamic first dimension becomes ``-1``).
 - ``dictionary<values=T>`` → the mapping of ``T`` (values are decoded).
+- Hugging Face ``Image`` / ``Audio`` storage (``struct<bytes, path>``) → ``bytes``: the encoded
+  file as stored (a row with only a path is refused: mrecord reads no files a dataset names).
 - Anything else (timestamps, decimals, structs, maps, lists of strings, ...) raises
   :class:`~mrecord.errors.ConversionError` naming the column and saying what to cast it to.
 
@@ -90,6 +92,17 @@ def _is_hf_array(type_: Any) -> bool:
     )
 
 
+def _is_encoded_file(type_: Any) -> bool:
+    """Hugging Face's ``Image`` / ``Audio`` storage: ``struct<bytes: binary, path: string>``."""
+    pa = import_pyarrow()
+    if not pa.types.is_struct(type_) or type_.num_fields != 2:
+        return False
+    names = {type_.field(i).name: type_.field(i).type for i in range(type_.num_fields)}
+    return set(names) == {"bytes", "path"} and (
+        pa.types.is_binary(names["bytes"]) or pa.types.is_large_binary(names["bytes"])
+    )
+
+
 def _numeric(column: str, type_: Any, whole: Any = None) -> str:
     """The mrecord numeric type for ``type_`` (the element type of ``whole``, if given)."""
     pa = import_pyarrow()
@@ -123,6 +136,8 @@ def field_spec_for_arrow(column: str, type_: Any) -> dict[str, Any]:
         return field_spec_for_arrow(column, type_.storage_type)
     if isinstance(type_, pa.DictionaryType):
         return field_spec_for_arrow(column, type_.value_type)
+    if _is_encoded_file(type_):
+        return {"type": "bytes"}
     name = str(type_)
     if name in _STRING:
         return {"type": "string"}
