@@ -23,7 +23,8 @@ MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed-min
 MIN_TESTS := tests/test_roundtrip.py tests/test_writer_errors.py tests/test_reader_errors.py \
 	tests/test_reader_access.py tests/test_order.py tests/test_shuffle.py tests/test_sharding.py \
-	tests/test_samplers.py tests/test_pipeline.py tests/test_corruption.py tests/test_cli.py
+	tests/test_samplers.py tests/test_pipeline.py tests/test_corruption.py tests/test_cli.py \
+	tests/test_cli_polish.py
 
 $(MIN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(MIN_VENV)

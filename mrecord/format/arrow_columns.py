@@ -19,7 +19,6 @@ import numpy as np
 from mrecord.errors import ConversionError
 from mrecord.format.arrow_types import (
     _is_encoded_file,
-    _is_hf_array,
     _is_list,
     arrow_type_for_field,
     import_pyarrow,
@@ -60,7 +59,7 @@ def column_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
     if isinstance(type_, pa.FixedShapeTensorType):
         _check_nulls(column, arr)
         return np.ascontiguousarray(arr.to_numpy_ndarray(), dtype=field.dtype)
-    if _is_hf_array(type_) or isinstance(type_, pa.ExtensionType):
+    if isinstance(type_, pa.ExtensionType):  # HF's Array2D..5D, bool8, ...: their storage
         _check_nulls(column, arr)
         arr = arr.storage
         if isinstance(type_, pa.Bool8Type):
@@ -98,6 +97,7 @@ def column_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
 
 def _nested_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
     pa = import_pyarrow()
+    import pyarrow.compute as pc
     n = len(arr)
     levels: list[np.ndarray] = []
     cur = arr
@@ -106,7 +106,7 @@ def _nested_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
         if pa.types.is_fixed_size_list(cur.type):
             lengths = np.full(len(cur), cur.type.list_size, dtype=np.int64)
         else:
-            lengths = pa.compute.list_value_length(cur).to_numpy(zero_copy_only=False)
+            lengths = pc.list_value_length(cur).to_numpy(zero_copy_only=False)
             lengths = lengths.astype(np.int64, copy=False)
         levels.append(lengths)
         cur = cur.flatten()
@@ -127,7 +127,7 @@ def _nested_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
                 f"schema says {tuple(spec)}"
             )
         return leaf.reshape((n, *spec))
-    sizes = np.prod(shapes, axis=1, dtype=np.int64) if len(spec) else np.ones(n, np.int64)
+    sizes = np.prod(shapes, axis=1, dtype=np.int64)
     ends = np.cumsum(sizes)
     starts = ends - sizes
     return [
