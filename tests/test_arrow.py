@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,10 @@ from mrecord.convert import convert_hf, convert_parquet
 from mrecord.errors import ConversionError
 from mrecord.format.schema import parse_schema
 from mrecord.testing.strategies import rows_for, schemas
+
+# Hugging Face must never reach the network in tests: everything is built in memory.
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -204,6 +209,18 @@ def test_dataset_dict_needs_a_split(tmp_path: Path) -> None:
     convert_hf(tmp_path / "dd", tmp_path / "t.mrecord", split="test")
     with DatasetReader.open(tmp_path / "t.mrecord") as reader:
         assert reader.read_rows(np.arange(1)).columns["a"].tolist() == [3]
+    runner = CliRunner()
+    result = runner.invoke(cli, ["convert", "hf", str(tmp_path / "dd"), str(tmp_path / "c")])
+    assert result.exit_code == 3 and "choose one with split=... (--split)" in result.stderr
+    result = runner.invoke(
+        cli, ["convert", "hf", str(tmp_path / "dd"), str(tmp_path / "c"), "--split", "train"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "converted 2 rows of hf" in result.stdout
+    result = runner.invoke(
+        cli, ["convert", "parquet", "x.parquet", str(tmp_path / "p"), "--split", "train"]
+    )
+    assert result.exit_code == 2 and "--split applies to cifar10 and mnist and hf" in result.stderr
 
 
 def test_arrow_types_map_to_fields(tmp_path: Path) -> None:
