@@ -78,6 +78,18 @@ def test_a_short_file_with_mrecord_magic_is_still_truncated(tmp_path: Path) -> N
     assert describe_foreign(b"") is None
 
 
+def test_a_shard_with_a_damaged_header_is_damage_not_a_foreign_file(tmp_path: Path) -> None:
+    """The trailer magic still says mrecord: verify reports damage (exit 1), not exit 3."""
+    path = make_dataset(tmp_path / "h.mrecord")
+    data = bytearray(path.read_bytes())
+    data[0:8] = b"\x89PNG\r\n\x1a\n"
+    path.write_bytes(bytes(data))
+    assert describe_foreign(bytes(data[:64]), bytes(data[-8:])) is None
+    result = run("verify", path)
+    assert result.exit_code == 1, result.output
+    assert "DAMAGED" in result.stderr and "header magic" in result.stderr
+
+
 def test_verify_a_lost_sibling_shard_is_damage_exit_1(tmp_path: Path) -> None:
     first = make_dataset(tmp_path / "d.mrecord", shards=2)
     (tmp_path / "d.mrecord1").unlink()

@@ -63,13 +63,14 @@ _KNOWN_MAGIC: tuple[tuple[bytes, str], ...] = (
 )
 
 
-def describe_foreign(head: bytes) -> str | None:
+def describe_foreign(head: bytes, tail: bytes = b"") -> str | None:
     """What a file that is not an mrecord shard is, from its first bytes (None: it may be one).
 
-    ``head`` is the file's first 64 bytes (fewer for a shorter file). A file
-    whose first bytes could still be a truncated mrecord header gives None.
+    ``head`` is the file's first 64 bytes (fewer for a shorter file), ``tail`` its
+    last 8. A file whose first bytes could still be a truncated mrecord header, or
+    that ends with mrecord's trailer magic (a shard with a damaged header), gives None.
     """
-    if HEADER_MAGIC.startswith(head[: len(HEADER_MAGIC)]):
+    if HEADER_MAGIC.startswith(head[: len(HEADER_MAGIC)]) or tail == TRAILER_MAGIC:
         return None
     shown = f"starts with {head[:8]!r}"
     for magic, what in _KNOWN_MAGIC:

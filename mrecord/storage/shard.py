@@ -37,6 +37,7 @@ from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
 from mrecord.format.compression import CODEC_IDS, checksum, decompress
 from mrecord.format.layout import (
     HEADER_SIZE,
+    TRAILER_MAGIC,
     TRAILER_SIZE,
     Trailer,
     describe_foreign,
@@ -78,7 +79,8 @@ class ShardFile:
             raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
         try:
             self.size = os.fstat(fd).st_size
-            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0))
+            tail = os.pread(fd, len(TRAILER_MAGIC), max(self.size - len(TRAILER_MAGIC), 0))
+            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
             if foreign is not None:
                 raise NotAnMrecordFileError(
                     f"{str(self.path)!r} is not an mrecord file ({foreign})",
