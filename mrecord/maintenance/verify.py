@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord.errors import MrecordError
+from mrecord.errors import DatasetNotFoundError, MrecordError, NotAnMrecordFileError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
@@ -44,17 +44,35 @@ class VerifyReport:
 def verify_dataset(
     dataset_files: str | os.PathLike[str] | list[str | os.PathLike[str]],
     progress: Callable[[int], None] | None = None,
+    *,
+    start: Callable[[int], None] | None = None,
 ) -> VerifyReport:
-    """Check checksums, chunk structure and ``.db`` consistency of every shard."""
+    """Check checksums, chunk structure and ``.db`` consistency of every shard.
+
+    Damage is reported, not raised. A file the caller named that does not exist
+    (:class:`DatasetNotFoundError`) or is not an mrecord file at all
+    (:class:`NotAnMrecordFileError`) raises: there is nothing to verify.
+    ``start`` is called once with the number of pages to check, then
+    ``progress`` with 1 after each page.
+    """
     report = VerifyReport()
     paths, expand = resolve_files(dataset_files)
+    named = set(paths)
     shards: list[ShardFile] = []
     for path in _shard_paths(paths, expand, report):
         report.files.append(str(path))
         try:
             shards.append(ShardFile(path, verify="always"))
+        except (DatasetNotFoundError, NotAnMrecordFileError) as exc:
+            if path in named:
+                for shard in shards:
+                    shard.close()
+                raise
+            report.problems.append(str(exc))
         except MrecordError as exc:
             report.problems.append(str(exc))
+    if start is not None:
+        start(sum(shard.meta.num_pages for shard in shards))
     try:
         _check_siblings(shards, report)
         for shard in shards:
@@ -72,6 +90,8 @@ def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[
         return paths
     try:
         first = ShardFile(paths[0], verify="never")
+    except (DatasetNotFoundError, NotAnMrecordFileError):
+        raise
     except MrecordError as exc:
         report.problems.append(str(exc))
         return []
