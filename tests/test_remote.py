@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle, config
 from mrecord.errors import (
@@ -25,6 +28,7 @@ from mrecord.errors import (
     RemoteStorageError,
 )
 from mrecord.remote import RemoteCache, is_url
+from mrecord.remote.fs import RemoteFile
 from mrecord.remote.open import open_remote_shards
 from mrecord.testing.servers import HttpServer, http_server, s3_server, upload_folder
 
@@ -348,3 +352,45 @@ def test_range_reads_catch_damage_when_the_chunk_is_read(
     reader = DatasetReader(open_remote_shards(url, verify="once", cache=cache))
     with reader, pytest.raises(ChecksumError, match="page 0"):
         reader[0]
+
+
+class _FakeFs:
+    """An fsspec stand-in: ``get_file`` writes ``size`` bytes and counts downloads."""
+
+    def __init__(self) -> None:
+        self.downloads: list[str] = []
+
+    def get_file(self, path: str, local: str) -> None:
+        self.downloads.append(path)
+        Path(local).write_bytes(b"x" * int(path.rsplit("-", 1)[1]))
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([100, 300, 700, 1500])),
+        min_size=1,
+        max_size=25,
+    )
+)
+@settings(max_examples=30)
+def test_cache_stays_within_its_bound_and_reuses_what_it_holds(
+    fetches: list[tuple[int, int]],
+) -> None:
+    """Whatever is fetched, the cache holds at most max_bytes; a file that fits is there right
+    after its fetch; a file still cached is not downloaded again."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = RemoteCache(tmp, max_bytes=1000)
+        fs = _FakeFs()
+        folder = cache.folder("mem://d", {})
+        for name, size in fetches:
+            remote = RemoteFile(f"mem://d/f{name}-{size}", fs, f"f{name}-{size}", size, str(size))
+            cached_before = (folder / f"f{name}-{size}").exists()
+            downloads = len(fs.downloads)
+            with cache.session() as session:
+                got = session.fetch(remote, folder, lambda path: None)
+                assert (got is not None) == (size <= 1000)
+                if got is not None:
+                    assert got.read_bytes() == b"x" * size
+            assert cache.used_bytes() <= 1000
+            if cached_before:
+                assert len(fs.downloads) == downloads
