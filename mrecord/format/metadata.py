@@ -159,7 +159,7 @@ def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
 
 def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     version = _get(doc, "format_version", list)
-    if len(version) != 2 or version[0] != FORMAT_MAJOR:
+    if len(version) != 2 or version[0] != FORMAT_MAJOR or not isinstance(version[1], int):
         raise MetadataError(f"unsupported format version {version!r}")
     dataset_id = _get(doc, "dataset_id", str)
     if not _HEX32.fullmatch(dataset_id):
@@ -171,7 +171,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     schema = _schema_from_doc(_get(doc, "schema", list))
     index_fields = tuple(_get(doc, "index_fields", list))
     for name in index_fields:
-        if name not in schema:
+        if not isinstance(name, str) or name not in schema:
             raise MetadataError(f"index field {name!r} is not in the schema")
     desc = doc.get("desc")
     if desc is not None and not isinstance(desc, str):

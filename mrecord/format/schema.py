@@ -187,14 +187,14 @@ def _parse_field(name: object, spec: object) -> Field:
             f"field {name!r}: unknown key(s) {sorted(unknown_keys)!r} in {dict(spec)!r}"
         )
     ftype = spec.get("type")
-    if ftype not in NUMERIC_TYPES and ftype not in BLOB_TYPES:
+    if not isinstance(ftype, str) or (ftype not in NUMERIC_TYPES and ftype not in BLOB_TYPES):
         choices = sorted(NUMERIC_TYPES) + list(BLOB_TYPES)
         raise SchemaError(f"field {name!r}: unknown type {ftype!r}; choose one of {choices}")
     shape = _parse_shape(name, ftype, spec.get("shape"))
     compression = spec.get("compression", "none")
     if compression is None:
         compression = "none"
-    if compression not in COMPRESSIONS:
+    if not isinstance(compression, str) or compression not in COMPRESSIONS:
         raise SchemaError(
             f"field {name!r}: unknown compression {compression!r}; choose one of "
             f"{list(COMPRESSIONS)}"

@@ -32,7 +32,9 @@ from mrecord.format.schema import Field
 from mrecord.storage.naming import db_path
 
 __all__ = [
+    "MAX_DB_VALUE",
     "check_index_db",
+    "connect_foreign_db",
     "open_index_db",
     "query_index_db",
     "read_index_metadata",
@@ -175,6 +177,43 @@ def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path
 
 # -- reading and checking ----------------------------------------------------------------
 
+MAX_DB_VALUE = 64 << 20
+"""Largest single value (string or blob) read from a ``.db``; a larger one is damage."""
+
+
+def connect_foreign_db(
+    path: Path, tables: Sequence[str], *, immutable: bool = False
+) -> sqlite3.Connection:
+    """Open a SQLite file read-only, refusing what no index writer puts there.
+
+    A ``.db`` is foreign input: a view or trigger in it would run its SQL inside our
+    queries (an endless recursive view hangs, ``randomblob`` exhausts memory), so a
+    file with any view or trigger, or where one of ``tables`` is not a table, raises
+    ``sqlite3.DatabaseError`` saying so (callers wrap ``sqlite3.Error`` in their own
+    error type). Values longer than :data:`MAX_DB_VALUE` fail to read (Python >= 3.11).
+    """
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    conn = sqlite3.connect(f"file:{path.as_posix()}?{flags}", uri=True, check_same_thread=False)
+    try:
+        setlimit = getattr(conn, "setlimit", None)  # Python >= 3.11
+        if setlimit is not None:
+            setlimit(getattr(sqlite3, "SQLITE_LIMIT_LENGTH", 0), MAX_DB_VALUE)
+        kinds = conn.execute(
+            "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view', 'trigger')"
+        ).fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    found = {str(name): str(kind) for name, kind in kinds}
+    odd = sorted(f"{kind} {name!r}" for name, kind in found.items() if kind != "table")
+    missing = [t for t in tables if found.get(t) != "table"]
+    if odd or missing:
+        conn.close()
+        what = f"it has {', '.join(odd)}" if odd else f"table {missing[0]!r} is missing"
+        raise sqlite3.DatabaseError(f"not an index this software writes: {what}")
+    return conn
+
+
 
 def _rebuild_hint(data_file: Path) -> str:
     return f"rebuild it with `mrecord reindex {data_file}`"
@@ -186,7 +225,7 @@ def open_index_db(data_file: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise MissingIndexError(f"index {str(path)!r} is missing; {_rebuild_hint(data_file)}")
     try:
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        return connect_foreign_db(path, (ROWS_TABLE, METADATA_TABLE))
     except sqlite3.Error as exc:
         raise CorruptFileError(
             f"index {str(path)!r} cannot be opened ({exc}); {_rebuild_hint(data_file)}",

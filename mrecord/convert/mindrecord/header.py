@@ -178,7 +178,10 @@ class _Parser:
                 f"found {len(schemas)}"
             )
         fields, blob_fields, desc = self.schema(schemas[0])
-        index_fields = tuple(self.index_field(entry) for entry in raw.get("index_fields") or [])
+        entries = raw.get("index_fields") or []
+        if not isinstance(entries, list):
+            raise self.fail("'index_fields'", entries)
+        index_fields = tuple(self.index_field(entry) for entry in entries)
         pages = tuple(self.page(i, p) for i, p in enumerate(self.list_(raw, "page")))
         return MindRecordHeader(
             version=version,

@@ -44,6 +44,7 @@ from mrecord.errors import (
     ForeignShardError,
     IndexMismatchError,
 )
+from mrecord.storage.index_db import connect_foreign_db
 
 __all__ = ["MindRecordDataset", "MindRecordShard", "RecordLocations"]
 
@@ -214,7 +215,7 @@ class MindRecordShard:
             "PAGE_OFFSET_BLOB, PAGE_OFFSET_BLOB_END FROM INDEXES ORDER BY ROW_ID"
         )
         try:
-            con = sqlite3.connect(f"file:{db.as_posix()}?mode=ro&immutable=1", uri=True)
+            con = connect_foreign_db(db, ("INDEXES",), immutable=True)
             try:
                 rows = con.execute(query).fetchall()
             finally:
@@ -224,6 +225,11 @@ class MindRecordShard:
                 f"{str(db)!r} is not a readable MindRecord index ({exc}); delete it "
                 f"to import {str(self.path)!r} from the data file alone"
             ) from exc
+        if not all(type(v) is int and -(1 << 63) <= v < 1 << 63 for row in rows for v in row):
+            raise IndexMismatchError(
+                f"{str(db)!r} holds a location that is not an integer; delete it to import "
+                f"{str(self.path)!r} from the data file alone"
+            )
         got = np.asarray(rows, dtype=np.int64).reshape(-1, 7)
         loc = self.locations
         h = self.header
