@@ -88,7 +88,11 @@ class ImageFolderSource(Source):
         on_error: str = "raise",
         check: bool = True,
         workers: int | None = None,
+        items: Sequence[tuple[Path, int]] | None = None,
+        classes: Sequence[str] | None = None,
     ):
+        """``items``/``classes``: convert just these ``(file, label)`` pairs of the folder's
+        listing (a distributed conversion splits one listing among tasks); listed when None."""
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if reencode is not None and reencode.lower() not in _FORMATS:
@@ -100,7 +104,10 @@ class ImageFolderSource(Source):
         self.on_error = on_error
         self.check = check or self.resize is not None or self.reencode is not None
         self.workers = workers
-        self.classes, self.items, ignored = list_image_folder(self.root)
+        if items is None or classes is None:
+            self.classes, self.items, ignored = list_image_folder(self.root)
+        else:
+            self.classes, self.items, ignored = list(classes), list(items), []
         self.bad_files: list[tuple[str, str]] = []
         desc = {
             "source": "imagefolder",

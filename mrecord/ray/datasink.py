@@ -1,0 +1,308 @@
+"""``write_mrecord``: a Ray Dataset written as one mrecord dataset, all or nothing.
+
+The life of a write (``ds.write_datasink(MRecordDatasink(path, ...))``):
+
+1. ``on_write_start`` (driver, when the first block is ready): take the dataset's writer
+   lock (``<name>.mrecord-lock``, held until the end), finish an interrupted earlier commit,
+   refuse an existing dataset unless ``overwrite=True``, remove staging files a killed job
+   left, and fix the schema (given, or inferred from the first block's Arrow schema).
+2. ``write`` (each write task, anywhere in the cluster): validate its blocks with the
+   writer's row checks (a bad value fails the job with :class:`RowValidationError` naming
+   the task, block, row and field) and write them as pages of one *part* under the staging
+   name ``<name>.ray-<job>-<task>-<random>.mrecord-partial`` next to the dataset.
+3. ``on_write_complete`` (driver): build each shard's partial file from the parts
+   (:mod:`mrecord.ray._publish`), write each ``.db``, then commit everything with the
+   writer's journal: the new dataset appears whole, or (killed before the journal is
+   durable) not at all; the previous dataset at that path stays readable until then.
+4. ``on_write_failed`` (driver): delete this job's staging and partial files.
+
+A job killed outright leaves staging files but nothing visible; the next write to the
+same path removes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import ray.data
+from ray.data.datasource import Datasink, WriteResult
+
+from mrecord.errors import ArgumentError, DatasetExistsError, RowValidationError, SchemaError
+from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
+from mrecord.format.index_layout import DB_SUFFIX
+from mrecord.format.metadata import ShardMetadata
+from mrecord.format.schema import Schema, parse_schema
+from mrecord.ray._arrow import columns_from_block, schema_from_arrow
+from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
+
+# The writer's machinery (issue 16 moves commit to mrecord.storage): imported in one place.
+from mrecord.reader.shard import read_shard_metadata
+from mrecord.writer import commit as commit_mod
+from mrecord.writer.file_writer import (
+    DEFAULT_PAGE_SIZE,
+    MAX_SHARDS,
+    check_index_fields,
+    shard_file_names,
+)
+from mrecord.writer.index_db import write_index_db
+from mrecord.writer.shard_writer import ShardWriter
+from mrecord.writer.validation import columns_from_columns
+
+__all__ = ["MRecordDatasink", "write_mrecord"]
+
+_STAGING_TAG = ".ray-"
+_LOCK_WAIT = 0.5
+_LOCKS: dict[str, commit_mod.DatasetLock] = {}
+"""Writer locks held by this (driver) process, by job id; never pickled into tasks."""
+
+
+class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
+    """A Ray ``Datasink`` that writes one mrecord dataset at ``path`` (see the module doc).
+
+    ``shard_num``: ``None`` writes one shard per write task (no data copied at publish;
+    use ``ds.repartition(n)`` to choose the count); ``k`` cuts all pages into ``k`` shards
+    of about equal rows (page bytes are copied once on the driver's filesystem).
+    ``schema``: a MindSpore-style schema dict; inferred from the first block when None.
+    ``index_fields``: scalar or string fields to index in each ``.db``.
+    ``compression``: ``"zstd"`` compresses every field (per-field: put ``"compression"``
+    in the schema). ``overwrite``: replace a dataset at ``path`` (atomically, on success).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        shard_num: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+        index_fields: Sequence[str] | None = None,
+        compression: str | None = None,
+        overwrite: bool = False,
+        desc: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ):
+        target = Path(path).absolute()
+        if not target.parent.is_dir():
+            raise ArgumentError(
+                f"folder {str(target.parent)!r} for {str(path)!r} does not exist; create it first"
+            )
+        if target.name.endswith((commit_mod.PARTIAL_SUFFIX, DB_SUFFIX)) or not target.name:
+            raise ArgumentError(f"path {str(path)!r} must name a data file, not {DB_SUFFIX!r}")
+        if shard_num is not None and (
+            isinstance(shard_num, bool)
+            or not isinstance(shard_num, int)
+            or not 1 <= shard_num <= MAX_SHARDS
+        ):
+            raise ArgumentError(
+                f"shard_num must be None or in [1, {MAX_SHARDS}], got {shard_num!r}"
+            )
+        if compression not in (None, "zstd", "none"):
+            raise ArgumentError(f"compression must be None or 'zstd', got {compression!r}")
+        if not isinstance(overwrite, bool):
+            raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
+        self._dir = target.parent
+        self._name = target.name
+        self._shard_num = shard_num
+        self._given_schema = None if schema is None else dict(schema)
+        self._index_fields = tuple(index_fields or ())
+        self._compression = compression
+        self._overwrite = overwrite
+        self._desc = desc
+        self._page_size = page_size
+        self._schema: Schema | None = None
+        if schema is not None:
+            self._schema = self._prepare_schema(dict(schema))
+        self._job = ""
+        self._dataset_id = ""
+        self._partials: list[Path] | None = None
+
+    # -- driver side ----------------------------------------------------------------------------
+
+    def on_write_start(self, schema: Any | None = None) -> None:
+        """Lock the dataset, check ``overwrite``, clear old litter, fix the schema."""
+        self._job = uuid.uuid4().hex[:16]
+        self._dataset_id = uuid.uuid4().hex
+        lock = commit_mod.DatasetLock(self._dir, self._name)
+        lock.acquire(wait=_LOCK_WAIT)
+        _LOCKS[self._job] = lock
+        commit_mod.recover_locked(self._dir, self._name)
+        existing = [p for p in self._finals(self._all_shard_names()) if p.exists()]
+        if existing and not self._overwrite:
+            raise DatasetExistsError(
+                f"{str(existing[0])!r} already exists; pass overwrite=True to replace the dataset"
+            )
+        for litter in self._dir.glob(f"{self._name}{_STAGING_TAG}*{commit_mod.PARTIAL_SUFFIX}"):
+            litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
+        if self._schema is None:
+            if schema is None:
+                raise SchemaError(
+                    "the first block has no schema to infer one from; pass schema= to "
+                    "MRecordDatasink"
+                )
+            self._schema = self._prepare_schema(schema_from_arrow(schema))
+
+    def on_write_complete(self, write_result: WriteResult[dict[str, Any]]) -> None:
+        """Assemble the parts into shards and publish them with the commit journal."""
+        if not self._job:  # no block ever came: on_write_start was not called
+            self.on_write_start(None)
+        results = sorted(
+            (r for r in write_result.write_returns if r is not None),
+            key=lambda r: (r["task"], r["file"]),
+        )
+        try:
+            self._publish(results)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._cleanup()
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Delete this job's staging files (and partial shards, if not yet committed)."""
+        self._cleanup()
+
+    # -- task side ------------------------------------------------------------------------------
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any]:
+        """Write this task's blocks as one part; return what the driver needs to publish it."""
+        schema = self._need_schema()
+        staging = self._dir / (
+            f"{self._name}{_STAGING_TAG}{self._job}-{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}"
+            f"{commit_mod.PARTIAL_SUFFIX}"
+        )
+        level = DEFAULT_ZSTD_LEVEL
+        part = ShardWriter(staging, schema, self._page_size, level)
+        try:
+            for number, block in enumerate(blocks):
+                columns = _validated(schema, columns_from_block(block, schema), ctx, number)
+                n = len(next(iter(columns.values())))
+                part.add(columns, n, self._index_fields)
+            part.finish(self._template(0, (staging.name,)))
+        except BaseException:
+            part.abort()
+            raise
+        return {
+            "task": int(ctx.task_idx),
+            "file": staging.name,
+            "rows": part.num_rows,
+            "index": part.new_index_values(),
+        }
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _prepare_schema(self, spec: dict[str, Any]) -> Schema:
+        schema = parse_schema(spec)
+        if self._compression == "zstd":
+            schema = schema.with_compression("zstd")
+        self._index_fields = check_index_fields(schema, self._index_fields)
+        return schema
+
+    def _need_schema(self) -> Schema:
+        if self._schema is None:
+            raise SchemaError("no schema yet: on_write_start was not called on this datasink")
+        return self._schema
+
+    def _template(self, index: int, names: tuple[str, ...]) -> ShardMetadata:
+        import numpy as np
+
+        from mrecord.format.metadata import CHUNK_DTYPE
+
+        return ShardMetadata(
+            dataset_id=self._dataset_id,
+            dataset_name=self._name,
+            generation=1,
+            shard_index=index,
+            shard_names=names,
+            schema=self._need_schema(),
+            desc=self._desc,
+            index_fields=self._index_fields,
+            page_size=self._page_size,
+            num_rows=0,
+            next_shard=0,
+            page_rows=np.zeros(0, dtype="<u4"),
+            chunks=np.zeros(0, dtype=CHUNK_DTYPE),
+        )
+
+    def _all_shard_names(self) -> list[Path]:
+        """Every data file name a dataset at ``path`` may have (any shard count)."""
+        names = [self._dir / self._name]
+        for width in range(1, len(str(MAX_SHARDS - 1)) + 1):
+            names.append(self._dir / (self._name + "0" * width))
+        return names
+
+    def _finals(self, data_files: list[Path]) -> list[Path]:
+        return [*data_files, *(f.with_name(f.name + DB_SUFFIX) for f in data_files)]
+
+    def _publish(self, results: list[dict[str, Any]]) -> None:
+        parts = [self._dir / r["file"] for r in results]
+        metas = [read_shard_metadata(p) for p in parts]
+        schema = self._need_schema()
+        for path, meta in zip(parts, metas, strict=True):
+            if meta.schema.to_dict() != schema.to_dict() or meta.dataset_id != self._dataset_id:
+                raise SchemaError(f"staged part {str(path)!r} does not belong to this write")
+        plan = plan_shards([m.page_rows for m in metas], self._shard_num)
+        files = shard_file_names(self._dir / self._name, len(plan))
+        finals = self._finals(files)
+        self._partials = finals
+        commit_mod.remove_partials(finals)
+        names = tuple(f.name for f in files)
+        index_values = [r["index"] for r in results]
+        for i, (pieces, data_file) in enumerate(zip(plan, files, strict=True)):
+            meta = assemble_shard(
+                commit_mod.partial_path(data_file), pieces, parts, metas, self._template(i, names)
+            )
+            write_index_db(
+                commit_mod.partial_path(data_file.with_name(data_file.name + DB_SUFFIX)),
+                meta,
+                0,
+                shard_index_values(pieces, metas, index_values),
+            )
+        commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
+
+    def _cleanup(self) -> None:
+        """Remove this job's staging files and uncommitted partials; release the lock."""
+        lock = _LOCKS.pop(self._job, None) if self._job else None
+        if not self._job:
+            return
+        for staged in self._dir.glob(
+            f"{self._name}{_STAGING_TAG}{self._job}-*{commit_mod.PARTIAL_SUFFIX}"
+        ):
+            staged.unlink(missing_ok=True)
+        journal = commit_mod.journal_path(self._dir, self._name)
+        partials = self._partials
+        if partials and lock is not None and not journal.exists():
+            commit_mod.remove_partials(partials)
+        self._partials = None
+        if lock is not None:
+            with contextlib.suppress(OSError):
+                lock.release()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_partials", None)
+        return state
+
+
+def _validated(schema: Schema, columns: dict[str, Any], ctx: Any, number: int) -> dict[str, Any]:
+    try:
+        return columns_from_columns(schema, columns)
+    except RowValidationError as exc:
+        raise RowValidationError(
+            f"write task {ctx.task_idx}, block {number}: {exc}", row=exc.row, field=exc.field
+        ) from exc
+
+
+def write_mrecord(ds: ray.data.Dataset, path: str | os.PathLike[str], **options: Any) -> None:
+    """Write ``ds`` as the mrecord dataset ``path`` (keywords as :class:`MRecordDatasink`).
+
+    Returns when the dataset is committed; raises (leaving nothing at ``path``, and a
+    previous dataset there intact) when any task or the commit fails.
+    """
+    ray_remote_args = options.pop("ray_remote_args", None)
+    concurrency = options.pop("concurrency", None)
+    ds.write_datasink(
+        MRecordDatasink(path, **options), ray_remote_args=ray_remote_args, concurrency=concurrency
+    )
