@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 import ray
 from ray.data import DataContext
+from test_convert_sources import cifar_dir, image_folder
 
+import mrecord.ray
 from mrecord import DatasetReader, FileWriter, MindPage, Shuffle
+from mrecord.convert import convert_imagefolder
 from mrecord.errors import RowValidationError
 from mrecord.format.metadata import ShardMetadata
 from mrecord.ray import MRecordDatasource, read_mrecord, write_mrecord
@@ -105,8 +108,9 @@ def test_round_trip_every_field_kind(
     assert {type(v) for v in batch["blob"]} == {bytes}
     assert {type(v) for v in batch["name"]} == {str}
     out = tmp_path / "copy.mrecord"
-    write_mrecord(ds, out, schema=SCHEMA, index_fields=["label"])
-    got_first = out if out.exists() else Path(str(out) + "0")
+    files = write_mrecord(ds, out, schema=SCHEMA, index_fields=["label"])
+    assert len(files) == 5  # one shard per read task (no repartition)
+    got_first = files[0]
     assert_rows_equal(read_by_id(got_first), want)
     with DatasetReader.open(got_first) as reader:
         assert reader.schema.to_dict() == DatasetReader.open(first).schema.to_dict()
@@ -275,3 +279,34 @@ def test_global_shuffle_reads_in_mrecords_order(
         want = reader.read_rows(shuffle_order(Shuffle.GLOBAL, counts, 7, 0).to_array())
     assert ids == np.asarray(want.columns["id"]).tolist()
     assert ids != sorted(ids)
+
+
+def _all_rows(first: Path) -> list[dict[str, Any]]:
+    with DatasetReader.open(first) as reader:
+        return list(reader.iter_rows())
+
+
+def test_distributed_imagefolder_conversion_equals_the_single_process_one(tmp_path: Path) -> None:
+    root, expect = image_folder(tmp_path)
+    single = tmp_path / "single.mrecord"
+    convert_imagefolder(root, single)
+    out = tmp_path / "ray.mrecord"
+    summary = mrecord.ray.convert("imagefolder", root, out, files_per_task=2)
+    # cat has 3 images (2 tasks), dog 1, emu 1: one shard per task, rows in the same order
+    assert summary.rows == len(expect) and summary.shards == 4
+    got = _all_rows(Path(summary.files[0]))
+    assert [(r["file_name"], int(r["label"]), r["image"]) for r in got] == expect
+    assert_rows_equal(got, _all_rows(single))
+    with DatasetReader.open(summary.files[0]) as reader, DatasetReader.open(single) as want:
+        assert reader.shards[0].meta.desc == want.shards[0].meta.desc
+        assert reader.shards[0].meta.index_fields == ("label",)
+
+
+def test_distributed_cifar10_conversion_into_two_shards(tmp_path: Path) -> None:
+    expect = cifar_dir(tmp_path, np.random.default_rng(2), per_file=3)
+    summary = mrecord.ray.convert("cifar10", tmp_path, tmp_path / "c.mrecord", shard_num=2)
+    assert summary.rows == 15 and summary.shards == 2
+    rows = _all_rows(Path(summary.files[0]))
+    images = np.stack([r["image"] for r in rows])
+    np.testing.assert_array_equal(images, np.stack(expect["train"][0]))
+    assert [int(r["label"]) for r in rows] == expect["train"][1]

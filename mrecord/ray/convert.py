@@ -139,20 +139,21 @@ def convert(
     )
     ds.write_datasink(sink)
     seconds = time.perf_counter() - started
-    return _summary(kind, src, dst, seconds, expected_rows, problems)
+    return _summary(kind, src, dst, sink.files, seconds, expected_rows, problems)
 
 
 def _summary(
     kind: str,
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
+    data_files: list[Path],
     seconds: float,
     expected_rows: int | None,
     problems: list[str],
 ) -> ConversionSummary:
     from mrecord import DatasetReader
 
-    with DatasetReader.open(dst, check_index=False) as reader:
+    with DatasetReader.open(data_files, check_index=False) as reader:
         files = [str(f) for f in reader.files]
         rows = reader.num_rows
     if expected_rows is not None and rows < expected_rows:

@@ -119,6 +119,8 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         self._job = ""
         self._dataset_id = ""
         self._partials: list[Path] | None = None
+        self.files: list[Path] = []
+        """The published shard data files, in shard order (set by ``on_write_complete``)."""
 
     # -- driver side ----------------------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
                 shard_index_values(pieces, metas, index_values),
             )
         commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
+        self.files = files
 
     def _cleanup(self) -> None:
         """Remove this job's staging files and uncommitted partials; release the lock."""
@@ -295,14 +298,16 @@ def _validated(schema: Schema, columns: dict[str, Any], ctx: Any, number: int) -
         ) from exc
 
 
-def write_mrecord(ds: ray.data.Dataset, path: str | os.PathLike[str], **options: Any) -> None:
+def write_mrecord(
+    ds: ray.data.Dataset, path: str | os.PathLike[str], **options: Any
+) -> list[Path]:
     """Write ``ds`` as the mrecord dataset ``path`` (keywords as :class:`MRecordDatasink`).
 
-    Returns when the dataset is committed; raises (leaving nothing at ``path``, and a
-    previous dataset there intact) when any task or the commit fails.
+    Returns the shard data files once the dataset is committed; raises (leaving nothing
+    at ``path``, and a previous dataset there intact) when any task or the commit fails.
     """
     ray_remote_args = options.pop("ray_remote_args", None)
     concurrency = options.pop("concurrency", None)
-    ds.write_datasink(
-        MRecordDatasink(path, **options), ray_remote_args=ray_remote_args, concurrency=concurrency
-    )
+    sink = MRecordDatasink(path, **options)
+    ds.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency)
+    return sink.files
