@@ -310,3 +310,18 @@ def test_distributed_cifar10_conversion_into_two_shards(tmp_path: Path) -> None:
     images = np.stack([r["image"] for r in rows])
     np.testing.assert_array_equal(images, np.stack(expect["train"][0]))
     assert [int(r["label"]) for r in rows] == expect["train"][1]
+
+
+def test_cli_convert_engine_ray(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mrecord.cli.main import cli
+
+    cifar_dir(tmp_path, np.random.default_rng(3), per_file=2)
+    dst = tmp_path / "cli.mrecord"
+    args = ["convert", "cifar10", str(tmp_path), str(dst), "--engine", "ray", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--compression", "zstd", "--shards", "2"])
+    assert result.exit_code == 0, result.output
+    with DatasetReader.open(Path(str(dst) + "0")) as reader:
+        assert reader.num_rows == 10 and len(reader.files) == 2
+        assert {f.compression for f in reader.schema.fields} == {"zstd"}

@@ -18,18 +18,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray.data
 
-from mrecord.convert import SOURCES, ConversionSummary
+from mrecord.convert import SOURCES, ConversionSummary, WriteOptions
 from mrecord.convert.cifar10 import Cifar10Source
 from mrecord.convert.imagefolder import ImageFolderSource
 from mrecord.errors import ArgumentError
-from mrecord.ray.datasink import MRecordDatasink
+from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
+from mrecord.ray.datasink import DEFAULT_PAGE_SIZE, MRecordDatasink
 
 __all__ = ["DEFAULT_FILES_PER_TASK", "convert"]
 
@@ -97,6 +98,9 @@ def convert(
     shard_num: int | None = None,
     index_fields: list[str] | None = None,
     compression: str | None = None,
+    compress_fields: Sequence[str] | None = None,
+    compression_level: int = DEFAULT_ZSTD_LEVEL,
+    page_size: int | None = None,
     overwrite: bool = False,
     batch_rows: int = 4096,
     files_per_task: int = DEFAULT_FILES_PER_TASK,
@@ -105,7 +109,8 @@ def convert(
     """Convert ``src`` of ``kind`` (a key of ``mrecord.convert.SOURCES``) to ``dst`` with Ray.
 
     Options as :func:`mrecord.convert.convert` (``index_fields=None`` uses the source's
-    suggestion); ``shard_num=None`` writes one shard per task. Uses the Ray cluster that is
+    suggestion, ``compress_fields`` limits ``compression="zstd"`` to some fields);
+    ``shard_num=None`` writes one shard per task. Uses the Ray cluster that is
     initialized, or starts a local one. Images skipped with ``on_error="skip"`` are counted
     in ``problems`` (their names stay in the tasks' logs).
     """
@@ -116,8 +121,20 @@ def convert(
     options = dict(source_options or {})
     started = time.perf_counter()
     with SOURCES[kind](src, **options) as source:
+        WriteOptions(
+            compression=compression,
+            compress_fields=compress_fields,
+            index_fields=index_fields,
+            batch_rows=batch_rows,
+        ).check(source.schema)
         units = _units(source, kind, files_per_task)
-        schema, desc = source.schema, source.desc
+        schema = {
+            name: dict(spec, compression="zstd")
+            if compression == "zstd" and (compress_fields is None or name in compress_fields)
+            else dict(spec)
+            for name, spec in source.schema.items()
+        }
+        desc = source.desc
         index = list(source.index_fields if index_fields is None else index_fields)
         expected_rows = source.num_rows
         problems = list(source.problems)
@@ -133,9 +150,10 @@ def convert(
         shard_num=shard_num,
         schema=schema,
         index_fields=index,
-        compression=compression,
+        compression_level=compression_level,
         overwrite=overwrite,
         desc=desc,
+        page_size=DEFAULT_PAGE_SIZE if page_size is None else page_size,
     )
     ds.write_datasink(sink)
     seconds = time.perf_counter() - started

@@ -45,7 +45,9 @@ from mrecord.reader.shard import read_shard_metadata
 from mrecord.writer import commit as commit_mod
 from mrecord.writer.file_writer import (
     DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
     MAX_SHARDS,
+    MIN_PAGE_SIZE,
     check_index_fields,
     shard_file_names,
 )
@@ -53,7 +55,7 @@ from mrecord.writer.index_db import write_index_db
 from mrecord.writer.shard_writer import ShardWriter
 from mrecord.writer.validation import columns_from_columns
 
-__all__ = ["MRecordDatasink", "write_mrecord"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MRecordDatasink", "write_mrecord"]
 
 _STAGING_TAG = ".ray-"
 _LOCK_WAIT = 0.5
@@ -70,7 +72,8 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
     ``schema``: a MindSpore-style schema dict; inferred from the first block when None.
     ``index_fields``: scalar or string fields to index in each ``.db``.
     ``compression``: ``"zstd"`` compresses every field (per-field: put ``"compression"``
-    in the schema). ``overwrite``: replace a dataset at ``path`` (atomically, on success).
+    in the schema) at ``compression_level``. ``overwrite``: replace a dataset at ``path``
+    (atomically, on success). ``desc`` and ``page_size`` as for :class:`mrecord.FileWriter`.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         overwrite: bool = False,
         desc: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        compression_level: int = DEFAULT_ZSTD_LEVEL,
     ):
         target = Path(path).absolute()
         if not target.parent.is_dir():
@@ -102,6 +106,14 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             )
         if compression not in (None, "zstd", "none"):
             raise ArgumentError(f"compression must be None or 'zstd', got {compression!r}")
+        if type(page_size) is not int or not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:
+            raise ArgumentError(
+                f"page_size must be an int in [{MIN_PAGE_SIZE}, {MAX_PAGE_SIZE}], got {page_size!r}"
+            )
+        if type(compression_level) is not int or not 1 <= compression_level <= 22:
+            raise ArgumentError(
+                f"compression_level must be an int in [1, 22], got {compression_level!r}"
+            )
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
         self._dir = target.parent
@@ -113,6 +125,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         self._overwrite = overwrite
         self._desc = desc
         self._page_size = page_size
+        self._level = compression_level
         self._schema: Schema | None = None
         if schema is not None:
             self._schema = self._prepare_schema(dict(schema))
@@ -175,8 +188,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             f"{self._name}{_STAGING_TAG}{self._job}-{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}"
             f"{commit_mod.PARTIAL_SUFFIX}"
         )
-        level = DEFAULT_ZSTD_LEVEL
-        part = ShardWriter(staging, schema, self._page_size, level)
+        part = ShardWriter(staging, schema, self._page_size, self._level)
         try:
             for number, block in enumerate(blocks):
                 columns = _validated(schema, columns_from_block(block, schema), ctx, number)
