@@ -17,7 +17,7 @@ from ray.data import DataContext
 from test_convert_sources import cifar_dir, image_folder
 
 import mrecord.ray
-from mrecord import DatasetReader, FileWriter, MindPage, Shuffle
+from mrecord import DatasetReader, FileWriter, MindDataset, MindPage, Shuffle
 from mrecord.convert import convert_imagefolder
 from mrecord.errors import RowValidationError
 from mrecord.format.metadata import ShardMetadata
@@ -279,6 +279,15 @@ def test_global_shuffle_reads_in_mrecords_order(
         want = reader.read_rows(shuffle_order(Shuffle.GLOBAL, counts, 7, 0).to_array())
     assert ids == np.asarray(want.columns["id"]).tolist()
     assert ids != sorted(ids)
+    # ... which is the order MindDataset reads for the same seed
+    saved_seed = mrecord.config.get_seed()
+    mrecord.config.set_seed(7)
+    try:
+        mind = MindDataset(str(first), columns_list=["id"], shuffle=Shuffle.GLOBAL)
+        local = [int(r["id"]) for r in mind.create_dict_iterator(num_epochs=1, output_numpy=True)]
+    finally:
+        mrecord.config.set_seed(saved_seed)
+    assert ids == local
 
 
 def _all_rows(first: Path) -> list[dict[str, Any]]:
