@@ -19,7 +19,7 @@ from test_convert_sources import cifar_dir, image_folder
 import mrecord.ray
 from mrecord import DatasetReader, FileWriter, MindDataset, MindPage, Shuffle
 from mrecord.convert import convert_imagefolder
-from mrecord.errors import RowValidationError
+from mrecord.errors import DatasetExistsError, RowValidationError
 from mrecord.format.metadata import ShardMetadata
 from mrecord.ray import MRecordDatasource, read_mrecord, write_mrecord
 from mrecord.reader.shard import ShardFile
@@ -334,3 +334,20 @@ def test_cli_convert_engine_ray(tmp_path: Path) -> None:
     with DatasetReader.open(Path(str(dst) + "0")) as reader:
         assert reader.num_rows == 10 and len(reader.files) == 2
         assert {f.compression for f in reader.schema.fields} == {"zstd"}
+
+
+def test_existing_dataset_needs_overwrite_and_empty_input_writes_an_empty_dataset(
+    tmp_path: Path,
+) -> None:
+    first = write_dataset(tmp_path / "here.mrecord", make_rows(6), shard_num=2)
+    kept = read_by_id(first)
+    ds = ray.data.from_items([{"id": 1}])
+    with pytest.raises(DatasetExistsError, match="overwrite=True"):
+        write_mrecord(ds, tmp_path / "here.mrecord", schema={"id": {"type": "int64"}})
+    assert_rows_equal(read_by_id(first), kept)
+    empty = ds.limit(0)
+    files = write_mrecord(empty, tmp_path / "none.mrecord", schema={"id": {"type": "int64"}})
+    assert [f.name for f in files] == ["none.mrecord"]
+    with DatasetReader.open(files[0]) as reader:
+        assert reader.num_rows == 0 and reader.schema.names == ["id"]
+    assert not [p for p in tmp_path.iterdir() if ".ray-" in p.name or "partial" in p.name]
