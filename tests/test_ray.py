@@ -6,6 +6,9 @@ keep row order by default, so rows are compared after sorting by their ``id`` fi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -351,3 +354,41 @@ def test_existing_dataset_needs_overwrite_and_empty_input_writes_an_empty_datase
     with DatasetReader.open(files[0]) as reader:
         assert reader.num_rows == 0 and reader.schema.names == ["id"]
     assert not [p for p in tmp_path.iterdir() if ".ray-" in p.name or "partial" in p.name]
+
+
+SCHEMA_ID = {"id": {"type": "int64"}}
+_DRIVER = """
+import sys
+import ray
+from mrecord.ray import write_mrecord
+ray.init(address=sys.argv[1], log_to_driver=False)
+ds = ray.data.from_items([{"id": i} for i in range(60)], override_num_blocks=3)
+write_mrecord(ds, sys.argv[2], schema={"id": {"type": "int64"}}, shard_num=2, overwrite=True)
+"""
+
+
+@pytest.mark.parametrize("step", ["ray_assembled", "journal"])
+def test_driver_killed_while_publishing_leaves_a_whole_dataset(tmp_path: Path, step: str) -> None:
+    """A second driver on the shared cluster is SIGKILLed at ``step`` of its commit."""
+    first = write_dataset(tmp_path / "d.mrecord", make_rows(6), shard_num=2)
+    old = read_by_id(first)
+    env = dict(os.environ, MRECORD_TEST_CRASH_AT=step)
+    address = ray.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, address, str(tmp_path / "d.mrecord")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    rows = read_by_id(first)
+    if step == "ray_assembled":  # before the commit point: the old dataset, untouched
+        assert_rows_equal(rows, old)
+        # the next write to the path removes the dead job's staging files
+        again = ray.data.from_items([{"id": 7}])
+        write_mrecord(again, tmp_path / "d.mrecord", schema=SCHEMA_ID, overwrite=True)
+        assert not [p for p in tmp_path.iterdir() if ".ray-" in p.name]
+    else:  # after it: the reader rolls the journal forward, the new dataset is whole
+        assert [int(r["id"]) for r in rows] == list(range(60))

@@ -295,6 +295,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             )
 
         list(pool.map(build, range(len(plan))))
+        commit_mod._crash_point("ray_assembled")  # test hook: driver killed before the journal
         commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
         self.files = files
 
