@@ -6,7 +6,6 @@ keep row order by default, so rows are compared after sorting by their ``id`` fi
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -25,8 +24,8 @@ from mrecord.convert import convert_imagefolder
 from mrecord.errors import DatasetExistsError, RowValidationError
 from mrecord.format.metadata import ShardMetadata
 from mrecord.ray import MRecordDatasource, read_mrecord, write_mrecord
-from mrecord.reader.shard import ShardFile
-from mrecord.reader.shuffle import shuffle_order
+from mrecord.sampling import shuffle_order
+from mrecord.storage.shard import ShardFile
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -358,9 +357,16 @@ def test_existing_dataset_needs_overwrite_and_empty_input_writes_an_empty_datase
 
 SCHEMA_ID = {"id": {"type": "int64"}}
 _DRIVER = """
-import sys
+import os, signal, sys
 import ray
 from mrecord.ray import write_mrecord
+from mrecord.storage import commit
+
+def crash(step):
+    if step == sys.argv[3]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+commit.crash_hook = crash
 ray.init(address=sys.argv[1], log_to_driver=False)
 ds = ray.data.from_items([{"id": i} for i in range(60)], override_num_blocks=3)
 write_mrecord(ds, sys.argv[2], schema={"id": {"type": "int64"}}, shard_num=2, overwrite=True)
@@ -372,11 +378,9 @@ def test_driver_killed_while_publishing_leaves_a_whole_dataset(tmp_path: Path, s
     """A second driver on the shared cluster is SIGKILLed at ``step`` of its commit."""
     first = write_dataset(tmp_path / "d.mrecord", make_rows(6), shard_num=2)
     old = read_by_id(first)
-    env = dict(os.environ, MRECORD_TEST_CRASH_AT=step)
     address = ray.get_runtime_context().gcs_address
     proc = subprocess.run(
-        [sys.executable, "-c", _DRIVER, address, str(tmp_path / "d.mrecord")],
-        env=env,
+        [sys.executable, "-c", _DRIVER, address, str(tmp_path / "d.mrecord"), step],
         capture_output=True,
         text=True,
         timeout=120,

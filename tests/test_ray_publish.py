@@ -1,4 +1,7 @@
-"""mrecord.ray without a cluster: how parts become shards, the extra's ImportError, layering."""
+"""mrecord.ray without a cluster: how parts become shards, and the extra's ImportError.
+
+(That no core package imports ``mrecord.ray`` is tests/test_layering.py's job.)
+"""
 
 from __future__ import annotations
 
@@ -58,9 +61,3 @@ def test_missing_ray_names_the_extra() -> None:
     ).stdout
     assert "pip install 'mrecord[ray]'" in out
 
-
-def test_core_packages_never_import_the_ray_adapter() -> None:
-    for package in ("format", "reader", "writer", "pipeline"):
-        for source in (REPO / "mrecord" / package).rglob("*.py"):
-            text = source.read_text()
-            assert "mrecord.ray" not in text and "import ray" not in text, source

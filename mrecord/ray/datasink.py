@@ -34,27 +34,33 @@ import ray.data
 from ray.data.datasource import Datasink, WriteResult
 
 from mrecord.errors import ArgumentError, DatasetExistsError, RowValidationError, SchemaError
+from mrecord.format.columnize import columns_from_columns
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
-from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
 from mrecord.ray._arrow import columns_from_block, schema_from_arrow
 from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
 
-# The writer's machinery (issue 16 moves commit to mrecord.storage): imported in one place.
-from mrecord.reader.shard import read_shard_metadata
-from mrecord.writer import commit as commit_mod
+# The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.index_db import write_index_db
+from mrecord.storage.naming import (
+    DB_SUFFIX,
+    PARTIAL_SUFFIX,
+    db_path,
+    journal_path,
+    partial_path,
+    shard_file_names,
+)
+from mrecord.storage.shard import read_shard_metadata
 from mrecord.writer.file_writer import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     MAX_SHARDS,
     MIN_PAGE_SIZE,
     check_index_fields,
-    shard_file_names,
 )
-from mrecord.writer.index_db import write_index_db
 from mrecord.writer.shard_writer import ShardWriter
-from mrecord.writer.validation import columns_from_columns
 
 __all__ = ["DEFAULT_PAGE_SIZE", "MRecordDatasink", "write_mrecord"]
 
@@ -96,7 +102,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             raise ArgumentError(
                 f"folder {str(target.parent)!r} for {str(path)!r} does not exist; create it first"
             )
-        if target.name.endswith((commit_mod.PARTIAL_SUFFIX, DB_SUFFIX)) or not target.name:
+        if target.name.endswith((PARTIAL_SUFFIX, DB_SUFFIX)) or not target.name:
             raise ArgumentError(f"path {str(path)!r} must name a data file, not {DB_SUFFIX!r}")
         if shard_num is not None and (
             isinstance(shard_num, bool)
@@ -152,7 +158,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             raise DatasetExistsError(
                 f"{str(existing[0])!r} already exists; pass overwrite=True to replace the dataset"
             )
-        for litter in self._dir.glob(f"{self._name}{_STAGING_TAG}*{commit_mod.PARTIAL_SUFFIX}"):
+        for litter in self._dir.glob(f"{self._name}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
         if self._schema is None:
             if schema is None:
@@ -188,7 +194,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         schema = self._need_schema()
         staging = self._dir / (
             f"{self._name}{_STAGING_TAG}{self._job}-{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}"
-            f"{commit_mod.PARTIAL_SUFFIX}"
+            f"{PARTIAL_SUFFIX}"
         )
         part = ShardWriter(staging, schema, self._page_size, self._level)
         try:
@@ -250,7 +256,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         return names
 
     def _finals(self, data_files: list[Path]) -> list[Path]:
-        return [*data_files, *(f.with_name(f.name + DB_SUFFIX) for f in data_files)]
+        return [*data_files, *(db_path(f) for f in data_files)]
 
     def _publish(self, results: list[dict[str, Any]]) -> None:
         parts = [self._dir / r["file"] for r in results]
@@ -285,17 +291,17 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         def build(i: int) -> None:
             data_file, pieces = files[i], plan[i]
             meta = assemble_shard(
-                commit_mod.partial_path(data_file), pieces, parts, metas, self._template(i, names)
+                partial_path(data_file), pieces, parts, metas, self._template(i, names)
             )
             write_index_db(
-                commit_mod.partial_path(data_file.with_name(data_file.name + DB_SUFFIX)),
+                partial_path(db_path(data_file)),
                 meta,
                 0,
                 shard_index_values(pieces, metas, index_values),
             )
 
         list(pool.map(build, range(len(plan))))
-        commit_mod._crash_point("ray_assembled")  # test hook: driver killed before the journal
+        commit_mod.crash_hook("ray_assembled")  # tests: the driver killed before the journal
         commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
         self.files = files
 
@@ -305,10 +311,10 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         if not self._job:
             return
         for staged in self._dir.glob(
-            f"{self._name}{_STAGING_TAG}{self._job}-*{commit_mod.PARTIAL_SUFFIX}"
+            f"{self._name}{_STAGING_TAG}{self._job}-*{PARTIAL_SUFFIX}"
         ):
             staged.unlink(missing_ok=True)
-        journal = commit_mod.journal_path(self._dir, self._name)
+        journal = journal_path(self._dir, self._name)
         partials = self._partials
         if partials and lock is not None and not journal.exists():
             commit_mod.remove_partials(partials)

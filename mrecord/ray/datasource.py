@@ -34,9 +34,7 @@ from mrecord import DatasetReader, Shuffle, config
 from mrecord.errors import ArgumentError
 from mrecord.format.schema import Schema
 from mrecord.ray._arrow import block_to_table
-
-# The read order: the one internal import, kept here (issue 16 moves it to mrecord.sampling).
-from mrecord.reader.shuffle import shuffle_order
+from mrecord.sampling import shuffle_order
 
 __all__ = ["DEFAULT_BLOCK_BYTES", "MRecordDatasource", "read_mrecord"]
 
