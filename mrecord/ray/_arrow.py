@@ -13,7 +13,7 @@ string                 ``string``                                  object array 
 Writing goes the other way: :func:`schema_from_arrow` infers an mrecord schema from an
 Arrow schema (the tensor extensions above, ``fixed_size_list`` for fixed arrays, ``list``
 for variable ones), and :func:`columns_from_block` turns any Ray block into columns
-for :func:`mrecord.writer.validation.columns_from_columns`.
+for :func:`mrecord.format.columnize.columns_from_columns`.
 """
 
 from __future__ import annotations

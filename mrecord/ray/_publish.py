@@ -4,8 +4,9 @@ Each write task leaves one *part*: a complete shard file (header, pages, metadat
 trailer) under a staging name, whose metadata is a placeholder. On the driver,
 :func:`plan_shards` maps the parts' pages to the dataset's shards and
 :func:`assemble_shard` builds each shard's partial file (``<final>.mrecord-partial``)
-from them; the writer's commit (:func:`mrecord.writer.commit.write_journal_and_publish`)
-then publishes every shard and ``.db`` at once.
+from them; the storage layer's commit
+(:func:`mrecord.storage.commit.write_journal_and_publish`) then publishes every shard and
+``.db`` at once.
 
 Pages are never re-encoded: their bytes (and checksums) move as they are.
 
