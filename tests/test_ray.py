@@ -122,19 +122,24 @@ def test_schema_inferred_from_the_first_block(
     source: tuple[Path, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     first, want = source
-    out = tmp_path / "inferred.mrecord"
-    ds = read_mrecord(first, columns=["id", "image", "blob", "name", "score"])
-    write_mrecord(ds.repartition(1), out)
-    with DatasetReader.open(out) as reader:
-        assert reader.schema.to_dict() == {
-            "id": {"type": "int64"},
-            "image": {"type": "uint8", "shape": [4, 5, 3]},
-            "blob": {"type": "bytes"},
-            "name": {"type": "string"},
-            "score": {"type": "float16"},
-        }
-    got = read_by_id(out)
-    assert_rows_equal(got, [{k: r[k] for k in got[0]} for r in want])
+    columns = ["id", "image", "blob", "name", "score"]
+    ds = read_mrecord(first, columns=columns, override_num_blocks=3)
+    inferred = {
+        "id": {"type": "int64"},
+        "image": {"type": "uint8", "shape": [4, 5, 3]},
+        "blob": {"type": "bytes"},
+        "name": {"type": "string"},
+        "score": {"type": "float16"},
+    }
+    # after a repartition the driver sees the first block's schema; written straight from the
+    # read (one fused task each) every task infers it from its own first block
+    for name, written in (("one", ds.repartition(1)), ("fused", ds)):
+        files = write_mrecord(written, tmp_path / f"{name}.mrecord")
+        assert len(files) == (1 if name == "one" else 3)
+        with DatasetReader.open(files[0]) as reader:
+            assert reader.schema.to_dict() == inferred
+        got = read_by_id(files[0])
+        assert_rows_equal(got, [{k: r[k] for k in got[0]} for r in want])
 
 
 def test_four_tasks_into_three_shards_one_dataset(

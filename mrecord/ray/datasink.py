@@ -5,7 +5,9 @@ The life of a write (``ds.write_datasink(MRecordDatasink(path, ...))``):
 1. ``on_write_start`` (driver, when the first block is ready): take the dataset's writer
    lock (``<name>.mrecord-lock``, held until the end), finish an interrupted earlier commit,
    refuse an existing dataset unless ``overwrite=True``, remove staging files a killed job
-   left, and fix the schema (given, or inferred from the first block's Arrow schema).
+   left, and fix the schema (given, or inferred from the first block's Arrow schema; when
+   Ray fused the write with the step before it and knows no schema yet, each write task
+   infers it from its first block and the publish requires them all to agree).
 2. ``write`` (each write task, anywhere in the cluster): validate its blocks with the
    writer's row checks (a bad value fails the job with :class:`RowValidationError` naming
    the task, block, row and field) and write them as pages of one *part* under the staging
@@ -23,6 +25,8 @@ same path removes them.
 from __future__ import annotations
 
 import contextlib
+import glob
+import itertools
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import ray.data
+from ray.data.block import BlockAccessor
 from ray.data.datasource import Datasink, WriteResult
 
 from mrecord.errors import ArgumentError, DatasetExistsError, RowValidationError, SchemaError
@@ -71,7 +76,7 @@ _LOCKS: dict[str, commit_mod.DatasetLock] = {}
 """Writer locks held by this (driver) process, by job id; never pickled into tasks."""
 
 
-class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
+class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
     """A Ray ``Datasink`` that writes one mrecord dataset at ``path`` (see the module doc).
 
     ``shard_num``: ``None`` writes one shard per write task (no data copied at publish;
@@ -158,17 +163,14 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             raise DatasetExistsError(
                 f"{str(existing[0])!r} already exists; pass overwrite=True to replace the dataset"
             )
-        for litter in self._dir.glob(f"{self._name}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
+        for litter in self._dir.glob(f"{glob.escape(self._name)}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
-        if self._schema is None:
-            if schema is None:
-                raise SchemaError(
-                    "the first block has no schema to infer one from; pass schema= to "
-                    "MRecordDatasink"
-                )
+        if self._schema is None and schema is not None:
             self._schema = self._prepare_schema(schema_from_arrow(schema))
+        # else: Ray fused the write with its input and has no schema yet; each task infers
+        # one from its first block and the publish checks that they all agree.
 
-    def on_write_complete(self, write_result: WriteResult[dict[str, Any]]) -> None:
+    def on_write_complete(self, write_result: WriteResult[dict[str, Any] | None]) -> None:
         """Assemble the parts into shards and publish them with the commit journal."""
         if not self._job:  # no block ever came: on_write_start was not called
             self.on_write_start(None)
@@ -189,16 +191,24 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
 
     # -- task side ------------------------------------------------------------------------------
 
-    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any]:
+    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any] | None:
         """Write this task's blocks as one part; return what the driver needs to publish it."""
-        schema = self._need_schema()
+        stream = iter(blocks)
+        if self._schema is None:
+            first = next(stream, None)
+            if first is None:
+                return None  # nothing to write and nothing to infer a schema from
+            arrow = BlockAccessor.for_block(first).to_arrow().schema
+            self._schema = self._prepare_schema(schema_from_arrow(arrow))
+            stream = itertools.chain([first], stream)
+        schema = self._schema
         staging = self._dir / (
             f"{self._name}{_STAGING_TAG}{self._job}-{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}"
             f"{PARTIAL_SUFFIX}"
         )
         part = ShardWriter(staging, schema, self._page_size, self._level)
         try:
-            for number, block in enumerate(blocks):
+            for number, block in enumerate(stream):
                 columns = _validated(schema, columns_from_block(block, schema), ctx, number)
                 n = len(next(iter(columns.values())))
                 part.add(columns, n, self._index_fields)
@@ -210,6 +220,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
             "task": int(ctx.task_idx),
             "file": staging.name,
             "rows": part.num_rows,
+            "schema": schema.to_dict(),
             "index": part.new_index_values(),
         }
 
@@ -276,9 +287,22 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         metas: list[ShardMetadata],
         pool: ThreadPoolExecutor,
     ) -> None:
-        schema = self._need_schema()
-        for path, meta in zip(parts, metas, strict=True):
-            if meta.schema.to_dict() != schema.to_dict() or meta.dataset_id != self._dataset_id:
+        if self._schema is None:
+            if not results:
+                raise SchemaError(
+                    "the dataset has no rows to infer a schema from; pass schema= to "
+                    "MRecordDatasink"
+                )
+            self._schema = parse_schema(results[0]["schema"])
+        schema = self._schema
+        for result, path, meta in zip(results, parts, metas, strict=True):
+            if meta.schema.to_dict() != schema.to_dict():
+                raise SchemaError(
+                    f"write task {result['task']} inferred the schema {meta.schema.to_dict()!r} "
+                    f"from its first block, write task {results[0]['task']} inferred "
+                    f"{schema.to_dict()!r}; pass schema= to MRecordDatasink"
+                )
+            if meta.dataset_id != self._dataset_id:
                 raise SchemaError(f"staged part {str(path)!r} does not belong to this write")
         plan = plan_shards([m.page_rows for m in metas], self._shard_num)
         files = shard_file_names(self._dir / self._name, len(plan))
@@ -311,7 +335,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         if not self._job:
             return
         for staged in self._dir.glob(
-            f"{self._name}{_STAGING_TAG}{self._job}-*{PARTIAL_SUFFIX}"
+            f"{glob.escape(self._name)}{_STAGING_TAG}{self._job}-*{PARTIAL_SUFFIX}"
         ):
             staged.unlink(missing_ok=True)
         journal = journal_path(self._dir, self._name)
@@ -319,6 +343,7 @@ class MRecordDatasink(Datasink[dict[str, Any]]):  # type: ignore[misc]
         if partials and lock is not None and not journal.exists():
             commit_mod.remove_partials(partials)
         self._partials = None
+        self._job = ""  # a reused sink starts its next write afresh
         if lock is not None:
             with contextlib.suppress(OSError):
                 lock.release()
