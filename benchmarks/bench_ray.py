@@ -159,9 +159,9 @@ def _images_on_cluster(
     per_task = max(1, images // 10 // 2)  # 2 tasks per class folder
 
     def to_parquet() -> int:
-        with ImageFolderSource(folder) as source:
-            units = _units(source, "imagefolder", per_task)
-            classes = list(source.classes)
+        source = ImageFolderSource(folder)
+        units = _units(source, "imagefolder", per_task)
+        classes = list(source.classes)
         target = OUT / "img_parquet"
         shutil.rmtree(target, ignore_errors=True)
         convert = _UnitConverter("imagefolder", str(folder), {}, classes, 4096)
@@ -210,7 +210,7 @@ def _ratios(results: list[dict[str, Any]]) -> list[str]:
         ("write tabular, write_mrecord", "write tabular, Ray write_parquet"),
         ("convert images, mrecord.ray.convert", "convert images, Ray tasks + write_parquet"),
     ]
-    for cpus in sorted({r.get("cpus") for r in results if r.get("cpus")}):
+    for cpus in sorted({int(r["cpus"]) for r in results if r["cpus"]}):
         for mine, theirs in pairs:
             if (mine, cpus) in by and (theirs, cpus) in by:
                 lines.append(
