@@ -7,7 +7,7 @@ Run ``python -m benchmarks.bench_ray [--scale S] [--cpus 1,2] [--json PATH]``.
   ``read_mrecord`` and ``ray.data.read_parquet``, and of ``DatasetReader`` in one process.
 - **write, tabular**: the same rows from memory through ``write_mrecord`` (4 tasks into 4
   shards) and ``write_parquet`` (4 files).
-- **convert, image folder**: JPEGs in 10 class folders (``bench_convert``'s folder) with
+- **convert, image folder**: JPEGs in 10 class folders (made by ``bench_convert``'s code) with
   ``mrecord.ray.convert`` against the same Ray tasks writing Parquet, and against the
   single-process ``convert_imagefolder``.
 
@@ -167,7 +167,7 @@ def _images_on_cluster(
         convert = _UnitConverter("imagefolder", str(folder), {}, classes, 4096)
         ds = ray.data.from_items(units, override_num_blocks=len(units))
         ds.map_batches(convert, batch_size=1).write_parquet(str(target))
-        return images
+        return len(source.items)
 
     def to_mrecord() -> int:
         dst = OUT / "img_ray.mrecord"
@@ -185,7 +185,7 @@ def bench_images(images: int, cpus: list[int]) -> list[dict[str, Any]]:
 
     from mrecord.convert import convert_imagefolder
 
-    folder = OUT.parent / "convert" / "folder"
+    folder = OUT / f"folder_{images}"  # its own: make_folder keeps what a folder already has
     make_folder(folder, images)
     results: list[dict[str, Any]] = []
 
