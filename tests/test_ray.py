@@ -29,6 +29,8 @@ from mrecord.storage.shard import ShardFile
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
+SCHEMA_ID = {"id": {"type": "int64"}}
+
 SCHEMA: dict[str, Any] = {
     "id": {"type": "int64"},
     "label": {"type": "int32"},
@@ -352,6 +354,13 @@ def test_existing_dataset_needs_overwrite_and_empty_input_writes_an_empty_datase
     with pytest.raises(DatasetExistsError, match="overwrite=True"):
         write_mrecord(ds, tmp_path / "here.mrecord", schema={"id": {"type": "int64"}})
     assert_rows_equal(read_by_id(first), kept)
+    # overwrite with another shard count: the old shard files go once the new one is committed
+    write_mrecord(ds, tmp_path / "here.mrecord", schema=SCHEMA_ID, overwrite=True)
+    assert sorted(p.name for p in tmp_path.glob("here.mrecord*") if "lock" not in p.name) == [
+        "here.mrecord",
+        "here.mrecord.db",
+    ]
+    assert [int(r["id"]) for r in read_by_id(tmp_path / "here.mrecord")] == [1]
     empty = ds.limit(0)
     files = write_mrecord(empty, tmp_path / "none.mrecord", schema={"id": {"type": "int64"}})
     assert [f.name for f in files] == ["none.mrecord"]
@@ -360,7 +369,6 @@ def test_existing_dataset_needs_overwrite_and_empty_input_writes_an_empty_datase
     assert not [p for p in tmp_path.iterdir() if ".ray-" in p.name or "partial" in p.name]
 
 
-SCHEMA_ID = {"id": {"type": "int64"}}
 _DRIVER = """
 import os, signal, sys
 import ray

@@ -38,7 +38,13 @@ import ray.data
 from ray.data.block import BlockAccessor
 from ray.data.datasource import Datasink, WriteResult
 
-from mrecord.errors import ArgumentError, DatasetExistsError, RowValidationError, SchemaError
+from mrecord.errors import (
+    ArgumentError,
+    DatasetExistsError,
+    MrecordError,
+    RowValidationError,
+    SchemaError,
+)
 from mrecord.format.columnize import columns_from_columns
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
@@ -145,6 +151,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._job = ""
         self._dataset_id = ""
         self._partials: list[Path] | None = None
+        self._replaced: list[Path] = []
         self.files: list[Path] = []
         """The published shard data files, in shard order (set by ``on_write_complete``)."""
 
@@ -163,6 +170,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             raise DatasetExistsError(
                 f"{str(existing[0])!r} already exists; pass overwrite=True to replace the dataset"
             )
+        self._replaced = self._previous_files(existing)
         for litter in self._dir.glob(f"{glob.escape(self._name)}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
         if self._schema is None and schema is not None:
@@ -266,6 +274,21 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             names.append(self._dir / (self._name + "0" * width))
         return names
 
+    def _previous_files(self, existing: list[Path]) -> list[Path]:
+        """The data and ``.db`` files of the dataset now at ``path`` (to delete once replaced)."""
+        for candidate in existing:
+            if candidate.name.endswith(DB_SUFFIX):
+                continue
+            try:
+                meta = read_shard_metadata(candidate)
+            except MrecordError:
+                continue  # not a readable shard: leave it alone
+            if meta.dataset_name != self._name:
+                continue
+            names = meta.shard_names if len(meta.shard_names) > 1 else (candidate.name,)
+            return self._finals([self._dir / n for n in names])
+        return []
+
     def _finals(self, data_files: list[Path]) -> list[Path]:
         return [*data_files, *(db_path(f) for f in data_files)]
 
@@ -328,6 +351,11 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         commit_mod.crash_hook("ray_assembled")  # tests: the driver killed before the journal
         commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
         self.files = files
+        # Replaced: files of the previous dataset that the new one did not overwrite (another
+        # shard count). They are foreign to the new dataset, so deleting them after the commit
+        # cannot break it; a crash before this line only leaves them as harmless litter.
+        for old in set(self._replaced) - set(finals):
+            old.unlink(missing_ok=True)
 
     def _cleanup(self) -> None:
         """Remove this job's staging files and uncommitted partials; release the lock."""
