@@ -12,7 +12,8 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── IndexWriteError(OSError)           SQLite could not write a .db (disk full, permissions)
     ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
-    │   └── ChecksumError                  a checksum did not match
+    │   ├── ChecksumError                  a checksum did not match
+    │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
     ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
     │   │                                  the reader re-raises them as CorruptFileError + file)
     │   ├── LayoutError                    the header or trailer is not an mrecord one
@@ -21,8 +22,11 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     │   └── DecompressionError             stored bytes do not decompress to the recorded size
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
+    ├── UnsupportedPlatformError(NotImplementedError) no fcntl file locks here (writers need them)
+    ├── RemoteStorageError(OSError)        a remote store (s3://, http://) failed or is unreachable
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
+    │   └── RowIndexError(IndexError)      a row id outside the dataset
     ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
@@ -56,13 +60,17 @@ __all__ = [
     "MetadataError",
     "MissingIndexError",
     "MrecordError",
+    "NotAnMrecordFileError",
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RemoteStorageError",
+    "RowIndexError",
     "RowValidationError",
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "UnsupportedPlatformError",
     "WriterStateError",
 ]
 
@@ -125,6 +133,10 @@ class ChecksumError(CorruptFileError):
     """A stored checksum does not match the bytes read."""
 
 
+class NotAnMrecordFileError(CorruptFileError):
+    """The file is not an mrecord shard at all: its first bytes are another format's."""
+
+
 class IndexWriteError(MrecordError, OSError):
     """SQLite failed while writing a shard's ``.db`` (disk full, permissions, ...)."""
 
@@ -165,12 +177,24 @@ class DatasetLockedError(MrecordError, BlockingIOError):
     """Another live writer holds the dataset's lock."""
 
 
+class UnsupportedPlatformError(MrecordError, NotImplementedError):
+    """This platform lacks what the operation needs (``fcntl`` locks, which writers take)."""
+
+
+class RemoteStorageError(MrecordError, OSError):
+    """A remote store (``s3://``, ``http://``, ...) failed or was unreachable; names the URL."""
+
+
 class WriterStateError(MrecordError, RuntimeError):
     """A FileWriter method was called in a state that does not allow it."""
 
 
 class ArgumentError(MrecordError, ValueError):
     """Arguments conflict or are out of range."""
+
+
+class RowIndexError(ArgumentError, IndexError):
+    """A row id is outside the dataset (also an ``IndexError``, so ``reader[i]`` loops end)."""
 
 
 class SamplerError(MrecordError, RuntimeError):

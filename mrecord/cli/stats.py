@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from mrecord.block import Block
-from mrecord.cli._options import emit_json, progress_bar
+from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["iter_dataset_blocks", "stats"]
 
@@ -28,7 +29,7 @@ def iter_dataset_blocks(
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--label",
     "labels",
@@ -37,8 +38,8 @@ def iter_dataset_blocks(
     help="Integer field to histogram (repeatable; default: label).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> None:
+@progress_options
+def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, quiet: bool) -> None:
     """Per-field count, min/max/mean, length distribution and label histogram.
 
     \b
@@ -50,7 +51,7 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> Non
 
     with DatasetReader.open(path) as reader:
         fields = [(f.name, f.type, f.shape) for f in reader.schema.fields]
-        with progress_bar(reader.num_rows, "stats", quiet) as bar:
+        with progress_bar(reader.num_rows, "stats", quiet, force=progress) as bar:
 
             def blocks() -> Iterator[Block]:
                 for block in iter_dataset_blocks(reader, 4096):
