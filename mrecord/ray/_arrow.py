@@ -11,9 +11,10 @@ string                 ``string``                                  object array 
 =====================  ==========================================  ========================
 
 Writing goes the other way: :func:`schema_from_arrow` infers an mrecord schema from an
-Arrow schema (the tensor extensions above, ``fixed_size_list`` for fixed arrays, ``list``
-for variable ones), and :func:`columns_from_block` turns any Ray block into columns
-for :func:`mrecord.format.columnize.columns_from_columns`.
+Arrow schema (Ray's tensor extensions above; every other type as docs/ARROW.md maps it:
+``fixed_size_list`` for fixed arrays, ``list`` for variable ones, ...), and
+:func:`columns_from_block` turns any Ray block into columns for
+:func:`mrecord.format.columnize.columns_from_columns`.
 """
 
 from __future__ import annotations
@@ -33,13 +34,10 @@ from ray.data.extensions import (
 )
 
 from mrecord.block import Block
-from mrecord.errors import SchemaError
-from mrecord.format.schema import NUMERIC_TYPES, FieldKind, Schema
+from mrecord.format.arrow_types import field_spec_for_arrow
+from mrecord.format.schema import FieldKind, Schema
 
 __all__ = ["block_to_table", "columns_from_block", "schema_from_arrow"]
-
-_TYPE_NAMES = {dtype: name for name, dtype in NUMERIC_TYPES.items()}
-_FIXED_TENSORS: tuple[type, ...] = (ArrowTensorType, ArrowTensorTypeV2, pa.FixedShapeTensorType)
 
 
 def block_to_table(block: Block, schema: Schema, names: Sequence[str]) -> pa.Table:
@@ -63,50 +61,22 @@ def block_to_table(block: Block, schema: Schema, names: Sequence[str]) -> pa.Tab
     return pa.Table.from_arrays(arrays, names=list(names))
 
 
-def _type_name(name: str, arrow_type: pa.DataType) -> str:
-    try:
-        dtype = np.dtype(arrow_type.to_pandas_dtype())
-    except (NotImplementedError, TypeError):
-        dtype = None
-    type_name = None if dtype is None else _TYPE_NAMES.get(dtype.newbyteorder("<"))
-    if type_name is None or not (
-        pa.types.is_integer(arrow_type)
-        or pa.types.is_floating(arrow_type)
-        or pa.types.is_boolean(arrow_type)
-    ):
-        raise SchemaError(
-            f"column {name!r} has Arrow type {arrow_type}, which mrecord cannot store "
-            f"(numbers: {sorted(NUMERIC_TYPES)}, plus bytes and string); cast it in "
-            "map_batches or pass schema= to MRecordDatasink"
-        )
-    return type_name
-
-
 def _field_spec(name: str, arrow_type: pa.DataType) -> dict[str, Any]:
-    if isinstance(arrow_type, _FIXED_TENSORS):
-        tensor: Any = arrow_type
-        shape = [int(d) for d in tensor.shape]
-        return {"type": _type_name(name, tensor.value_type), "shape": shape}
+    """Ray's tensor extensions here; every other type as ``mrecord.format.arrow_types`` maps it."""
+    if isinstance(arrow_type, (ArrowTensorType, ArrowTensorTypeV2)):
+        element = field_spec_for_arrow(name, arrow_type.value_type)["type"]
+        return {"type": element, "shape": [int(d) for d in arrow_type.shape]}
     if isinstance(arrow_type, ArrowVariableShapedTensorType):
-        return {"type": _type_name(name, arrow_type.value_type), "shape": [-1] * arrow_type.ndim}
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return {"type": "bytes"}
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return {"type": "string"}
-    if pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list(arrow_type):
-        inner = _field_spec(name, arrow_type.value_type)
-        if inner["type"] in ("bytes", "string"):
-            raise SchemaError(f"column {name!r}: lists of {inner['type']} cannot be stored")
-        dim = arrow_type.list_size if pa.types.is_fixed_size_list(arrow_type) else -1
-        inner["shape"] = [dim, *inner.get("shape", [])]
-        return inner
-    return {"type": _type_name(name, arrow_type)}
+        element = field_spec_for_arrow(name, arrow_type.value_type)["type"]
+        return {"type": element, "shape": [-1] * arrow_type.ndim}
+    return field_spec_for_arrow(name, arrow_type)
 
 
 def schema_from_arrow(schema: pa.Schema) -> dict[str, dict[str, Any]]:
     """An mrecord schema dict (MindSpore style) for the columns of an Arrow schema.
 
-    Raises :class:`SchemaError` naming a column whose type mrecord cannot store.
+    Raises :class:`~mrecord.errors.ConversionError` naming a column whose type mrecord
+    cannot store, and what to cast it to.
     """
     return {f.name: _field_spec(f.name, f.type) for f in schema}
 
