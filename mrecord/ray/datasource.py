@@ -81,8 +81,8 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
     # -- Ray's Datasource API ---------------------------------------------------------------
 
     def get_name(self) -> str:
-        """The name Ray shows for the read tasks."""
-        return "ReadMRecord"
+        """The name Ray shows for the read tasks (it prefixes ``Read``: ``ReadMRecord``)."""
+        return "MRecord"
 
     def supports_projection_pushdown(self) -> bool:
         """``ds.select_columns(...)`` is pushed down into the read tasks."""
