@@ -8,10 +8,13 @@ MindSpore users switch by changing imports::
 Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
 ``reader`` (DatasetReader, MindDataset, MindPage, samplers), ``pipeline``
 (map/batch/... and the sink), ``vision``/``transforms`` (ops), ``convert`` and
-``cli`` (the ``mrecord`` command).
+``cli`` (the ``mrecord`` command), ``serve`` (``mrecord serve`` and ``RemoteDataset``,
+imported on first use).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
@@ -74,6 +77,7 @@ __all__ = [
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "RunContext",
     "Sampler",
     "SequentialSampler",
@@ -93,3 +97,12 @@ __all__ = [
     "verify_dataset",
     "vision",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``mrecord.RemoteDataset`` is imported on first use, so ``import mrecord`` needs no httpx."""
+    if name == "RemoteDataset":
+        from mrecord.serve.remote import RemoteDataset
+
+        return RemoteDataset
+    raise AttributeError(f"module 'mrecord' has no attribute {name!r}")

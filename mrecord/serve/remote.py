@@ -1,0 +1,336 @@
+"""``RemoteDataset``: a dataset served by ``mrecord serve``, read like a local ``MindDataset``.
+
+::
+
+    ds = mrecord.RemoteDataset("http://data-host:8750", "train", columns_list=["image", "label"],
+                               shuffle=Shuffle.GLOBAL, num_shards=8, shard_id=rank, token=TOKEN)
+
+The order of every epoch (shuffle mode, seed, epoch, sharding, num_samples, sampler)
+is computed here, by the same sampler functions ``MindDataset`` uses, from the
+dataset's file row counts; only row ids travel to the server (``POST .../blocks``),
+so rank 3 of 8 gets exactly the rows, in the same order, that it would get from
+the files. Blocks are requested ``num_parallel_workers`` at a time and delivered in
+order; connection errors (and 503, server busy) are retried with back-off, and a
+server that stays gone raises :class:`~mrecord.errors.RemoteError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from mrecord import Block, SourceDataset, config
+from mrecord.errors import (
+    ArgumentError,
+    AuthenticationError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    RemoteError,
+    SchemaError,
+)
+from mrecord.reader.order import Order
+from mrecord.reader.samplers import PKSampler, Sampler, sampler_from_args
+from mrecord.reader.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, Shuffle
+from mrecord.serve.wire import decode_block, encode_request
+
+__all__ = ["RemoteDataset"]
+
+_TARGET_BLOCK_BYTES = 4 << 20
+_MIN_BLOCK_ROWS = 16
+_MAX_BLOCK_ROWS = 8192
+_BACKOFF_S = (0.1, 0.3, 0.9, 2.0, 4.0)
+_ERRORS: dict[str, type[Exception]] = {
+    "unauthorized": AuthenticationError,
+    "unknown_dataset": DatasetNotFoundError,
+    "corrupt_file": CorruptFileError,
+    "unknown_column": SchemaError,
+    "bad_request": ArgumentError,
+    "bad_ids": ArgumentError,
+    "too_large": ArgumentError,
+}
+
+
+def _httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - httpx is in the serve extra
+        raise ImportError("RemoteDataset needs httpx: pip install 'mrecord[serve]'") from exc
+    return httpx
+
+
+class RemoteDataset(SourceDataset):
+    """Read a dataset from ``mrecord serve`` with ``MindDataset``'s arguments and orders.
+
+    Args:
+        url: the server, e.g. ``"http://127.0.0.1:8750"``.
+        dataset: the dataset's name on that server (``GET /api/datasets`` lists them).
+        columns_list, shuffle, num_shards, shard_id, sampler, num_samples: as for
+            :class:`~mrecord.MindDataset` (same rules, same orders).
+        token: the server's bearer token, if it has one.
+        num_parallel_workers: block requests in flight (default 4).
+        timeout: seconds to wait for one answer; retries: tries after a connection error.
+        partial_window, adaptive_threshold: as for MindDataset.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        dataset: str,
+        columns_list: Sequence[str] | None = None,
+        shuffle: bool | Shuffle | None = None,
+        num_shards: int | None = None,
+        shard_id: int | None = None,
+        sampler: Sampler | None = None,
+        num_samples: int | None = None,
+        token: str | None = None,
+        *,
+        num_parallel_workers: int = 4,
+        timeout: float = 60.0,
+        retries: int = 4,
+        partial_window: int = DEFAULT_PARTIAL_WINDOW,
+        adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    ) -> None:
+        super().__init__()
+        if isinstance(num_parallel_workers, bool) or not isinstance(num_parallel_workers, int):
+            raise TypeError(f"num_parallel_workers must be an int, got {num_parallel_workers!r}")
+        if not 1 <= num_parallel_workers <= 64:
+            raise ArgumentError(
+                f"num_parallel_workers must be in [1, 64], got {num_parallel_workers}"
+            )
+        self._sampler = sampler_from_args(
+            shuffle=shuffle,
+            num_shards=num_shards,
+            shard_id=shard_id,
+            num_samples=num_samples,
+            sampler=sampler,
+            partial_window=partial_window,
+            adaptive_threshold=adaptive_threshold,
+        )
+        self._inflight = num_parallel_workers
+        self._client = _Client(url, dataset, token, timeout, retries, num_parallel_workers)
+        info = self._client.get_json("")
+        self._file_row_counts = [int(f["rows"]) for f in info["files"]]
+        self._total_rows = sum(self._file_row_counts)
+        names = [f["name"] for f in info["schema"]]
+        if columns_list is None:
+            self._columns = names
+        else:
+            if isinstance(columns_list, str) or not isinstance(columns_list, Sequence):
+                raise ArgumentError(f"columns_list must be a list of names, got {columns_list!r}")
+            unknown = [c for c in columns_list if c not in names]
+            if unknown:
+                raise SchemaError(f"column(s) {unknown!r} are not in the schema {names!r}")
+            self._columns = list(columns_list)
+        self._block_rows = _block_rows(info, self._columns)
+        self._labels: np.ndarray | None = None
+        self._rows_per_epoch = self._sampler.num_rows_for(
+            self._total_rows, labels=self._class_labels
+        )
+
+    # -- source contract ----------------------------------------------------------------------
+
+    def _source_num_rows(self) -> int:
+        return self._rows_per_epoch
+
+    def _source_column_names(self) -> list[str]:
+        return list(self._columns)
+
+    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
+        yield from self._fetch_ahead(self._order(epoch).iter_chunks(self._block_rows))
+
+    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
+        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
+        order = self._order(epoch)
+        chunks = (
+            order.take(np.arange(lo, min(lo + self._block_rows, stop), dtype=np.int64))
+            for lo in range(start, stop, self._block_rows)
+        )
+        yield from self._fetch_ahead(chunks)
+
+    def _order(self, epoch: int) -> Order:
+        """This epoch's row order: the same pure function of sizes, seed and epoch as locally."""
+        return self._sampler.build_order(
+            self._file_row_counts, seed=config.get_seed(), epoch=epoch, labels=self._class_labels
+        )
+
+    def _describe(self) -> str:
+        return f"RemoteDataset({self._client.base!r}, sampler={self._sampler!r})"
+
+    # -- public extras --------------------------------------------------------------------------
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler that orders every epoch."""
+        return self._sampler
+
+    @property
+    def file_row_counts(self) -> list[int]:
+        """Rows per shard file on the server, in file order."""
+        return list(self._file_row_counts)
+
+    def read_rows(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> Block:
+        """Rows at global ``ids`` (any order), as a Block; one request."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        return self._client.read_block(ids, list(columns) if columns else self._columns)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _fetch_ahead(self, chunks: Iterator[np.ndarray]) -> Iterator[Block]:
+        """Keep up to ``num_parallel_workers`` block requests in flight; yield blocks in order."""
+        pool = ThreadPoolExecutor(max_workers=self._inflight, thread_name_prefix="mrecord-remote")
+        pending: deque[Future[Block]] = deque()
+        try:
+            for ids in chunks:
+                pending.append(pool.submit(self._client.read_block, ids, self._columns))
+                if len(pending) >= self._inflight:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _class_labels(self) -> np.ndarray:
+        """The PKSampler's class column for every row (fetched once, on demand)."""
+        if self._labels is None:
+            column = "label"
+            sampler: Sampler | None = self._sampler
+            while sampler is not None:
+                if isinstance(sampler, PKSampler):
+                    column = sampler.class_column
+                    break
+                sampler = sampler.get_child()
+            ids = np.arange(self._total_rows, dtype=np.int64)
+            step = 65_536
+            parts = [
+                np.asarray(self._client.read_block(ids[i : i + step], [column]).columns[column])
+                for i in range(0, self._total_rows, step)
+            ]
+            self._labels = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return self._labels
+
+
+def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
+    """Rows per request: about 4 MiB of raw data, within the server's limits."""
+    per_row = max(1.0, sum(float(info["row_bytes"][c]) for c in columns))
+    limits = info.get("limits", {})
+    rows = int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
+    rows = min(rows, int(limits.get("max_block_rows", rows)))
+    by_bytes = int(limits.get("max_block_bytes", 1 << 62) // per_row)
+    return max(1, min(rows, by_bytes))
+
+
+class _Client:
+    """HTTP calls to one dataset of one server, with retries; safe to share between threads."""
+
+    def __init__(
+        self, url: str, dataset: str, token: str | None, timeout: float, retries: int, pool: int
+    ) -> None:
+        httpx = _httpx()
+        self.base = url.rstrip("/")
+        self.dataset = dataset
+        self._path = f"/api/datasets/{quote(dataset, safe='')}"
+        self._retries = retries
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=self.base,
+            headers=headers,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=pool + 2, max_keepalive_connections=pool + 2),
+        )
+        self._transport_errors = (httpx.TransportError,)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def get_json(self, suffix: str) -> Any:
+        """GET ``/api/datasets/NAME{suffix}`` as JSON."""
+
+        def call() -> Any:
+            response = self._http.get(self._path + suffix)
+            if response.status_code != 200:
+                return response
+            return response.json()
+
+        return self._retrying(call)
+
+    def read_block(self, ids: np.ndarray, columns: list[str]) -> Block:
+        """One ``POST .../blocks``: the rows ``ids`` of ``columns``."""
+        body = encode_request(ids, columns)
+
+        def call() -> Any:
+            with self._http.stream("POST", self._path + "/blocks", content=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    return response
+                length = int(response.headers.get("content-length", "0"))
+                buf = bytearray(length)
+                pos = 0
+                for chunk in response.iter_raw():
+                    end = pos + len(chunk)
+                    if end > length:
+                        raise RemoteError(f"{self.base}: block answer longer than announced")
+                    buf[pos:end] = chunk
+                    pos = end
+                if pos != length:
+                    raise RemoteError(
+                        f"{self.base}: block answer cut short ({pos} of {length} bytes)"
+                    )
+                return buf
+
+        buf = self._retrying(call)
+        rows, cols = decode_block(buf)
+        if rows != len(ids) or list(cols) != columns:
+            raise RemoteError(
+                f"{self.base}: asked for {len(ids)} rows of {columns!r}, "
+                f"got {rows} rows of {list(cols)!r}"
+            )
+        return Block(cols, ids)
+
+    def _retrying(self, call: Any) -> Any:
+        last = ""
+        for attempt in range(self._retries + 1):
+            try:
+                result = call()
+            except self._transport_errors as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if not _is_response(result):
+                    return result
+                if result.status_code != 503:
+                    raise _error_from(self.base, self.dataset, result)
+                last = "503 server busy"
+            if attempt < self._retries:
+                time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+        raise RemoteError(
+            f"dataset server {self.base} did not answer for dataset {self.dataset!r} after "
+            f"{self._retries + 1} tries (last error: {last}); is `mrecord serve` running there?"
+        )
+
+
+def _is_response(obj: Any) -> bool:
+    return hasattr(obj, "status_code") and hasattr(obj, "headers")
+
+
+def _error_from(base: str, dataset: str, response: Any) -> Exception:
+    """The mrecord error for an error answer (its code chooses the type)."""
+    try:
+        err = response.json()["error"]
+        code, message = str(err["code"]), str(err["message"])
+    except Exception:
+        code, message = "unexpected", f"HTTP {response.status_code}: {response.text[:200]!r}"
+    cls = _ERRORS.get(code, RemoteError)
+    return cls(f"{base} ({dataset!r}): {message} [{code}]")

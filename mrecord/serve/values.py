@@ -1,0 +1,51 @@
+"""Row values as JSON for the HTTP API (``/rows``, ``/search``).
+
+- numbers: JSON numbers (NaN and infinities as ``null``);
+- strings: strings;
+- bytes: ``{"base64": "..."}`` (``view=summary``: ``{"bytes": length}``);
+- arrays: ``{"dtype": "float32", "shape": [16], "data": [...]}`` with ``data`` nested
+  lists (``view=summary``: the first few values in ``"head"``, no ``"data"``).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import Block
+from mrecord.cli._render import value_to_json
+
+__all__ = ["SUMMARY_HEAD", "block_to_json", "value_json"]
+
+SUMMARY_HEAD = 8
+"""Values shown of an array in the summary view."""
+
+
+def value_json(value: Any, *, summary: bool = False) -> Any:
+    """One value as JSON (see the module docstring)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        if summary:
+            return {"bytes": len(data)}
+        return {"base64": base64.b64encode(data).decode("ascii")}
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        out: dict[str, Any] = {"dtype": value.dtype.name, "shape": list(value.shape)}
+        if summary:
+            out["head"] = value_to_json(value.reshape(-1)[:SUMMARY_HEAD].copy())
+        else:
+            out["data"] = value_to_json(value)
+        return out
+    return value_to_json(value)
+
+
+def block_to_json(block: Block, *, summary: bool = False) -> list[dict[str, Any]]:
+    """Every row of ``block`` as ``{"id": global id, "values": {column: value}}``."""
+    rows = []
+    ids = block.row_ids.tolist()
+    for row_id, row in zip(ids, block.iter_rows(), strict=True):
+        rows.append(
+            {"id": row_id, "values": {k: value_json(v, summary=summary) for k, v in row.items()}}
+        )
+    return rows
