@@ -254,7 +254,14 @@ class _Client:
         self._transport_errors = (httpx.TransportError,)
 
     def close(self) -> None:
+        """Close the pooled connections."""
         self._http.close()
+
+    def __del__(self) -> None:
+        # A dataset dropped without close() must not leak its sockets.
+        http = getattr(self, "_http", None)
+        if http is not None:
+            http.close()
 
     def get_json(self, suffix: str) -> Any:
         """GET ``/api/datasets/NAME{suffix}`` as JSON."""
