@@ -239,3 +239,26 @@ def test_small_load_has_no_errors(server: ServerThread) -> None:
     result = run_load(server.url, "mixed", clients=4, requests=15, num_rows=ROWS)
     assert result.errors == []
     assert len(result.latencies) == 60 and result.rows == 60 * 64
+
+
+def test_import_mrecord_loads_no_server_or_http_package() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mrecord; mrecord.RemoteDataset; "
+        "bad = [m for m in ('starlette', 'uvicorn', 'httpx', 'anyio', 'mrecord.serve.app') "
+        "if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_core_package_imports_serve() -> None:
+    import mrecord as pkg
+
+    root = Path(pkg.__file__).parent
+    for layer in ("format", "reader", "writer", "pipeline"):
+        for source in (root / layer).rglob("*.py"):
+            text = source.read_text()
+            assert "mrecord.serve" not in text and "from mrecord import serve" not in text, source

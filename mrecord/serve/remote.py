@@ -16,12 +16,15 @@ server that stays gone raises :class:`~mrecord.errors.RemoteError`.
 
 from __future__ import annotations
 
+import http.client
+import json
+import queue
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import numpy as np
 
@@ -54,14 +57,6 @@ _ERRORS: dict[str, type[Exception]] = {
     "bad_ids": ArgumentError,
     "too_large": ArgumentError,
 }
-
-
-def _httpx() -> Any:
-    try:
-        import httpx
-    except ImportError as exc:  # pragma: no cover - httpx is in the serve extra
-        raise ImportError("RemoteDataset needs httpx: pip install 'mrecord[serve]'") from exc
-    return httpx
 
 
 class RemoteDataset(SourceDataset):
@@ -234,71 +229,58 @@ def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
 
 
 class _Client:
-    """HTTP calls to one dataset of one server, with retries; safe to share between threads."""
+    """HTTP calls to one dataset of one server, with retries; safe to share between threads.
+
+    It speaks HTTP/1.1 with the standard library's ``http.client`` over a small pool of
+    keep-alive connections, and receives a block with ``readinto`` straight into the
+    buffer the arrays will view: one copy from the socket, none in Python.
+    """
 
     def __init__(
         self, url: str, dataset: str, token: str | None, timeout: float, retries: int, pool: int
     ) -> None:
-        httpx = _httpx()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ArgumentError(f"url must look like http://HOST:PORT, got {url!r}")
         self.base = url.rstrip("/")
         self.dataset = dataset
-        self._path = f"/api/datasets/{quote(dataset, safe='')}"
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        self._path = f"{self._prefix}/api/datasets/{quote(dataset, safe='')}"
         self._retries = retries
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(
-            base_url=self.base,
-            headers=headers,
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=pool + 2, max_keepalive_connections=pool + 2),
-        )
-        self._transport_errors = (httpx.TransportError,)
+        self._timeout = timeout
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(maxsize=pool + 2)
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self._http.close()
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     def __del__(self) -> None:
         # A dataset dropped without close() must not leak its sockets.
-        http = getattr(self, "_http", None)
-        if http is not None:
-            http.close()
+        idle = getattr(self, "_idle", None)
+        if idle is not None:
+            self.close()
 
     def get_json(self, suffix: str) -> Any:
         """GET ``/api/datasets/NAME{suffix}`` as JSON."""
-
-        def call() -> Any:
-            response = self._http.get(self._path + suffix)
-            if response.status_code != 200:
-                return response
-            return response.json()
-
-        return self._retrying(call)
+        status, body = self._retrying("GET", self._path + suffix, None)
+        if status != 200:
+            raise _error_from(self.base, self.dataset, status, body)
+        return json.loads(body)
 
     def read_block(self, ids: np.ndarray, columns: list[str]) -> Block:
         """One ``POST .../blocks``: the rows ``ids`` of ``columns``."""
         body = encode_request(ids, columns)
-
-        def call() -> Any:
-            with self._http.stream("POST", self._path + "/blocks", content=body) as response:
-                if response.status_code != 200:
-                    response.read()
-                    return response
-                length = int(response.headers.get("content-length", "0"))
-                buf = bytearray(length)
-                pos = 0
-                for chunk in response.iter_raw():
-                    end = pos + len(chunk)
-                    if end > length:
-                        raise RemoteError(f"{self.base}: block answer longer than announced")
-                    buf[pos:end] = chunk
-                    pos = end
-                if pos != length:
-                    raise RemoteError(
-                        f"{self.base}: block answer cut short ({pos} of {length} bytes)"
-                    )
-                return buf
-
-        buf = self._retrying(call)
+        status, buf = self._retrying("POST", self._path + "/blocks", body)
+        if status != 200:
+            raise _error_from(self.base, self.dataset, status, buf)
         rows, cols = decode_block(buf)
         if rows != len(ids) or list(cols) != columns:
             raise RemoteError(
@@ -307,37 +289,79 @@ class _Client:
             )
         return Block(cols, ids)
 
-    def _retrying(self, call: Any) -> Any:
+    # -- connections -------------------------------------------------------------------------------
+
+    def _connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        return cls(self._host, self._port, timeout=self._timeout)
+
+    def _exchange(
+        self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None
+    ) -> tuple[int, bytearray]:
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/x-msgpack"
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        length = response.getheader("content-length")
+        if length is None:
+            buf = bytearray(response.read())
+        else:
+            buf = bytearray(int(length))
+            view = memoryview(buf)
+            got = 0
+            while got < len(buf):
+                n = response.readinto(view[got:])
+                if not n:
+                    raise http.client.IncompleteRead(bytes(0), len(buf) - got)
+                got += n
+        if response.will_close:
+            conn.close()
+        return response.status, buf
+
+    def _retrying(self, method: str, path: str, body: bytes | None) -> tuple[int, bytearray]:
         last = ""
-        for attempt in range(self._retries + 1):
+        attempt = 0
+        while attempt <= self._retries:
             try:
-                result = call()
-            except self._transport_errors as exc:
+                conn, reused = self._idle.get_nowait(), True
+            except queue.Empty:
+                conn, reused = self._connect(), False
+            try:
+                status, buf = self._exchange(conn, method, path, body)
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                if reused:
+                    continue  # the server closed an idle connection: try a fresh one at once
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if not _is_response(result):
-                    return result
-                if result.status_code != 503:
-                    raise _error_from(self.base, self.dataset, result)
+                self._give_back(conn)
+                if status != 503:
+                    return status, buf
                 last = "503 server busy"
             if attempt < self._retries:
                 time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
         raise RemoteError(
             f"dataset server {self.base} did not answer for dataset {self.dataset!r} after "
             f"{self._retries + 1} tries (last error: {last}); is `mrecord serve` running there?"
         )
 
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        if conn.sock is None:
+            return
+        try:
+            self._idle.put_nowait(conn)
+        except queue.Full:
+            conn.close()
 
-def _is_response(obj: Any) -> bool:
-    return hasattr(obj, "status_code") and hasattr(obj, "headers")
 
-
-def _error_from(base: str, dataset: str, response: Any) -> Exception:
+def _error_from(base: str, dataset: str, status: int, body: bytes | bytearray) -> Exception:
     """The mrecord error for an error answer (its code chooses the type)."""
     try:
-        err = response.json()["error"]
+        err = json.loads(body)["error"]
         code, message = str(err["code"]), str(err["message"])
     except Exception:
-        code, message = "unexpected", f"HTTP {response.status_code}: {response.text[:200]!r}"
+        code, message = "unexpected", f"HTTP {status}: {bytes(body[:200])!r}"
     cls = _ERRORS.get(code, RemoteError)
     return cls(f"{base} ({dataset!r}): {message} [{code}]")

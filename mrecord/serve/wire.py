@@ -48,6 +48,8 @@ __all__ = [
 MAX_HEADER_BYTES = 1 << 20
 _LEN = struct.Struct("<I")
 _NUMERIC_KINDS = "biuf"
+_SEND_AS_IS = 16 << 10
+"""Mean bytes per value from which a bytes column is sent value by value, not joined."""
 
 
 def encode_request(ids: np.ndarray, columns: Sequence[str] | None) -> bytes:
@@ -59,7 +61,7 @@ def encode_request(ids: np.ndarray, columns: Sequence[str] | None) -> bytes:
 def decode_request(body: bytes, max_ids: int) -> tuple[np.ndarray, list[str] | None]:
     """Parse a request body; ArgumentError saying what is wrong with it."""
     try:
-        req = msgpack.unpackb(body, raw=False, max_bin_len=8 * max_ids, max_array_len=4096)
+        req = msgpack.unpackb(body, raw=False, max_bin_len=len(body), max_array_len=4096)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ArgumentError(f"request body is not a MessagePack block request ({exc})") from exc
     if not isinstance(req, dict) or not isinstance(req.get("ids"), bytes):
@@ -88,20 +90,27 @@ def encode_block(
     buffers: list[bytes | memoryview] = []
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
+        # Each logical buffer is a list of pieces sent one after the other.
         if kind == "fixed":
             arr = np.ascontiguousarray(values, dtype=np.dtype(dtype))
-            parts: list[bytes | memoryview] = [_bytes_view(arr)]
+            parts: list[list[bytes | memoryview]] = [[_bytes_view(arr)]]
         elif kind in ("bytes", "string"):
-            # bytes values may be uint8 views of the file: join reads them without a copy each
             items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
-            parts = [_offsets(len(v) for v in items).tobytes(), b"".join(items)]
+            offsets = _offsets(len(v) for v in items)
+            if kind == "bytes" and len(items) and offsets[-1] >= _SEND_AS_IS * len(items):
+                # big values (images): send the file's bytes as they are, no join copy
+                data: list[bytes | memoryview] = [memoryview(v) for v in items]
+            else:
+                data = [b"".join(items)]
+            parts = [[offsets.tobytes()], data]
         else:
             arrays = [np.ascontiguousarray(v, dtype=np.dtype(dtype)) for v in values]
-            shapes = np.array([a.shape for a in arrays], dtype="<i8").reshape(len(arrays), -1)
+            shapes = np.array([a.shape for a in arrays], dtype="<i8")
+            shapes = shapes.reshape(len(arrays), len(shape))
             parts = [
-                _offsets(a.nbytes for a in arrays).tobytes(),
-                shapes.tobytes(),
-                b"".join(_bytes_view(a) for a in arrays),
+                [_offsets(a.nbytes for a in arrays).tobytes()],
+                [shapes.tobytes()],
+                [b"".join(_bytes_view(a) for a in arrays)],
             ]
         header_cols.append(
             {
@@ -109,10 +118,11 @@ def encode_block(
                 "kind": kind,
                 "dtype": dtype,
                 "shape": shape,
-                "sizes": [len(memoryview(p).cast("B")) for p in parts],
+                "sizes": [sum(memoryview(p).nbytes for p in pieces) for pieces in parts],
             }
         )
-        buffers.extend(parts)
+        for pieces in parts:
+            buffers.extend(pieces)
     header = msgpack.packb({"rows": rows, "columns": header_cols})
     return [_LEN.pack(len(header)), header, *buffers]
 
