@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    from mrecord.reader.inspect import dataset_info
-    from mrecord.testing.serve_load import run_load
+    from mrecord.maintenance.inspect import dataset_info
+    from mrecord.serve.loadtest import run_load
 
     results: dict[str, Any] = {"scale": args.scale}
     with tempfile.TemporaryDirectory(prefix="mrecord-bench-serve-") as tmp:

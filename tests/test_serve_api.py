@@ -23,11 +23,11 @@ from starlette.testclient import TestClient
 from mrecord import DatasetReader
 from mrecord.cli.main import cli
 from mrecord.errors import ArgumentError
-from mrecord.reader.shard import ShardFile
 from mrecord.serve.app import ERROR_CODES, Limits, create_app
 from mrecord.serve.registry import ServedDataset, open_datasets, parse_dataset_args
 from mrecord.serve.security import check_bind
 from mrecord.serve.wire import decode_block, encode_request
+from mrecord.storage.shard import ShardFile
 from mrecord.testing.gallery import SIZE, write_gallery
 
 ROWS = 60

@@ -26,8 +26,8 @@ from mrecord import (
 )
 from mrecord.errors import AuthenticationError, DatasetNotFoundError, RemoteError, SchemaError
 from mrecord.serve.app import Limits
+from mrecord.serve.loadtest import run_load
 from mrecord.serve.server import ServerThread
-from mrecord.testing.serve_load import run_load
 
 ROWS = 301
 
@@ -258,7 +258,7 @@ def test_no_core_package_imports_serve() -> None:
     import mrecord as pkg
 
     root = Path(pkg.__file__).parent
-    for layer in ("format", "reader", "writer", "pipeline"):
+    for layer in ("format", "storage", "reader", "writer", "sampling", "pipeline"):
         for source in (root / layer).rglob("*.py"):
             text = source.read_text()
             assert "mrecord.serve" not in text and "from mrecord import serve" not in text, source

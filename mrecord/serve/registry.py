@@ -20,10 +20,9 @@ import numpy as np
 
 from mrecord import DatasetReader, MindPage, verify_dataset
 from mrecord.cli._stats import compute_stats
-from mrecord.cli.stats import iter_dataset_blocks
 from mrecord.errors import ArgumentError
 from mrecord.format.schema import Field, FieldKind
-from mrecord.reader.inspect import dataset_info
+from mrecord.maintenance.inspect import dataset_info
 
 __all__ = ["NAME_PATTERN", "ServedDataset", "open_datasets", "parse_dataset_args"]
 
@@ -127,7 +126,7 @@ class ServedDataset:
                 fields = [(f.name, f.type, f.shape) for f in self.reader.schema.fields]
                 labels = ("label", *self.index_fields)
                 result = compute_stats(
-                    fields, iter_dataset_blocks(self.reader, 4096), label_fields=labels
+                    fields, self.reader.iter_blocks(4096), label_fields=labels
                 )
                 self._stats = {"name": self.name, "rows": self.reader.num_rows, "fields": result}
             return self._stats

@@ -37,9 +37,8 @@ from mrecord.errors import (
     RemoteError,
     SchemaError,
 )
-from mrecord.reader.order import Order
-from mrecord.reader.samplers import PKSampler, Sampler, sampler_from_args
-from mrecord.reader.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, Shuffle
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.wire import decode_block, encode_request
 
 __all__ = ["RemoteDataset"]

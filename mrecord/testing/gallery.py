@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord import FileWriter
+from mrecord.writer.file_writer import FileWriter
 
 __all__ = ["CLASSES", "picture", "write_gallery"]
 
