@@ -262,3 +262,17 @@ def test_no_core_package_imports_serve() -> None:
         for source in (root / layer).rglob("*.py"):
             text = source.read_text()
             assert "mrecord.serve" not in text and "from mrecord import serve" not in text, source
+
+
+def test_a_client_that_trickles_its_body_gets_408(mixed: Path) -> None:
+    with ServerThread({"mixed": mixed}, limits=Limits(body_timeout_s=0.5)) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=20) as sock:
+            sock.sendall(
+                b"POST /api/datasets/mixed/blocks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Length: 100\r\n\r\n0123456789"
+            )
+            answer = b""
+            while b"}}" not in answer and (chunk := sock.recv(65536)):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b'"request_timeout"' in answer

@@ -46,6 +46,7 @@ ERROR_CODES = {
     "unknown_dataset": 404,
     "not_found": 404,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "too_large": 413,
     "not_an_image": 415,
     "corrupt_file": 500,
@@ -74,6 +75,8 @@ class Limits:
     thumb_cache_bytes: int = 32 << 20
     send_timeout_s: float = 60.0
     """A client that reads nothing of a block for this long is disconnected."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive within this time."""
 
 
 class ApiError(Exception):
@@ -391,7 +394,7 @@ class _Api:
     @_answers
     async def blocks(self, request: Any) -> Any:
         ds = self._dataset(request)
-        body = await _read_body(request, self.limits.max_body_bytes)
+        body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
         ids, columns = decode_request(body, self.limits.max_block_rows)
         names = ds.reader.column_names if columns is None else columns
         unknown = [c for c in names if c not in ds.reader.schema]
@@ -501,15 +504,21 @@ def _view_param(q: Any) -> bool:
     return bool(view == "summary")
 
 
-async def _read_body(request: Any, limit: int) -> bytes:
+async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ApiError("too_large", f"request body of {declared} bytes; at most {limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError("too_large", f"request body over {limit} bytes")
+    try:
+        with anyio.fail_after(timeout):  # a client trickling its body cannot hold a slot
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise ApiError("too_large", f"request body over {limit} bytes")
+    except TimeoutError:
+        raise ApiError(
+            "request_timeout", f"the request body did not arrive within {timeout:.0f} s"
+        ) from None
     return bytes(body)
 
 
