@@ -24,7 +24,7 @@ import numpy as np
 from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
 from mrecord.format.schema import FieldKind
 from mrecord.serve._deps import anyio, starlette
-from mrecord.serve.registry import ServedDataset
+from mrecord.serve.registry import ServedDataset, parse_field_value
 from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, token_ok
 from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
 from mrecord.serve.values import block_to_json
@@ -350,9 +350,10 @@ class _Api:
         def find() -> dict[str, Any]:
             ids = ds.search_ids(field, value, page, num_row)
             block = ds.reader.read_rows(ids, columns=columns)
-            total = next(
-                (c["count"] for c in categories["categories"] if str(c["name"]) == value), None
-            )
+            wanted = parse_field_value(ds.reader.schema[field], value)
+            if isinstance(wanted, bytes):
+                wanted = wanted.hex()  # categories list bytes values as hex
+            total = next((c["count"] for c in categories["categories"] if c["name"] == wanted), 0)
             return {
                 "dataset": ds.name,
                 "field": field,

@@ -75,6 +75,7 @@ class ServedDataset:
     _stats: dict[str, Any] | None = None
     _page: MindPage | None = None
     _categories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _verify_state: dict[str, Any] = field(default_factory=lambda: {"state": "running"})
 
     @classmethod
     def open(cls, name: str, path: Path) -> ServedDataset:
@@ -100,24 +101,41 @@ class ServedDataset:
         }
 
     def info(self) -> dict[str, Any]:
-        """``mrecord info``'s content plus verify status, image columns and row sizes."""
+        """``mrecord info``'s content plus verify status, image columns and row sizes.
+
+        ``verify`` is ``{"state": "running"}`` until a background ``verify_dataset`` (started
+        by the first call: it reads every page) finishes, then ``{"state": "done", "ok",
+        "pages_checked", "problems"}``.
+        """
         with self._info_lock:
             if self._info is None:
                 info = dataset_info(self.path)
                 for entry in info["files"]:
                     entry["file"] = Path(entry["file"]).name  # never disclose server paths
-                report = verify_dataset(self.path)
                 info["name"] = self.name
-                info["verify"] = {
-                    "ok": bool(report.ok),
-                    "pages_checked": int(report.pages_checked),
-                    "problems": [_strip_paths(str(p), self.reader) for p in report.problems],
-                }
                 info["image_columns"] = self._image_columns()
                 rows = max(1, self.reader.num_rows)
                 info["row_bytes"] = {f["name"]: f["raw_bytes"] / rows for f in info["schema"]}
                 self._info = info
-            return self._info
+                threading.Thread(
+                    target=self._verify, name=f"mrecord-verify-{self.name}", daemon=True
+                ).start()
+            return {**self._info, "verify": dict(self._verify_state)}
+
+    def _verify(self) -> None:
+        try:
+            report = verify_dataset(self.path)
+            state: dict[str, Any] = {
+                "state": "done",
+                "ok": bool(report.ok),
+                "pages_checked": int(report.pages_checked),
+                "problems": [_strip_paths(str(p), self.reader) for p in report.problems],
+            }
+        except Exception as exc:  # report it in the answer; the server keeps serving
+            state = {"state": "done", "ok": False, "pages_checked": 0, "problems": [
+                _strip_paths(f"{type(exc).__name__}: {exc}", self.reader)
+            ]}
+        self._verify_state = state
 
     def stats(self) -> dict[str, Any]:
         """``mrecord stats --json``'s content (every row read once, then kept)."""

@@ -133,14 +133,24 @@ function renderInfo(info) {
     h("thead", {}, h("tr", {}, h("th", {}, "file"), h("th", { class: "num" }, "rows"), h("th", { class: "num" }, "pages"), h("th", { class: "num" }, "bytes"), h("th", { class: "num" }, ".db"))),
     h("tbody", {}, info.files.map((f) => h("tr", {}, h("td", { class: "mono" }, f.file), h("td", { class: "num" }, fmtInt(f.rows)),
       h("td", { class: "num" }, fmtInt(f.pages)), h("td", { class: "num" }, fmtBytes(f.bytes)), h("td", { class: "num" }, fmtBytes(f.db_bytes))))));
-  const v = info.verify;
-  const verify = $("verify");
-  verify.className = "verify " + (v.ok ? "ok" : "bad");
-  verify.textContent = v.ok ? `✓ verified: ${fmtInt(v.pages_checked)} pages, every checksum matches`
-    : `✗ damaged: ${v.problems.length} problem(s): ${v.problems.slice(0, 3).join("; ")}`;
+  showVerify(info.verify);
   const sel = $("search-field");
   sel.replaceChildren(...info.index_fields.map((f) => h("option", { value: f }, f)));
   $("search-form").classList.toggle("hidden", info.index_fields.length === 0);
+}
+
+function showVerify(v) {
+  const verify = $("verify");
+  if (v.state !== "done") {
+    verify.className = "verify muted";
+    verify.textContent = "verifying every page checksum…";
+    const name = state.name;
+    setTimeout(() => { if (name === state.name) api(dsPath()).then((i) => { if (name === state.name) showVerify(i.verify); }).catch(() => {}); }, 1000);
+    return;
+  }
+  verify.className = "verify " + (v.ok ? "ok" : "bad");
+  verify.textContent = v.ok ? `✓ verified: ${fmtInt(v.pages_checked)} pages, every checksum matches`
+    : `✗ damaged: ${v.problems.length} problem(s): ${v.problems.slice(0, 3).join("; ")}`;
 }
 
 // -- statistics and the histogram ---------------------------------------------------------------
