@@ -41,6 +41,7 @@ def main() -> None:
                 "() => [...document.querySelectorAll('#rows-table img.thumb')]"
                 ".every(i => i.complete && i.naturalWidth > 0)",
             )
+            wait_until(page, "() => document.querySelector('#verify').textContent.includes('✓')")
             page.screenshot(path=str(args.out))
             browser.close()
     print(f"wrote {args.out}")
