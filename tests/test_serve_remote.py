@@ -276,3 +276,33 @@ def test_a_client_that_trickles_its_body_gets_408(mixed: Path) -> None:
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 408")
         assert b'"request_timeout"' in answer
+
+
+def test_the_serve_command_serves_until_stopped(mixed: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "mrecord.cli.main", "serve", f"m={mixed}", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/datasets") as answer:
+                    body = json.load(answer)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+        else:
+            raise AssertionError("mrecord serve did not answer")
+        assert [d["name"] for d in body["datasets"]] == ["m"]
+        assert body["datasets"][0]["rows"] == ROWS
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"serving m on http://127.0.0.1:{port}/" in err
