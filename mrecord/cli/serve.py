@@ -25,7 +25,22 @@ __all__ = ["serve"]
     show_default=True,
     help="Requests reading data at once (threads); the others wait their turn.",
 )
-def serve(datasets: tuple[str, ...], host: str, port: int, token: str | None, workers: int) -> None:
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 4096),
+    default=64,
+    show_default=True,
+    help="Open connections at once (more get 503 and are retried by RemoteDataset); each "
+    "RemoteDataset keeps up to its num_parallel_workers + 2 open.",
+)
+def serve(
+    datasets: tuple[str, ...],
+    host: str,
+    port: int,
+    token: str | None,
+    workers: int,
+    max_connections: int,
+) -> None:
     """Serve DATASET... read-only: a web page at / and a JSON + binary API.
 
     Each DATASET is NAME=PATH, or a PATH named after its file (train.mrecord0 -> train).
@@ -45,4 +60,11 @@ def serve(datasets: tuple[str, ...], host: str, port: int, token: str | None, wo
     check_bind(host, token)
     shown = "[::1]" if host == "::1" else host
     click.echo(f"serving {', '.join(paths)} on http://{shown}:{port}/ (Ctrl-C stops)", err=True)
-    run(paths, host=host, port=port, token=token, workers=workers)
+    run(
+        paths,
+        host=host,
+        port=port,
+        token=token,
+        workers=workers,
+        max_connections=max_connections,
+    )

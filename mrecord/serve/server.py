@@ -27,7 +27,7 @@ from mrecord.serve.security import check_bind
 __all__ = ["MAX_CONNECTIONS", "ServerThread", "serve"]
 
 MAX_CONNECTIONS = 64
-"""Open connections (and requests) served at once; more get 503 straight away."""
+"""Default bound on open connections (and requests) at once; more get 503 straight away."""
 
 
 def _uvicorn() -> Any:
@@ -38,7 +38,9 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
-def _config(app: Any, host: str, port: int, log_level: str) -> Any:
+def _config(
+    app: Any, host: str, port: int, log_level: str, max_connections: int = MAX_CONNECTIONS
+) -> Any:
     uvicorn = _uvicorn()
     try:
         import httptools  # noqa: F401  (the C HTTP parser: several times h11's speed)
@@ -53,7 +55,7 @@ def _config(app: Any, host: str, port: int, log_level: str) -> Any:
         http=http,
         log_level=log_level,
         access_log=False,
-        limit_concurrency=MAX_CONNECTIONS,
+        limit_concurrency=max_connections,
         timeout_keep_alive=5,
         lifespan="off",
     )
@@ -66,6 +68,7 @@ def serve(
     port: int = 8750,
     token: str | None = None,
     workers: int = 4,
+    max_connections: int = MAX_CONNECTIONS,
     log_level: str = "info",
 ) -> None:
     """Serve ``datasets`` ({name: path}) until interrupted (what ``mrecord serve`` runs)."""
@@ -73,7 +76,7 @@ def serve(
     opened = open_datasets(datasets)
     try:
         app = create_app(opened, token=token, limits=Limits(read_threads=workers))
-        _uvicorn().Server(_config(app, host, port, log_level)).run()
+        _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
     finally:
         for ds in opened.values():
             ds.close()
