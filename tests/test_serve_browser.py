@@ -29,22 +29,30 @@ def gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def page(gallery: Path) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
+    """Headless Chromium for the whole module (one Playwright per thread is allowed)."""
     if chromium_path() is None:
         pytest.fail("chromium is not installed: run `make browser` (make test does)")
     from playwright.sync_api import sync_playwright
 
-    with ServerThread({"gallery": gallery}) as server, sync_playwright() as pw:
-        browser = launch_chromium(pw)
+    with sync_playwright() as pw:
+        chromium = launch_chromium(pw)
         try:
-            tab = browser.new_page(viewport={"width": 1360, "height": 1000})
-            errors: list[str] = []
-            tab.on("pageerror", lambda exc: errors.append(str(exc)))
-            tab.goto(server.url + "/")
-            tab.errors = errors
-            yield tab
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page(gallery: Path, browser: Any) -> Iterator[Any]:
+    with ServerThread({"gallery": gallery}) as server:
+        tab = browser.new_page(viewport={"width": 1360, "height": 1000})
+        errors: list[str] = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.goto(server.url + "/")
+        tab.errors = errors
+        yield tab
+        tab.close()
 
 
 def _ids(tab: Any) -> list[int]:
@@ -111,3 +119,25 @@ def test_histogram_row_detail_and_screenshot(page: Any, tmp_path: Path) -> None:
     assert shot.stat().st_size > 10_000
     page.keyboard.press("Escape")
     assert page.errors == []
+
+
+def test_with_a_token_the_page_asks_for_it_then_works(gallery: Path, browser: Any) -> None:
+    with ServerThread({"gallery": gallery}, token="s3cret") as server:
+        tab = browser.new_page(viewport={"width": 1360, "height": 3000})
+        try:
+            tab.goto(server.url + "/")
+            tab.wait_for_selector("#token-form:not(.hidden)")
+            wait_until(tab, "() => document.querySelector('#datasets').innerText.includes('token')")
+            tab.fill("#token-input", "s3cret")
+            tab.click("#token-form button[type=submit]")
+            tab.wait_for_selector(".ds-item[data-name=gallery]")
+            tab.wait_for_selector("#rows-table img.thumb")
+            loaded = wait_until(
+                tab,
+                "() => { const imgs = [...document.querySelectorAll('#rows-table img.thumb')];"
+                " return imgs.length && imgs.every(i => i.complete && i.naturalWidth > 0)"
+                " && imgs[0].src.startsWith('blob:'); }",
+            )
+            assert loaded
+        finally:
+            tab.close()
