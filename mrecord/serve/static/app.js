@@ -180,13 +180,17 @@ async function loadStats() {
 function histogram(field, hist) {
   const entries = Object.entries(hist).map(([k, v]) => [Number(k), v]).sort((a, b) => a[0] - b[0]);
   const W = 560, H = 220, L = 44, B = 28, T = 10, R = 8;
-  const max = Math.max(...entries.map((e) => e[1]), 1);
+  const top = Math.max(...entries.map((e) => e[1]), 1);
+  // a round tick step (1, 2 or 5 times a power of ten) giving about four grid lines
+  const raw = top / 4, mag = 10 ** Math.floor(Math.log10(raw));
+  const tick = Math.max(1, [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw));
+  const max = Math.ceil(top / tick) * tick;
   const bw = (W - L - R) / entries.length;
   const svg = h("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `histogram of ${field}` });
-  for (let i = 0; i <= 4; i++) {
-    const y = T + (H - T - B) * (1 - i / 4);
-    svg.append(h("svg:line", { x1: L, x2: W - R, y1: y, y2: y, class: "axis", "stroke-dasharray": i ? "2 3" : null }));
-    svg.append(h("svg:text", { x: L - 6, y: y + 3, "text-anchor": "end" }, fmtInt(Math.round((max * i) / 4))));
+  for (let v = 0; v <= max; v += tick) {
+    const y = T + (H - T - B) * (1 - v / max);
+    svg.append(h("svg:line", { x1: L, x2: W - R, y1: y, y2: y, class: "axis", "stroke-dasharray": v ? "2 3" : null }));
+    svg.append(h("svg:text", { x: L - 6, y: y + 3, "text-anchor": "end" }, fmtInt(v)));
   }
   const searchable = state.info.index_fields.includes(field);
   const step = Math.max(1, Math.ceil(entries.length / 20));
