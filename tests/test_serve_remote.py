@@ -306,3 +306,16 @@ def test_the_serve_command_serves_until_stopped(mixed: Path) -> None:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert f"serving m on http://127.0.0.1:{port}/" in err
+
+
+def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: Path) -> None:
+    from mrecord import ConcatDataset
+
+    def build(make: Any) -> Any:
+        ds = ConcatDataset([make(shuffle=True), make(shuffle=False, columns_list=None)])
+        ds.use_sampler(DistributedSampler(3, 1, shuffle=False))
+        return ds
+
+    local = build(lambda **kw: MindDataset(mixed, **kw))
+    remote = build(lambda **kw: mrecord.RemoteDataset(server.url, "mixed", **kw))
+    _same(_rows(local, 1), _rows(remote, 1))
