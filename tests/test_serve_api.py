@@ -438,3 +438,12 @@ def test_a_corrupt_page_is_500_with_the_corrupt_file_text(gallery: Path, tmp_pat
     finally:
         for ds in datasets.values():
             ds.close()
+
+
+def test_cli_names_a_missing_dataset_or_a_bad_name(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    missing = CliRunner().invoke(cli, ["serve", str(tmp_path / "nope.mrecord0")], env={})
+    assert missing.exit_code == 3 and "nope.mrecord0" in missing.output
+    bad = CliRunner().invoke(cli, ["serve", f"../x={tmp_path / 'a'}"], env={})
+    assert bad.exit_code == 2 and "NAME=PATH" in bad.output
