@@ -20,6 +20,7 @@ from typing import Any
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
 from mrecord.errors import MrecordError
+from mrecord.hf import from_hf, to_hf
 from mrecord.maintenance.reindex import reindex
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
@@ -92,7 +93,9 @@ __all__ = [
     "config",
     "data_sink",
     "errors",
+    "from_hf",
     "reindex",
+    "to_hf",
     "train",
     "transforms",
     "verify_dataset",
@@ -101,7 +104,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``mrecord.RemoteDataset`` is imported on first use, so ``import mrecord`` needs no httpx."""
+    """``mrecord.RemoteDataset``, imported on first use (``import mrecord`` loads no serve code)."""
     if name == "RemoteDataset":
         from mrecord.serve.remote import RemoteDataset
 

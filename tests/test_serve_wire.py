@@ -66,3 +66,16 @@ def test_a_truncated_or_garbled_block_is_a_remote_error(cut: int) -> None:
         decode_block(bytearray(body[:cut]))
     with pytest.raises(RemoteError):
         decode_block(bytearray(b"\xff\xff\xff\x7f" + body[4:]))
+
+
+def test_json_values_are_plain_and_finite() -> None:
+    from mrecord.serve.values import value_json
+
+    arr = np.array([[1.5, np.nan], [np.inf, -2.0]], dtype=np.float32)
+    want = {"dtype": "float32", "shape": [2, 2], "data": [[1.5, None], [None, -2.0]]}
+    assert value_json(arr) == want
+    assert value_json(arr, summary=True)["head"] == [1.5, None, None, -2.0]
+    assert value_json(np.float64("nan")) is None and value_json(np.int64(7)) == 7
+    assert value_json(np.bool_(True)) is True and value_json("ü") == "ü"
+    assert value_json(b"\x00\xff") == {"base64": "AP8="}
+    assert value_json(b"\x00\xff", summary=True) == {"bytes": 2}

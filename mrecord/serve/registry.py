@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from mrecord import DatasetReader, MindPage, verify_dataset
-from mrecord.cli._stats import compute_stats
 from mrecord.errors import ArgumentError
 from mrecord.format.schema import Field, FieldKind
 from mrecord.maintenance.inspect import dataset_info
+from mrecord.maintenance.stats import compute_stats
+from mrecord.maintenance.verify import verify_dataset
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.mindpage import MindPage
 
 __all__ = ["NAME_PATTERN", "ServedDataset", "open_datasets", "parse_dataset_args"]
 

@@ -20,15 +20,13 @@ import http.client
 import json
 import queue
 import time
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import numpy as np
 
-from mrecord import Block, SourceDataset, config
+from mrecord.block import Block
 from mrecord.errors import (
     ArgumentError,
     AuthenticationError,
@@ -37,9 +35,14 @@ from mrecord.errors import (
     RemoteError,
     SchemaError,
 )
+from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.wire import decode_block, encode_request
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["RemoteDataset"]
 
@@ -136,23 +139,37 @@ class RemoteDataset(SourceDataset):
     def _source_column_names(self) -> list[str]:
         return list(self._columns)
 
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
-        yield from self._fetch_ahead(self._order(epoch).iter_chunks(self._block_rows))
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        chunks = self._order(ctx.seed, epoch).iter_chunks(self._block_rows)
+        yield from self._fetch_ahead(ctx, chunks)
 
-    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
+    def _iter_blocks_range(
+        self, ctx: ExecContext, epoch: int, start: int, stop: int
+    ) -> Iterator[Block]:
         """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
-        order = self._order(epoch)
+        order = self._order(ctx.seed, epoch)
         chunks = (
             order.take(np.arange(lo, min(lo + self._block_rows, stop), dtype=np.int64))
             for lo in range(start, stop, self._block_rows)
         )
-        yield from self._fetch_ahead(chunks)
+        yield from self._fetch_ahead(ctx, chunks)
 
-    def _order(self, epoch: int) -> Order:
+    def _order(self, seed: int, epoch: int) -> Order:
         """This epoch's row order: the same pure function of sizes, seed and epoch as locally."""
         return self._sampler.build_order(
-            self._file_row_counts, seed=config.get_seed(), epoch=epoch, labels=self._class_labels
+            self._file_row_counts, seed=seed, epoch=epoch, labels=self._class_labels
         )
+
+    def _fetch_ahead(self, ctx: ExecContext, chunks: Iterator[np.ndarray]) -> Iterator[Block]:
+        """Keep ``num_parallel_workers`` block requests in flight on the pipeline's pool for
+        this node (shut down with the iterator); yield the blocks in order."""
+        inflight = self._inflight
+        pool = ctx.pool(self, lambda: ThreadPool(self._read, inflight, "mrecord-remote"))
+        for _ids, block in ordered_map(pool, chunks, inflight, ctx.stop):
+            yield block
+
+    def _read(self, ids: np.ndarray) -> Block:
+        return self._client.read_block(ids, self._columns)
 
     def _describe(self) -> str:
         return f"RemoteDataset({self._client.base!r}, sampler={self._sampler!r})"
@@ -181,22 +198,6 @@ class RemoteDataset(SourceDataset):
         self._client.close()
 
     # -- internals --------------------------------------------------------------------------------
-
-    def _fetch_ahead(self, chunks: Iterator[np.ndarray]) -> Iterator[Block]:
-        """Keep up to ``num_parallel_workers`` block requests in flight; yield blocks in order."""
-        pool = ThreadPoolExecutor(max_workers=self._inflight, thread_name_prefix="mrecord-remote")
-        pending: deque[Future[Block]] = deque()
-        try:
-            for ids in chunks:
-                pending.append(pool.submit(self._client.read_block, ids, self._columns))
-                if len(pending) >= self._inflight:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
 
     def _class_labels(self) -> np.ndarray:
         """The PKSampler's class column for every row (fetched once, on demand)."""
