@@ -24,7 +24,12 @@ from mrecord import (
     SubsetRandomSampler,
     config,
 )
-from mrecord.errors import AuthenticationError, DatasetNotFoundError, RemoteError, SchemaError
+from mrecord.errors import (
+    AuthenticationError,
+    DatasetNotFoundError,
+    DatasetServerError,
+    SchemaError,
+)
 from mrecord.serve.app import Limits
 from mrecord.serve.loadtest import run_load
 from mrecord.serve.server import ServerThread
@@ -168,9 +173,9 @@ def test_a_server_that_goes_away_gives_a_clear_error(mixed: Path) -> None:
     ds = mrecord.RemoteDataset(srv.url, "mixed", shuffle=False, retries=1)
     assert len(_rows(ds, 1)) == ROWS
     srv.stop()
-    with pytest.raises(RemoteError, match="did not answer"):
+    with pytest.raises(DatasetServerError, match="did not answer"):
         _rows(ds, 1)
-    with pytest.raises(RemoteError, match="mrecord serve"):
+    with pytest.raises(DatasetServerError, match="mrecord serve"):
         mrecord.RemoteDataset(srv.url, "mixed", retries=0)
 
 

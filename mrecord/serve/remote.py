@@ -11,7 +11,7 @@ dataset's file row counts; only row ids travel to the server (``POST .../blocks`
 so rank 3 of 8 gets exactly the rows, in the same order, that it would get from
 the files. Blocks are requested ``num_parallel_workers`` at a time and delivered in
 order; connection errors (and 503, server busy) are retried with back-off, and a
-server that stays gone raises :class:`~mrecord.errors.RemoteError`.
+server that stays gone raises :class:`~mrecord.errors.DatasetServerError`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mrecord.errors import (
     AuthenticationError,
     CorruptFileError,
     DatasetNotFoundError,
-    RemoteError,
+    DatasetServerError,
     SchemaError,
 )
 from mrecord.pipeline.source import SourceDataset
@@ -284,7 +284,7 @@ class _Client:
             raise _error_from(self.base, self.dataset, status, buf)
         rows, cols = decode_block(buf)
         if rows != len(ids) or list(cols) != columns:
-            raise RemoteError(
+            raise DatasetServerError(
                 f"{self.base}: asked for {len(ids)} rows of {columns!r}, "
                 f"got {rows} rows of {list(cols)!r}"
             )
@@ -343,7 +343,7 @@ class _Client:
             if attempt < self._retries:
                 time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
-        raise RemoteError(
+        raise DatasetServerError(
             f"dataset server {self.base} did not answer for dataset {self.dataset!r} after "
             f"{self._retries + 1} tries (last error: {last}); is `mrecord serve` running there?"
         )
@@ -364,5 +364,5 @@ def _error_from(base: str, dataset: str, status: int, body: bytes | bytearray) -
         code, message = str(err["code"]), str(err["message"])
     except Exception:
         code, message = "unexpected", f"HTTP {status}: {bytes(body[:200])!r}"
-    cls = _ERRORS.get(code, RemoteError)
+    cls = _ERRORS.get(code, DatasetServerError)
     return cls(f"{base} ({dataset!r}): {message} [{code}]")

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from mrecord.errors import RemoteError
+from mrecord.errors import DatasetServerError
 from mrecord.serve.app import Limits, create_app
 from mrecord.serve.registry import ServedDataset, open_datasets
 from mrecord.serve.security import check_bind
@@ -132,7 +132,7 @@ class ServerThread:
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
-                raise RemoteError("the test server did not start")
+                raise DatasetServerError("the test server did not start")
             time.sleep(0.01)
         return self
 

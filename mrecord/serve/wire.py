@@ -35,7 +35,7 @@ import msgpack
 import numpy as np
 
 from mrecord.block import BytesArray, ColumnValues
-from mrecord.errors import ArgumentError, RemoteError
+from mrecord.errors import ArgumentError, DatasetServerError
 
 __all__ = [
     "MAX_HEADER_BYTES",
@@ -149,7 +149,7 @@ def decode_block(buf: bytearray | bytes) -> tuple[int, dict[str, ColumnValues]]:
     try:
         return _decode(memoryview(buf))
     except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
-        raise RemoteError(f"the server sent a malformed block ({exc})") from exc
+        raise DatasetServerError(f"the server sent a malformed block ({exc})") from exc
 
 
 def _decode(view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
