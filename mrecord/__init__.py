@@ -34,6 +34,7 @@ from mrecord.pipeline.sink import (
     TimeMonitor,
     data_sink,
 )
+from mrecord.pipeline.sources import Cifar10Dataset, ImageFolderDataset, MnistDataset
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.mind_dataset import MindDataset
 from mrecord.reader.mindpage import MindPage
@@ -58,6 +59,7 @@ __all__ = [
     "BatchInfo",
     "Block",
     "Callback",
+    "Cifar10Dataset",
     "ConcatDataset",
     "Dataset",
     "DatasetReader",
@@ -65,10 +67,12 @@ __all__ = [
     "DistributedSampler",
     "FileWriter",
     "GeneratorDataset",
+    "ImageFolderDataset",
     "LambdaCallback",
     "LossMonitor",
     "MindDataset",
     "MindPage",
+    "MnistDataset",
     "Model",
     "MrecordError",
     "NumpySlicesDataset",

@@ -22,6 +22,7 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
+    │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
     └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
@@ -46,6 +47,7 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RawDataError",
     "RowValidationError",
     "SamplerError",
     "SchemaError",
@@ -150,6 +152,14 @@ class SinkTimeoutError(MrecordError, TimeoutError):
 
 class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
+
+
+class RawDataError(ConversionError):
+    """A raw dataset (CIFAR-10, MNIST, an image folder) is missing, truncated or foreign.
+
+    Raised by the sources (``Cifar10Dataset``...) and the converters alike; a
+    ``ValueError``, as MindSpore raises for a missing ``dataset_dir``.
+    """
 
 
 class DecodeError(MrecordError, ValueError):
