@@ -120,11 +120,7 @@ class GeneratorDataset(SourceDataset):
                     f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
                 )
             sampler = samplers.SubsetSampler(list(sampler))
-        if isinstance(sampler, samplers.PKSampler):
-            raise ArgumentError(
-                "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "
-                "per class in your source's __getitem__, or use MindDataset"
-            )
+        _refuse_pk(sampler)
         num_samples = self.num_samples
         if sampler is not None and num_samples is not None:
             raise ArgumentError("sampler and num_samples cannot be specified at the same time.")
@@ -135,6 +131,15 @@ class GeneratorDataset(SourceDataset):
             num_samples=num_samples,
             sampler=sampler,
         )
+
+    def _use_sampler(self, sampler: Any) -> None:
+        if not self.random_access:
+            super()._use_sampler(sampler)
+        _refuse_pk(sampler)
+        old = self._sampler.get_child() if self._sampler is not None else None
+        if old is not None and sampler.get_child() is None:
+            sampler.add_child(old)  # MindSpore keeps the old sampler's child
+        self._sampler = sampler
 
     # ------------------------------------------------------------------ source contract
     def _source_column_names(self) -> list[str]:
@@ -270,6 +275,16 @@ class GeneratorDataset(SourceDataset):
                 values = [np.asarray(v, dtype=dtype) for v in values]
             cols[name] = column_from_values(values)
         return Block(cols, np.asarray(ids, dtype=np.int64))
+
+
+def _refuse_pk(sampler: Any) -> None:
+    from mrecord.reader.samplers import PKSampler
+
+    if isinstance(sampler, PKSampler):
+        raise ArgumentError(
+            "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "
+            "per class in your source's __getitem__, or use MindDataset"
+        )
 
 
 def _short(source: object) -> str:

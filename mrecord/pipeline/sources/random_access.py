@@ -69,7 +69,7 @@ def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:
     """
     if shuffle is not None and not isinstance(shuffle, bool):
         raise TypeError(
-            f"Argument shuffle with value {shuffle!r} is not of type [<class 'bool'>], "
+            f"Argument shuffle with value {shuffle} is not of type [<class 'bool'>], "
             f"but got {type(shuffle)}."
         )
     if shuffle is None and sampler is None:
