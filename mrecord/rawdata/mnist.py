@@ -53,15 +53,15 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
     ndim = 3 if magic == IMAGES_MAGIC else 1
     header = 4 + 4 * ndim
     data, size = _header(path, ndim)
-    if size < header:
-        raise RawDataError(f"{name!r} is truncated: {size} bytes, an idx header needs {header}")
     got = int.from_bytes(data[:4], "big")
-    if got != magic:
+    if size >= 4 and got != magic:
         kind = "images" if magic == IMAGES_MAGIC else "labels"
         raise RawDataError(
             f"{name!r} has magic number {got}, expected {magic} for MNIST {kind} "
             "(is it the right file, and not gzip data without a .gz name?)"
         )
+    if size < header:
+        raise RawDataError(f"{name!r} is truncated: {size} bytes, an idx header needs {header}")
     dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     need = header + int(np.prod(dims, dtype=np.int64))
     if size != need:
