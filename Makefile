@@ -22,7 +22,7 @@ test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check mrecord tests tools benchmarks
+	$(BIN)/ruff check mrecord tests tools benchmarks reliability
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.pipeline.sink import DeviceQueue, Model
-from mrecord.pipeline.sink.testing import FakeDataset
+from mrecord.train import DeviceQueue, Model
+from mrecord.train.testing import FakeDataset
 
 BATCH_SHAPE = (256, 3, 32, 32)
 

@@ -73,7 +73,7 @@ def info(path: str, as_json: bool) -> None:
     Example:
       mrecord info train.mrecord
     """
-    from mrecord.reader.inspect import dataset_info
+    from mrecord.maintenance.inspect import dataset_info
 
     data = dataset_info(path)
     if as_json:
@@ -116,7 +116,7 @@ def verify(path: str, as_json: bool) -> None:
     Example:
       mrecord verify train.mrecord0 && echo intact
     """
-    from mrecord.reader.verify import verify_dataset
+    from mrecord.maintenance.verify import verify_dataset
 
     report = verify_dataset(path)
     problems = list(report.problems)
@@ -148,7 +148,7 @@ def reindex(path: str) -> None:
     Example:
       mrecord reindex train.mrecord
     """
-    from mrecord.writer.reindex import reindex as rebuild
+    from mrecord.maintenance.reindex import reindex as rebuild
 
     rebuild(path)
     click.echo(f"rebuilt the .db index of {path!r}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mrecord.errors import LayoutError
+
 __all__ = [
     "ALIGNMENT",
     "FORMAT_MAJOR",
@@ -28,7 +30,6 @@ __all__ = [
     "HEADER_SIZE",
     "TRAILER_MAGIC",
     "TRAILER_SIZE",
-    "LayoutError",
     "Trailer",
     "align",
     "encode_header",
@@ -45,10 +46,6 @@ ALIGNMENT = 64
 
 _HEADER = struct.Struct("<8sHH52x")
 _TRAILER = struct.Struct("<QQI4x8s")
-
-
-class LayoutError(ValueError):
-    """The header or trailer is not an mrecord one (caller adds the file name)."""
 
 
 def align(offset: int) -> int:

@@ -16,6 +16,10 @@ import numpy as np
 
 from mrecord.block import Block
 
+# The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
+# methods that build them, not here: every op module subclasses Dataset, so importing them
+# at the top would be an import cycle. Type checkers see them through this block (grain's
+# dataset.py does the same).
 if TYPE_CHECKING:
     from mrecord.pipeline.batch import BatchDataset
     from mrecord.pipeline.concat import ConcatDataset
@@ -212,7 +216,7 @@ class Dataset:
         MindSpore's rule: the sampler replaces the source's shuffle/sharding/num_samples
         (keeping the old sampler's child). On an op, it applies to the source below.
         """
-        from mrecord.reader.samplers import Sampler
+        from mrecord.sampling import Sampler
 
         if new_sampler is None:
             raise TypeError("Input sampler can not be None.")
@@ -268,7 +272,8 @@ class Dataset:
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
         """
-        from mrecord.pipeline.graph import build_graph, count_rows
+        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.iterator import count_rows
 
         build_graph(self)
         size = self._num_rows()

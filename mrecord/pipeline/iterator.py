@@ -36,7 +36,7 @@ from mrecord.pipeline.workers import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["BlockIterator", "DictIterator", "TupleIterator"]
+__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows"]
 
 _POLL_S = 0.05
 _EPOCH_END = object()
@@ -274,3 +274,12 @@ class TupleIterator(_RowIterator):
 
     def __iter__(self) -> TupleIterator:
         return self
+
+
+def count_rows(root: Dataset) -> int:
+    """Rows of one epoch, by running the pipeline (used when sizes are not known)."""
+    total = 0
+    with BlockIterator(root, num_epochs=1) as blocks:
+        for block in blocks:
+            total += len(block)
+    return total

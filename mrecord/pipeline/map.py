@@ -18,9 +18,9 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.apply import ChainSpec
 from mrecord.pipeline.columns import as_name_list, map_column_order, split_block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.op_chain import ChainSpec
 from mrecord.pipeline.seeds import row_keys
 from mrecord.pipeline.workers import ProcessPool, ThreadPool, ordered_map
 

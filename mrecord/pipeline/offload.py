@@ -35,8 +35,8 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OffloadError
-from mrecord.pipeline.apply import is_offloadable, run_fused
 from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
+from mrecord.pipeline.op_chain import is_offloadable, run_fused
 from mrecord.pipeline.seeds import op_seeds
 
 if TYPE_CHECKING:

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord.errors import RawDataError
+from mrecord.block import BytesArray
+from mrecord.errors import DecodeError, RawDataError
 from mrecord.rawdata.usage import check_dir
 
-__all__ = ["ImageFolderListing", "walk_image_folder"]
+__all__ = ["ImageFolderListing", "load_image", "walk_image_folder"]
 
 
 @dataclass
@@ -106,3 +107,23 @@ def walk_image_folder(
                 else:
                     listing.ignored.append(path)
     return listing
+
+
+def load_image(path: Path, *, decode: bool = False) -> np.ndarray:
+    """One image file: its bytes as a ``uint8`` array, or decoded to RGB ``uint8[H, W, 3]``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RawDataError(f"cannot read image {str(path)!r}: {exc}") from exc
+    if not decode:
+        return np.frombuffer(data, dtype=np.uint8).view(BytesArray)
+    from mrecord.vision import Decode
+
+    try:
+        image: np.ndarray = Decode()(data)
+    except DecodeError as exc:
+        raise RawDataError(
+            f"{str(path)!r} cannot be decoded as an image ({exc}); remove it, or list the "
+            "suffixes to read with extensions=[...]"
+        ) from exc
+    return image

@@ -24,7 +24,7 @@ import numpy as np
 from mrecord.errors import ArgumentError, CorruptFileError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.index_check import open_index_db
+from mrecord.storage.index_db import open_index_db
 
 __all__ = ["MindPage"]
 

@@ -3,7 +3,7 @@
 Three kinds of source (checked in this order):
 
 - *random access* (``__getitem__`` and ``__len__``): rows are read by index in the
-  order of a sampler (``mrecord.reader.samplers``), so ``shuffle``, ``num_shards``
+  order of a sampler (``mrecord.sampling.samplers``), so ``shuffle``, ``num_shards``
   / ``shard_id``, ``num_samples`` and ``sampler`` all work. As in MindSpore,
   ``shuffle=None`` means shuffled for such a source.
 - *callable* (a generator function): called once per epoch for a fresh iterator;
@@ -33,6 +33,7 @@ from mrecord.pipeline.columns import as_name_list, column_from_values
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
 
 __all__ = ["GeneratorDataset"]
 
@@ -112,19 +113,17 @@ class GeneratorDataset(SourceDataset):
     ) -> Any:
         if shuffle is False and num_shards is None and shard_id is None and sampler is None:
             return None  # sequential: no sampler needed
-        from mrecord.reader import samplers
-
-        if sampler is not None and not isinstance(sampler, samplers.Sampler):
+        if sampler is not None and not isinstance(sampler, Sampler):
             if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):
                 raise TypeError(
                     f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
                 )
-            sampler = samplers.SubsetSampler(list(sampler))
+            sampler = SubsetSampler(list(sampler))
         _refuse_pk(sampler)
         num_samples = self.num_samples
         if sampler is not None and num_samples is not None:
             raise ArgumentError("sampler and num_samples cannot be specified at the same time.")
-        return samplers.sampler_from_args(
+        return sampler_from_args(
             shuffle=shuffle,
             num_shards=num_shards,
             shard_id=shard_id,
@@ -278,8 +277,6 @@ class GeneratorDataset(SourceDataset):
 
 
 def _refuse_pk(sampler: Any) -> None:
-    from mrecord.reader.samplers import PKSampler
-
     if isinstance(sampler, PKSampler):
         raise ArgumentError(
             "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "

@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from mrecord.block import Block, BytesArray
-from mrecord.errors import DecodeError, RawDataError
+from mrecord.block import Block
 from mrecord.pipeline.sources.random_access import (
     RandomAccessSource,
     block_rows_for,
     check_bool_shuffle,
 )
-from mrecord.rawdata.imagefolder import walk_image_folder
-from mrecord.reader.samplers import Sampler
+from mrecord.rawdata.imagefolder import load_image, walk_image_folder
+from mrecord.sampling import Sampler
 
 __all__ = ["ImageFolderDataset"]
 
@@ -99,31 +97,14 @@ class ImageFolderDataset(RandomAccessSource):
         return [len(self._listing.files)]
 
     def _read_rows(self, ids: np.ndarray) -> Block:
-        images = [self._load(int(i)) for i in ids.tolist()]
+        files = self._listing.files
+        images = [load_image(files[i], decode=self.decode) for i in ids.tolist()]
         return Block({"image": images, "label": self._labels[ids]}, ids.astype(np.int64))
 
     def _column_values(self, column: str) -> np.ndarray:
         if column != "label":
             return super()._column_values(column)
         return self._labels
-
-    def _load(self, i: int) -> Any:
-        path = self._listing.files[i]
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise RawDataError(f"cannot read image {str(path)!r}: {exc}") from exc
-        if not self.decode:
-            return np.frombuffer(data, dtype=np.uint8).view(BytesArray)
-        from mrecord.vision import Decode
-
-        try:
-            return Decode()(data)
-        except DecodeError as exc:
-            raise RawDataError(
-                f"{str(path)!r} cannot be decoded as an image ({exc}); remove it, or list the "
-                "suffixes to read with extensions=[...]"
-            ) from exc
 
     def _describe(self) -> str:
         where = str(self.dataset_dir)

@@ -5,7 +5,7 @@ to read a batch of rows by global id (file 0's rows first, then file 1's...).
 Everything else is here, once, so every such source behaves the same:
 
 - ``shuffle``/``num_shards``/``shard_id``/``num_samples``/``sampler`` go through
-  :func:`~mrecord.reader.samplers.sampler_from_args` (MindSpore's argument rules
+  :func:`~mrecord.sampling.sampler_from_args` (MindSpore's argument rules
   and messages); each epoch's order is a pure function of (file row counts, seed,
   epoch) built by the sampler;
 - padded ids (``>= N``, MindDataset's ``padded_sample``) are filled in from the
@@ -31,9 +31,7 @@ from mrecord import config
 from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
-from mrecord.reader.order import Order
-from mrecord.reader.samplers import PKSampler, Sampler, sampler_from_args
-from mrecord.reader.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, Shuffle
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 
 __all__ = ["RandomAccessSource", "block_rows_for", "check_bool_shuffle", "check_source_workers"]
 
@@ -95,8 +93,8 @@ class RandomAccessSource(SourceDataset):
         sampler: Sampler | None,
         num_samples: int | None,
         num_padded: int = 0,
-        partial_window: int = DEFAULT_PARTIAL_WINDOW,
-        adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+        partial_window: int = 1_000_000,
+        adaptive_threshold: int = 100_000_000,
     ) -> None:
         super().__init__()
         self._workers = check_source_workers(num_parallel_workers)

@@ -21,7 +21,7 @@ from mrecord.pipeline.sources.random_access import (
     block_rows_for,
     check_bool_shuffle,
 )
-from mrecord.reader.samplers import Sampler
+from mrecord.sampling import Sampler
 
 __all__ = ["ImageLabelFiles", "UsageSource"]
 

@@ -1,0 +1,166 @@
+"""``MindDataset``: an mrecord dataset as a pipeline source, with MindSpore's arguments.
+
+::
+
+    ds = MindDataset("data.mrecord", columns_list=["image", "label"],
+                     shuffle=Shuffle.GLOBAL, num_shards=8, shard_id=rank)
+    for row in ds.create_dict_iterator(num_epochs=1):
+        ...
+
+The row order of every epoch is a pure function of (file row counts, seed,
+epoch) computed lazily by the sampler (``mrecord.sampling.samplers``); rows are
+read a block at a time with one vectorized gather per page and column. Blocks
+are read ahead by ``num_parallel_workers`` threads (the gathers release the GIL
+in numpy and in memory copies), and delivered in order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import Block, ColumnValues
+from mrecord.errors import ArgumentError, RowValidationError
+from mrecord.format.columnize import columns_from_rows
+from mrecord.format.schema import FieldKind
+from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.sampling import Sampler, Shuffle
+
+__all__ = ["MindDataset"]
+
+
+class MindDataset(RandomAccessSource):
+    """Read an mrecord dataset (MindSpore's ``MindDataset`` arguments and rules).
+
+    Args:
+        dataset_files: one shard file (all its siblings are read) or a list of files
+            (only those are read).
+        columns_list: columns to read (default all).
+        num_parallel_workers: reader threads (default ``config.get_num_parallel_workers()``).
+        shuffle: ``True`` = ``Shuffle.GLOBAL``, ``False`` = file order, ``None`` =
+            ``Shuffle.ADAPTIVE``, or a :class:`Shuffle` mode.
+        num_shards, shard_id: read one of ``num_shards`` strided shards.
+        sampler: a sampler instead of shuffle/sharding/num_samples.
+        padded_sample, num_padded: append ``num_padded`` copies of ``padded_sample``
+            (needs ``columns_list``) so the total divides by ``num_shards``.
+        num_samples: rows per epoch (per shard); with shuffle, drawn WITHOUT replacement
+            (MindSpore draws with replacement).
+        verify: checksum policy, ``"once"`` (default), ``"always"`` or ``"never"``.
+        partial_window, adaptive_threshold: Shuffle.PARTIAL's window and
+            Shuffle.ADAPTIVE's threshold, in rows.
+    """
+
+    def __init__(
+        self,
+        dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        columns_list: Sequence[str] | None = None,
+        num_parallel_workers: int | None = None,
+        shuffle: bool | Shuffle | None = None,
+        num_shards: int | None = None,
+        shard_id: int | None = None,
+        sampler: Sampler | None = None,
+        padded_sample: Mapping[str, Any] | None = None,
+        num_padded: int | None = None,
+        num_samples: int | None = None,
+        *,
+        verify: str = "once",
+        partial_window: int = 1_000_000,
+        adaptive_threshold: int = 100_000_000,
+    ) -> None:
+        _check_padding_args(padded_sample, num_padded, columns_list)
+        super().__init__(
+            num_parallel_workers=num_parallel_workers,
+            shuffle=shuffle,
+            num_shards=num_shards,
+            shard_id=shard_id,
+            sampler=sampler,
+            num_samples=num_samples,
+            num_padded=num_padded or 0,
+            partial_window=partial_window,
+            adaptive_threshold=adaptive_threshold,
+        )
+        self._reader = DatasetReader.open(dataset_files, columns=columns_list, verify=verify)
+        self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
+        self._count_rows()
+        self._block_rows = _block_rows(self._reader)
+
+    # -- random-access source contract --------------------------------------------------------
+
+    def _source_column_names(self) -> list[str]:
+        return self._reader.column_names
+
+    def _file_row_counts(self) -> list[int]:
+        return self._reader.file_row_counts
+
+    def _read_rows(self, ids: np.ndarray) -> Block:
+        return self._reader.read_rows(ids, bytes_as_arrays=True)
+
+    def _column_values(self, column: str) -> np.ndarray:
+        ids = np.arange(self._reader.num_rows, dtype=np.int64)
+        return np.asarray(self._reader.read_rows(ids, columns=[column]).columns[column])
+
+    def _describe(self) -> str:
+        files = [f.name for f in self._reader.files]
+        shown = files if len(files) <= 3 else [*files[:2], "...", files[-1]]
+        return f"MindDataset({shown}, sampler={self._sampler!r})"
+
+    # -- public extras --------------------------------------------------------------------------
+
+    @property
+    def reader(self) -> DatasetReader:
+        """The underlying :class:`DatasetReader` (random access by global row id)."""
+        return self._reader
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _padded_block(self, sample: Mapping[str, Any]) -> Block:
+        columns = self._reader.column_names
+        if not isinstance(sample, Mapping) or set(sample) != set(columns):
+            got = sorted(sample) if isinstance(sample, Mapping) else sample
+            raise ArgumentError(
+                f"padded_sample must have exactly the columns of columns_list {columns!r}, "
+                f"got {got!r}"
+            )
+        schema = self._reader.schema
+        sub = type(schema)(tuple(schema[name] for name in columns))
+        try:
+            values = columns_from_rows(sub, [dict(sample)])
+        except RowValidationError as exc:
+            raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
+        cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
+        return Block(cols, np.full(1, -1, dtype=np.int64))
+
+
+def _block_rows(reader: DatasetReader) -> int:
+    raw = 0
+    for shard in reader.shards:
+        chunks = shard.meta.chunks
+        if chunks.size:
+            for col, fld in enumerate(shard.meta.schema.fields):
+                if fld.name in reader.column_names:
+                    raw += int(chunks[:, col]["raw_length"].sum())
+                    if fld.kind is not FieldKind.FIXED:
+                        raw -= 8 * shard.meta.num_rows
+    return block_rows_for(raw // max(1, reader.num_rows))
+
+
+def _check_padding_args(
+    padded_sample: Mapping[str, Any] | None,
+    num_padded: int | None,
+    columns_list: Sequence[str] | None,
+) -> None:
+    if padded_sample is not None:
+        if num_padded is None:
+            raise RuntimeError("padded_sample is specified and requires num_padded as well.")
+        if columns_list is None:
+            raise RuntimeError("padded_sample is specified and requires columns_list as well.")
+    elif num_padded:
+        raise RuntimeError("num_padded is specified but padded_sample is not.")
+    if num_padded is not None and (
+        isinstance(num_padded, bool) or not isinstance(num_padded, int) or num_padded < 0
+    ):
+        raise ArgumentError(f"num_padded must be an int >= 0, got {num_padded!r}")
