@@ -163,6 +163,18 @@ def test_image_folder_decodes_lists_and_indexes_classes(tmp_path: Path) -> None:
     assert ImageFolderDataset(tmp_path, extensions=[".PNG"]).get_dataset_size() == 0
 
 
+def test_image_folder_walks_subfolders_in_name_order_and_skips_hidden_files(tmp_path: Path) -> None:
+    write_image_folder(tmp_path, {"cat": 1})
+    (tmp_path / "cat" / "b_sub").mkdir()
+    (tmp_path / "cat" / "a_file.png").write_bytes(b"A")
+    (tmp_path / "cat" / "b_sub" / "deep.png").write_bytes(b"D")
+    (tmp_path / "cat" / ".hidden.png").write_bytes(b"H")
+    (tmp_path / ".git").mkdir()
+    got = [r["image"].tobytes() for r in rows(ImageFolderDataset(tmp_path, shuffle=False))]
+    first = (tmp_path / "cat" / "img0000.png").read_bytes()
+    assert got == [b"A", first, b"D"]  # files of a folder, then its subfolders
+
+
 def test_image_folder_errors_name_the_folder_or_file(tmp_path: Path) -> None:
     write_image_folder(tmp_path, {"cat": 1})
     with pytest.raises(RawDataError, match=r"class_indexing names \['dog'\]"):
