@@ -10,9 +10,9 @@ Malformed input raises :class:`~mrecord.errors.RawDataError` naming the file.
 from __future__ import annotations
 
 from mrecord.rawdata.cifar10 import Cifar10Files, find_cifar10_files
+from mrecord.rawdata.common import check_usage
 from mrecord.rawdata.imagefolder import ImageFolderListing, walk_image_folder
 from mrecord.rawdata.mnist import MnistFiles, find_mnist_files, read_idx
-from mrecord.rawdata.usage import check_usage
 
 __all__ = [
     "Cifar10Files",

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mrecord.errors import RawDataError
-from mrecord.rawdata.usage import check_dir, check_usage, gather
+from mrecord.rawdata.common import check_dir, check_usage, gather
 
 __all__ = [
     "NUM_CLASSES",

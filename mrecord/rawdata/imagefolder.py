@@ -23,7 +23,7 @@ import numpy as np
 
 from mrecord.block import BytesArray
 from mrecord.errors import DecodeError, RawDataError
-from mrecord.rawdata.usage import check_dir
+from mrecord.rawdata.common import check_dir
 
 __all__ = ["ImageFolderListing", "load_image", "walk_image_folder"]
 

@@ -1,4 +1,4 @@
-"""The ``usage`` argument of the CIFAR-10 and MNIST sources, and gathers over several files."""
+"""What the raw-format parsers share: the ``usage`` argument, folder checks, multi-file gathers."""
 
 from __future__ import annotations
 
