@@ -28,6 +28,7 @@ from mrecord import (
     MindDataset,
     MnistDataset,
     SequentialSampler,
+    SubsetSampler,
     config,
 )
 from mrecord.convert import Cifar10Source, MnistSource
@@ -273,6 +274,12 @@ def test_use_sampler_works_on_every_kind_of_node(tmp_path: Path) -> None:
     gen = GeneratorDataset([(np.int64(i),) for i in range(6)], ["x"], shuffle=False)
     gen.use_sampler(DistributedSampler(3, 0, shuffle=False))
     assert [int(r["x"]) for r in rows(gen)] == [0, 3]
+
+    parent = SequentialSampler(num_samples=3)
+    parent.add_child(SubsetSampler([9, 2, 6, 4]))
+    keeps_child = MindDataset(str(writer.files[0]), sampler=parent)
+    keeps_child.use_sampler(SequentialSampler(start_index=1))  # MindSpore keeps the child
+    assert [int(r["id"]) for r in rows(keeps_child)] == [2, 6, 4]
 
     with pytest.raises(ArgumentError, match="cannot take a sampler"):
         GeneratorDataset(lambda: iter([(1,)]), ["x"]).use_sampler(SequentialSampler())

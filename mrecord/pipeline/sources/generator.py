@@ -32,6 +32,7 @@ from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, column_from_values
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
 
@@ -135,10 +136,7 @@ class GeneratorDataset(SourceDataset):
         if not self.random_access:
             super()._use_sampler(sampler)
         _refuse_pk(sampler)
-        old = self._sampler.get_child() if self._sampler is not None else None
-        if old is not None and sampler.get_child() is None:
-            sampler.add_child(old)  # MindSpore keeps the old sampler's child
-        self._sampler = sampler
+        self._sampler = replace_sampler(self._sampler, sampler)
 
     # ------------------------------------------------------------------ source contract
     def _source_column_names(self) -> list[str]:

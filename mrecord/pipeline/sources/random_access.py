@@ -33,7 +33,13 @@ from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 
-__all__ = ["RandomAccessSource", "block_rows_for", "check_bool_shuffle", "check_source_workers"]
+__all__ = [
+    "RandomAccessSource",
+    "block_rows_for",
+    "check_bool_shuffle",
+    "check_source_workers",
+    "replace_sampler",
+]
 
 _TARGET_BLOCK_BYTES = 4 << 20
 _MIN_BLOCK_ROWS = 16
@@ -58,6 +64,14 @@ def check_source_workers(num: int | None) -> int:
             f"[1, {(os.cpu_count() or 1) * 4}], got {num!r}."
         )
     return num
+
+
+def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
+    """``new``, given ``old``'s child if it has none (MindSpore's ``use_sampler`` rule)."""
+    child = old.get_child() if old is not None else None
+    if child is not None and new.get_child() is None:
+        new.add_child(child)
+    return new
 
 
 def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:
@@ -151,10 +165,7 @@ class RandomAccessSource(SourceDataset):
                 f"{self!r}: use_sampler cannot replace the sampler of a padded dataset "
                 "(padded_sample/num_padded need num_shards and shard_id)"
             )
-        child = self._sampler.get_child()
-        if child is not None and sampler.get_child() is None:
-            sampler.add_child(child)  # MindSpore keeps the old sampler's child
-        self._sampler = sampler
+        self._sampler = replace_sampler(self._sampler, sampler)
         self._count_rows()
 
     def _source_num_rows(self) -> int:
