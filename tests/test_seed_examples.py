@@ -84,7 +84,10 @@ def test_offload_option_2_and_the_multi_column_example(tmp_path: Path) -> None:
     dataset = dataset.map(operations=type_cast_op, input_columns="label", offload=True)
     dataset = dataset.map(operations=image_ops, input_columns="image", offload=True)
 
-    assert "offload" in str(dataset.plan()).lower()
+    plan = str(dataset.plan())  # the offloadable tail of each map moved to the offload step
+    assert "  label: TypeCast(data_type='int32')" in plan
+    assert "  image: RandomHorizontalFlip(prob=0.5), Normalize(" in plan
+    assert plan.split("  image: ")[1].split("\n")[0].endswith("HWC2CHW()")
     got = list(dataset.create_dict_iterator(num_epochs=1))
     assert len(got) == 6
     assert got[0]["image"].shape == (3, 32, 32) and got[0]["image"].dtype == np.float32
