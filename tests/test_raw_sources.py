@@ -308,6 +308,13 @@ def test_padded_batch_pads_named_columns_and_refuses_what_it_cannot_pad() -> Non
     assert ds.output_shapes() == [[2, 4]]
     with pytest.raises(PipelineError, match=r"column 'a' row 2 has shape \[3\], larger than"):
         rows(ragged().project("a").padded_batch(3, pad_info={"a": ([2], 0)}))
+    def fixed() -> mrecord.Dataset:  # every row [2]: padded with one copy
+        return mrecord.NumpySlicesDataset({"x": np.arange(6).reshape(3, 2)}, shuffle=False)
+
+    (whole,) = fixed().padded_batch(3, pad_info={"x": ([4], 9)}).create_dict_iterator(1)
+    assert whole["x"].tolist() == [[0, 1, 9, 9], [2, 3, 9, 9], [4, 5, 9, 9]]
+    with pytest.raises(PipelineError, match="has 2 dimensions, its rows have 1"):
+        rows(fixed().padded_batch(3, pad_info={"x": ([2, 2], 0)}))
     with pytest.raises(PipelineError, match="holds <U1 values; only numeric arrays"):
         rows(ragged().padded_batch(2, pad_info={}))
     with pytest.raises(PipelineError, match=r"pad_info names \['b'\]"):

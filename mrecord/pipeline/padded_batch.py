@@ -97,17 +97,28 @@ def pad_column(
         largest[d] if shape is None or shape[d] is None else int(shape[d])  # type: ignore[arg-type]
         for d in range(ndim)
     )
-    rows = arrays if arrays is not None else list(np.asarray(values))
-    out = np.full((len(rows), *target), value, dtype=dtype)
-    for i, row in enumerate(rows):
+    out = np.full((len(values), *target), value, dtype=dtype)
+    if arrays is None:  # one shape for every row: one copy for the whole column
+        if any(got > want for got, want in zip(largest, target, strict=True)):
+            raise _too_large(name, int(ids[0]), largest, target)
+        block: tuple[slice, ...] = (slice(None), *(slice(0, d) for d in largest))
+        out[block] = np.asarray(values)
+        return out
+    for i, row in enumerate(arrays):
         if any(got > want for got, want in zip(row.shape, target, strict=True)):
-            raise PipelineError(
-                f"padded_batch: column {name!r} row {int(ids[i])} has shape {list(row.shape)}, "
-                f"larger than the pad shape {list(target)}; raise the shape in pad_info or use None"
-            )
+            raise _too_large(name, int(ids[i]), row.shape, target)
         index: tuple[int | slice, ...] = (i, *(slice(0, d) for d in row.shape))
         out[index] = row
     return out
+
+
+def _too_large(
+    name: str, row_id: int, shape: tuple[int, ...], target: tuple[int, ...]
+) -> PipelineError:
+    return PipelineError(
+        f"padded_batch: column {name!r} row {row_id} has shape {list(shape)}, larger than the "
+        f"pad shape {list(target)}; raise the shape in pad_info or use None"
+    )
 
 
 class PaddedBatchDataset(BatchDataset):
