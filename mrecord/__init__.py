@@ -17,6 +17,7 @@ from __future__ import annotations
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
 from mrecord.errors import MrecordError
+from mrecord.hf import from_hf, to_hf
 from mrecord.maintenance.reindex import reindex
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
@@ -94,7 +95,9 @@ __all__ = [
     "config",
     "data_sink",
     "errors",
+    "from_hf",
     "reindex",
+    "to_hf",
     "train",
     "transforms",
     "verify_dataset",

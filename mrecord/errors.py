@@ -12,7 +12,8 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── IndexWriteError(OSError)           SQLite could not write a .db (disk full, permissions)
     ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
-    │   └── ChecksumError                  a checksum did not match
+    │   ├── ChecksumError                  a checksum did not match
+    │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
     ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
     │   │                                  the reader re-raises them as CorruptFileError + file)
     │   ├── LayoutError                    the header or trailer is not an mrecord one
@@ -57,6 +58,7 @@ __all__ = [
     "MetadataError",
     "MissingIndexError",
     "MrecordError",
+    "NotAnMrecordFileError",
     "OffloadError",
     "OperationError",
     "PipelineError",
@@ -125,6 +127,10 @@ class CorruptFileError(MrecordError, ValueError):
 
 class ChecksumError(CorruptFileError):
     """A stored checksum does not match the bytes read."""
+
+
+class NotAnMrecordFileError(CorruptFileError):
+    """The file is not an mrecord shard at all: its first bytes are another format's."""
 
 
 class IndexWriteError(MrecordError, OSError):

@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             results += _run_batch(template, args.seed * 100_003 + b, count, 30.0 + count)
     by_region: Counter[tuple[str, str]] = Counter()
     for r in results:
-        mutation = r.get("mutation") or {}
-        region = str(mutation.get("region", "?"))  # type: ignore[union-attr]
+        mutation = r.get("mutation")
+        region = str(mutation.get("region", "?")) if isinstance(mutation, dict) else "?"
         if not r.get("changed"):
             outcome = "no byte changed"
         elif r.get("must_detect"):

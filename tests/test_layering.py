@@ -130,3 +130,20 @@ def test_the_walker_sees_function_level_and_relative_imports() -> None:
 def test_table_keeps_the_promised_directions(lower: str, upper: str) -> None:
     """The rules ARCHITECTURE.md states in words, so the table cannot be loosened by accident."""
     assert upper not in allowed_table().get(lower, set())
+
+
+def test_the_table_has_no_cycles() -> None:
+    """Packages never import each other in a loop: the allowed-imports graph is a DAG."""
+    table = allowed_table()
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"import cycle allowed by the table: {' -> '.join((*path, name))}"
+        if name in done:
+            return
+        for dep in table.get(name, set()):
+            visit(dep, (*path, name))
+        done.add(name)
+
+    for name in table:
+        visit(name, ())

@@ -76,3 +76,13 @@ def test_append_and_read_refuse_the_same_foreign_sibling(tmp_path: Path) -> None
         FileWriter.open_for_append(tmp_path / "a.mrecord0")
     assert type(read_error.value) is type(append_error.value)
     assert not isinstance(read_error.value, CorruptFileError)
+
+
+def test_a_damaged_index_query_is_a_corrupt_file_error_naming_it(tmp_path: Path) -> None:
+    from mrecord.storage.index_db import query_index_db
+
+    path = tmp_path / "d.mrecord"
+    _write(path, 1, 5)
+    assert query_index_db(path, "SELECT count(*) FROM rows") == [(5,)]
+    with pytest.raises(CorruptFileError, match=r"d\.mrecord"):
+        query_index_db(path, "SELECT no_such_column FROM rows")

@@ -172,6 +172,15 @@ def _scalar_column(field: Field, values: list[Any]) -> np.ndarray:
                 field,
                 f"expected a number of type {field.type}, got {type(v).__name__} {_short(v)}",
             )
+    if field.dtype.kind == "u":
+        # Before numpy 2, np.array([-1], dtype=np.uint64) wraps to 2**64 - 1 (with only a
+        # DeprecationWarning), and the error would show that number instead of -1.
+        for i, v in enumerate(values):
+            if v < 0:
+                info = np.iinfo(field.dtype)
+                raise _fail(
+                    i, field, f"{int(v)} is out of range for {field.type} [0, {info.max}]"
+                )
     if field.dtype.kind in "iu":
         try:
             wide = np.array(values, dtype=np.int64 if field.dtype.kind == "i" else np.uint64)
@@ -205,7 +214,8 @@ def _checked_cast(field: Field, values: np.ndarray, first_row: int) -> np.ndarra
             raise _fail(
                 first_row + row,
                 field,
-                f"{values[row]!r} is out of range for {field.type} [{info.min}, {info.max}]",
+                f"{values[row].item()!r} is out of range for {field.type} "
+                f"[{info.min}, {info.max}]",
             )
     if field.dtype.kind == "f" and values.dtype != field.dtype and len(values):
         # Never turn a finite number into inf silently (1e10 into float16).
@@ -217,7 +227,7 @@ def _checked_cast(field: Field, values: np.ndarray, first_row: int) -> np.ndarra
             raise _fail(
                 first_row + row,
                 field,
-                f"{values[row]!r} is out of range for {field.type} "
+                f"{values[row].item()!r} is out of range for {field.type} "
                 f"(largest is {float(np.finfo(field.dtype).max)!r})",
             )
         return out

@@ -9,6 +9,7 @@ dataset's lock, so a reader never sees a half-built index.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from mrecord.reader.dataset_reader import DatasetReader
@@ -20,9 +21,20 @@ from mrecord.storage.naming import db_path, partial_path
 __all__ = ["reindex"]
 
 
-def reindex(dataset_file: str | os.PathLike[str]) -> list[Path]:
-    """Rebuild the ``.db`` of every shard of the dataset; returns the ``.db`` paths written."""
+def reindex(
+    dataset_file: str | os.PathLike[str],
+    *,
+    progress: Callable[[int], None] | None = None,
+    start: Callable[[int], None] | None = None,
+) -> list[Path]:
+    """Rebuild the ``.db`` of every shard of the dataset; returns the ``.db`` paths written.
+
+    ``start`` is called once with the dataset's row count, then ``progress`` with
+    the rows of each shard as its index is built.
+    """
     reader = DatasetReader.open(dataset_file, check_index=False, verify="always")
+    if start is not None:
+        start(reader.num_rows)
     try:
         head = reader.shards[0].meta
         directory = reader.shards[0].path.parent
@@ -40,6 +52,8 @@ def reindex(dataset_file: str | os.PathLike[str]) -> list[Path]:
                 target = db_path(shard.path)
                 write_index_db(partial_path(target), meta, 0, index_values)
                 targets.append(target)
+                if progress is not None:
+                    progress(meta.num_rows)
             commit_mod.write_journal_and_publish(
                 directory, head.dataset_name, head.dataset_id, head.generation, targets
             )

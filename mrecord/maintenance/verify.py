@@ -8,18 +8,17 @@ the whole story (``mrecord verify`` prints it and exits non-zero).
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mrecord.errors import MrecordError
+from mrecord.errors import DatasetNotFoundError, MrecordError, NotAnMrecordFileError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.storage.index_db import check_index_db, open_index_db
+from mrecord.storage.index_db import check_index_db, query_index_db
 from mrecord.storage.naming import journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
@@ -45,17 +44,35 @@ class VerifyReport:
 def verify_dataset(
     dataset_files: str | os.PathLike[str] | list[str | os.PathLike[str]],
     progress: Callable[[int], None] | None = None,
+    *,
+    start: Callable[[int], None] | None = None,
 ) -> VerifyReport:
-    """Check checksums, chunk structure and ``.db`` consistency of every shard."""
+    """Check checksums, chunk structure and ``.db`` consistency of every shard.
+
+    Damage is reported, not raised. A file the caller named that does not exist
+    (:class:`DatasetNotFoundError`) or is not an mrecord file at all
+    (:class:`NotAnMrecordFileError`) raises: there is nothing to verify.
+    ``start`` is called once with the number of pages to check, then
+    ``progress`` with 1 after each page.
+    """
     report = VerifyReport()
     paths, expand = resolve_files(dataset_files)
+    named = set(paths)
     shards: list[ShardFile] = []
     for path in _shard_paths(paths, expand, report):
         report.files.append(str(path))
         try:
             shards.append(ShardFile(path, verify="always"))
+        except (DatasetNotFoundError, NotAnMrecordFileError) as exc:
+            if path in named:
+                for shard in shards:
+                    shard.close()
+                raise
+            report.problems.append(str(exc))
         except MrecordError as exc:
             report.problems.append(str(exc))
+    if start is not None:
+        start(sum(shard.meta.num_pages for shard in shards))
     try:
         _check_siblings(shards, report)
         for shard in shards:
@@ -73,6 +90,8 @@ def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[
         return paths
     try:
         first = ShardFile(paths[0], verify="never")
+    except (DatasetNotFoundError, NotAnMrecordFileError):
+        raise
     except MrecordError as exc:
         report.problems.append(str(exc))
         return []
@@ -125,19 +144,12 @@ def _check_index(shard: ShardFile, report: VerifyReport) -> None:
     except MrecordError as exc:
         report.problems.append(str(exc))
         return
+    quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
     try:
-        conn = open_index_db(shard.path)
+        rows = query_index_db(shard.path, f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id")
     except MrecordError as exc:
         report.problems.append(str(exc))
         return
-    try:
-        quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
-        rows = conn.execute(f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id").fetchall()
-    except sqlite3.Error as exc:
-        report.problems.append(f"index of {str(shard.path)!r} cannot be read: {exc}")
-        return
-    finally:
-        conn.close()
     _compare_locations(shard, rows, report)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 from mrecord.sampling import DistributedSampler, concat_shard_positions
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ class ConcatDataset(Dataset):
                     f"{first!r} but {child!r} has {names!r}; use project/rename to align them"
                 )
 
+    def _column_effects(self) -> ColumnEffects:
+        return ColumnEffects(joins=True)
+
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()
 
@@ -129,7 +133,7 @@ def _child_range(
     """Rows ``start:stop`` of a child's epoch; read directly when the source can."""
     read_range = getattr(child, "_iter_blocks_range", None)
     if read_range is not None:
-        for block in read_range(epoch, start, stop):
+        for block in read_range(ctx, epoch, start, stop):
             ctx.check_stop()
             yield block
         return

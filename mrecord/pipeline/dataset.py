@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
 # methods that build them, not here: every op module subclasses Dataset, so importing them
@@ -62,6 +63,14 @@ class Dataset:
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Yield this node's blocks for ``epoch`` (0, 1, 2, ...)."""
         raise NotImplementedError
+
+    def _column_effects(self) -> ColumnEffects:
+        """How this node changes columns (reads, renames, drops, batch levels, joins).
+
+        The default says "may read every column": planning (offload) then refuses to
+        move work past this node. Override it to declare what the node really does.
+        """
+        return READS_EVERYTHING
 
     def _describe(self) -> str:
         """One line naming the node and its arguments (used in errors and plans)."""

@@ -31,7 +31,13 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
 from mrecord.storage.naming import db_path
 
-__all__ = ["check_index_db", "open_index_db", "read_index_metadata", "write_index_db"]
+__all__ = [
+    "check_index_db",
+    "open_index_db",
+    "query_index_db",
+    "read_index_metadata",
+    "write_index_db",
+]
 
 _SQL_TYPES = {"string": str, "bytes": bytes}
 
@@ -219,3 +225,21 @@ def check_index_db(data_file: Path, meta: ShardMetadata) -> None:
                 f"{key} is {found.get(key)!r} in the .db but {value!r} in the data file; "
                 f"{_rebuild_hint(data_file)}"
             )
+
+
+def query_index_db(
+    data_file: Path, sql: str, params: tuple[Any, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Run one read-only query on ``data_file``'s ``.db``; sqlite errors become
+    :class:`CorruptFileError` naming the index (MissingIndexError when it is missing)."""
+    conn = open_index_db(data_file)
+    try:
+        rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+        return rows
+    except sqlite3.Error as exc:
+        raise CorruptFileError(
+            f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
+            path=str(db_path(data_file)),
+        ) from exc
+    finally:
+        conn.close()

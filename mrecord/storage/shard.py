@@ -31,10 +31,18 @@ from mrecord.errors import (
     DecompressionError,
     LayoutError,
     MetadataError,
+    NotAnMrecordFileError,
 )
 from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
 from mrecord.format.compression import CODEC_IDS, checksum, decompress
-from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer, parse_header
+from mrecord.format.layout import (
+    HEADER_SIZE,
+    TRAILER_MAGIC,
+    TRAILER_SIZE,
+    Trailer,
+    describe_foreign,
+    parse_header,
+)
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 
@@ -71,6 +79,14 @@ class ShardFile:
             raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
         try:
             self.size = os.fstat(fd).st_size
+            tail = os.pread(fd, len(TRAILER_MAGIC), max(self.size - len(TRAILER_MAGIC), 0))
+            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
+            if foreign is not None:
+                raise NotAnMrecordFileError(
+                    f"{str(self.path)!r} is not an mrecord file ({foreign})",
+                    path=str(self.path),
+                    offset=0,
+                )
             if self.size < HEADER_SIZE + TRAILER_SIZE:
                 raise CorruptFileError(
                     f"{str(self.path)!r} is {self.size} bytes, too short to be an mrecord shard "

@@ -18,17 +18,17 @@ context manager, or garbage collection of the queue shut the producer down.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from mrecord import config
+from mrecord.background import END, Background, BackgroundStopped, BackgroundTimeout
 from mrecord.errors import ArgumentError, PipelineError, SinkTimeoutError
 from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
 from mrecord.train.source import BatchSource
@@ -56,87 +56,64 @@ class QueueStats:
     """Consumer: time spent in ``get_next`` waiting for a batch."""
 
 
-class _Channel:
-    """What the producer thread and the consumer share (never the DeviceQueue itself,
-    so that an abandoned queue can be garbage collected and stop its thread)."""
+class _Producer:
+    """The producer thread (a :class:`Background`) and its timings; shared with the
+    consumer, never holding the DeviceQueue itself, so that an abandoned queue can be
+    garbage collected and stop its thread."""
 
-    def __init__(self, capacity: int, log: PushLog) -> None:
-        self.cond = threading.Condition()
-        self.items: deque[Any] = deque()
-        self.capacity = capacity
+    def __init__(
+        self, capacity: int, log: PushLog, source: BatchSource, delivery: Delivery, name: str
+    ) -> None:
         self.log = log
-        self.stopping = False
-        self.finished = False
-        self.error: BaseException | None = None
-        self.produced = 0
         self.preprocess_s = 0.0
         self.push_s = 0.0
+        self._source = source
+        self._delivery = delivery
+        self._limit: int | None = None
+        self.worker: Background[Any] = Background(
+            self._produce,
+            capacity=capacity,
+            name=f"{_THREAD_PREFIX}{name}",
+            describe=f"the producer thread of device queue {name!r}",
+            item_name="batches",
+        )
 
-    def put(self, item: Any) -> bool:
-        """Enqueue ``item``, waiting for room; False if a stop was requested."""
-        with self.cond:
-            while len(self.items) >= self.capacity and not self.stopping:
-                self.cond.wait()
-            if self.stopping:
-                return False
-            self.items.append(item)
-            self.produced += 1
-            self.cond.notify_all()
-            return True
+    def start(self, limit: int | None) -> None:
+        self._limit = limit
+        self.worker.start()
 
-    def qsize(self) -> int:
-        with self.cond:
-            return len(self.items)
+    def _produce(self, put: Callable[[Any], bool]) -> None:
+        """Producer thread body: pull, deliver, push, until done or stopped."""
+        stream = self._source.stream(self._limit)
+        try:
+            self._push_all(stream, put)
+        except BaseException:
+            with contextlib.suppress(BaseException):  # keep the first error, not close()'s
+                _close(stream)
+            raise
+        _close(stream)
 
-    def close(self, error: BaseException | None) -> None:
-        """The producer is done, normally (``error`` None) or not."""
-        with self.cond:
-            self.finished = True
-            self.error = error
-            self.cond.notify_all()
-
-    def request_stop(self) -> None:
-        with self.cond:
-            self.stopping = True
-            self.items.clear()
-            self.cond.notify_all()
-
-
-def _produce(channel: _Channel, stream: Iterator[Any], delivery: Delivery, queue_name: str) -> None:
-    """Producer thread body: pull, deliver, push, until done, stopped or failed."""
-    error: BaseException | None = None
-    try:
-        while not channel.stopping:
+    def _push_all(self, stream: Iterator[Any], put: Callable[[Any], bool]) -> None:
+        while True:
             t0 = time.perf_counter()
             try:
                 batch = next(stream)
             except StopIteration:
-                break
+                return
             t1 = time.perf_counter()
-            channel.log.begin(channel.qsize())
-            item = delivery.send(batch)
-            if not channel.put(item):
-                break
-            channel.log.end()
-            channel.preprocess_s += t1 - t0
-            channel.push_s += time.perf_counter() - t1
-    except BaseException as exc:  # handed to the consumer, which re-raises it
-        note = (
-            f"(raised in the producer thread of device queue {queue_name!r} after "
-            f"{channel.produced} batches were queued)"
-        )
-        add_note = getattr(exc, "add_note", None)
-        if callable(add_note):
-            add_note(note)
-        error = exc
-    finally:
-        try:
-            close = getattr(stream, "close", None)
-            if callable(close):
-                close()
-        except BaseException as exc:
-            error = error or exc
-        channel.close(error)
+            self.log.begin(self.worker.qsize())
+            item = self._delivery.send(batch)
+            if not put(item):
+                return
+            self.log.end()
+            self.preprocess_s += t1 - t0
+            self.push_s += time.perf_counter() - t1
+
+
+def _close(stream: Iterator[Any]) -> None:
+    close = getattr(stream, "close", None)
+    if callable(close):
+        close()
 
 
 class DeviceQueue:
@@ -205,11 +182,13 @@ class DeviceQueue:
         self._timeout = _check_timeout("op_timeout", op_timeout)
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise ArgumentError(f"history must be an int >= 1, got {history!r}")
-        self._channel = _Channel(self._capacity, PushLog(self._name, history))
-        self._thread: threading.Thread | None = None
+        self._producer = _Producer(
+            self._capacity, PushLog(self._name, history), self._source, self._delivery, self._name
+        )
+        self._started = False
         self._delivered = 0
         self._wait_s = 0.0
-        self._finalizer = weakref.finalize(self, self._channel.request_stop)
+        self._finalizer = weakref.finalize(self, self._producer.worker.stop, 0)
 
     def _resolve_limit(self, num_epochs: int, num_batches: int | None) -> int | None:
         if num_batches is not None:
@@ -264,36 +243,32 @@ class DeviceQueue:
 
     def size(self) -> int:
         """Batches waiting in the queue now."""
-        return self._channel.qsize()
+        return self._producer.worker.qsize()
 
     def state(self) -> ProducerState:
         """The producer's state, as printed on a timeout (``state().format()``)."""
-        return self._channel.log.snapshot()
+        return self._producer.log.snapshot()
 
     def stats(self) -> QueueStats:
         """Time spent on each side of the queue so far."""
-        ch = self._channel
-        return QueueStats(ch.produced, self._delivered, ch.preprocess_s, ch.push_s, self._wait_s)
+        p = self._producer
+        produced = p.worker.produced
+        return QueueStats(produced, self._delivered, p.preprocess_s, p.push_s, self._wait_s)
 
     @property
     def is_running(self) -> bool:
         """True while the producer thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._started and self._producer.worker.alive
 
     # -- life cycle ---------------------------------------------------------------
 
     def start(self) -> DeviceQueue:
         """Start the producer thread (once); returns the queue."""
-        if self._thread is None:
-            if self._channel.stopping:
+        if not self._started:
+            if self._producer.worker.stopped:
                 raise PipelineError(f"device queue {self._name!r} was stopped; create a new one")
-            self._thread = threading.Thread(
-                target=_produce,
-                args=(self._channel, self._source.stream(self._limit), self._delivery, self._name),
-                name=f"{_THREAD_PREFIX}{self._name}",
-                daemon=True,
-            )
-            self._thread.start()
+            self._started = True
+            self._producer.start(self._limit)
         return self
 
     def stop(self, timeout: float | None = 30.0) -> bool:
@@ -304,10 +279,7 @@ class DeviceQueue:
         ends when that batch arrives.
         """
         self._finalizer()
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._producer.worker.stop(timeout)
 
     def __enter__(self) -> DeviceQueue:
         return self.start()
@@ -355,32 +327,21 @@ class DeviceQueue:
     def _get(self, timeout: float | None) -> Any:
         wait = self._timeout if timeout is None else _check_timeout("timeout", timeout)
         self.start()
-        ch = self._channel
         t0 = time.perf_counter()
-        deadline = time.monotonic() + wait
         try:
-            with ch.cond:
-                while True:
-                    if ch.items:
-                        item = ch.items.popleft()
-                        ch.cond.notify_all()
-                        break
-                    if ch.error is not None:
-                        raise ch.error
-                    if ch.stopping:
-                        raise PipelineError(
-                            f"device queue {self._name!r} was stopped; create a new one"
-                        )
-                    if ch.finished:
-                        return _END
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise SinkTimeoutError(
-                            timeout_message(ch.log.snapshot(), wait, self._delivered)
-                        )
-                    ch.cond.wait(remaining)
+            item = self._producer.worker.get(wait)
+        except BackgroundStopped:
+            raise PipelineError(
+                f"device queue {self._name!r} was stopped; create a new one"
+            ) from None
+        except BackgroundTimeout:
+            raise SinkTimeoutError(
+                timeout_message(self._producer.log.snapshot(), wait, self._delivered)
+            ) from None
         finally:
             self._wait_s += time.perf_counter() - t0
+        if item is END:
+            return _END
         self._delivered += 1
         return self._delivery.receive(item)
 

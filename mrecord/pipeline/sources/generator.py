@@ -20,13 +20,11 @@ number), chained to the original so its traceback shows.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord import config
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, column_from_values
@@ -35,6 +33,9 @@ from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["GeneratorDataset"]
 
@@ -168,21 +169,21 @@ class GeneratorDataset(SourceDataset):
                 parts.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         if self.random_access:
-            yield from self._iter_indexed(epoch)
+            yield from self._iter_indexed(ctx, epoch)
         else:
             yield from self._iter_items(epoch)
 
     # ------------------------------------------------------------------ random access
-    def _order_chunks(self, epoch: int) -> Iterator[np.ndarray]:
+    def _order_chunks(self, seed: int, epoch: int) -> Iterator[np.ndarray]:
         total = self._source_len()
         if self._sampler is None:
             stop = total if self.num_samples is None else min(total, self.num_samples)
             for start in range(0, stop, BLOCK_ROWS):
                 yield np.arange(start, min(stop, start + BLOCK_ROWS), dtype=np.int64)
             return
-        order = self._sampler.build_order([total], seed=config.get_seed(), epoch=epoch)
+        order = self._sampler.build_order([total], seed=seed, epoch=epoch)
         yield from order.iter_chunks(BLOCK_ROWS)
 
     def _read_indices(self, ids: np.ndarray) -> Block:
@@ -199,20 +200,16 @@ class GeneratorDataset(SourceDataset):
             rows.append(self._split_item(item, f"index {i}"))
         return self._make_block(rows, ids)
 
-    def _iter_indexed(self, epoch: int) -> Iterator[Block]:
+    def _iter_indexed(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        chunks = self._order_chunks(ctx.seed, epoch)
         if self.num_parallel_workers == 1:
-            for ids in self._order_chunks(epoch):
+            for ids in chunks:
                 yield self._read_indices(ids)
             return
-        pool = ThreadPool(self._read_indices, self.num_parallel_workers, "mrecord-generator")
-        never = threading.Event()  # the pipeline stops this generator by closing it
-        try:
-            for _ids, block in ordered_map(
-                pool, self._order_chunks(epoch), 2 * self.num_parallel_workers, never
-            ):
-                yield block
-        finally:
-            pool.shutdown()
+        workers = self.num_parallel_workers
+        pool = ctx.pool(self, lambda: ThreadPool(self._read_indices, workers, "mrecord-generator"))
+        for _ids, block in ordered_map(pool, chunks, 2 * workers, ctx.stop):
+            yield block
 
     # ------------------------------------------------------------------ iterables
     def _iter_items(self, epoch: int) -> Iterator[Block]:

@@ -10,7 +10,8 @@ Everything else is here, once, so every such source behaves the same:
   epoch) built by the sampler;
 - padded ids (``>= N``, MindDataset's ``padded_sample``) are filled in from the
   source's padding block;
-- blocks are read ahead by ``num_parallel_workers`` threads and delivered in order;
+- blocks are read ahead by ``num_parallel_workers`` threads of the pipeline's pool
+  (``ctx.pool``) and delivered in order; the order is built from ``ctx.seed``;
 - ``use_sampler`` replaces the sampler; ``ConcatDataset.use_sampler`` reads a range
   of the order directly (``_iter_blocks_range``).
 
@@ -22,8 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,7 +31,11 @@ from mrecord import config
 from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = [
     "RandomAccessSource",
@@ -171,26 +175,33 @@ class RandomAccessSource(SourceDataset):
     def _source_num_rows(self) -> int:
         return self._rows_per_epoch
 
-    def _order(self, epoch: int) -> Order:
+    def _order(self, seed: int, epoch: int) -> Order:
         """This epoch's row order (a pure function of file sizes, seed and epoch)."""
         return self._sampler.build_order(
             list(self._file_row_counts()),
-            seed=config.get_seed(),
+            seed=seed,
             epoch=epoch,
             labels=self._class_labels,
         )
 
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
-        chunks = self._order(epoch).iter_chunks(self._block_rows)
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        chunks = self._order(ctx.seed, epoch).iter_chunks(self._block_rows)
         if self._workers <= 1:
             for ids in chunks:
                 yield self._read(ids)
             return
-        yield from _read_ahead(self._read, chunks, self._workers)
+        # Read up to `workers` blocks ahead on the pipeline's pool for this node (made once,
+        # shut down with the iterator); ordered_map yields them in order and honours stop.
+        workers = self._workers
+        pool = ctx.pool(self, lambda: ThreadPool(self._read, workers, "mrecord-read"))
+        for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
+            yield block
 
-    def _iter_blocks_range(self, epoch: int, start: int, stop: int) -> Iterator[Block]:
+    def _iter_blocks_range(
+        self, ctx: ExecContext, epoch: int, start: int, stop: int
+    ) -> Iterator[Block]:
         """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
-        order = self._order(epoch)
+        order = self._order(ctx.seed, epoch)
         for first in range(start, stop, self._block_rows):
             positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
             yield self._read(order.take(positions))
@@ -229,20 +240,3 @@ def _class_column(sampler: Sampler | None) -> str:
             return sampler.class_column
         sampler = sampler.get_child()
     return "label"
-
-
-def _read_ahead(read: Any, chunks: Iterator[np.ndarray], workers: int) -> Iterator[Block]:
-    """Read up to ``workers`` blocks ahead in threads; yield them in order."""
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mrecord-read")
-    pending: list[Future[Block]] = []
-    try:
-        for ids in chunks:
-            pending.append(pool.submit(read, ids))
-            if len(pending) > workers:
-                yield pending.pop(0).result()
-        while pending:
-            yield pending.pop(0).result()
-    finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
