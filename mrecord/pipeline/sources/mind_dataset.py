@@ -52,6 +52,8 @@ class MindDataset(RandomAccessSource):
         verify: checksum policy, ``"once"`` (default), ``"always"`` or ``"never"``.
         partial_window, adaptive_threshold: Shuffle.PARTIAL's window and
             Shuffle.ADAPTIVE's threshold, in rows.
+        storage_options: passed to fsspec when ``dataset_files`` are URLs
+            (``s3://...``; docs/REMOTE.md).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class MindDataset(RandomAccessSource):
         verify: str = "once",
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         _check_padding_args(padded_sample, num_padded, columns_list)
         super().__init__(
@@ -83,7 +86,9 @@ class MindDataset(RandomAccessSource):
             partial_window=partial_window,
             adaptive_threshold=adaptive_threshold,
         )
-        self._reader = DatasetReader.open(dataset_files, columns=columns_list, verify=verify)
+        self._reader = DatasetReader.open(
+            dataset_files, columns=columns_list, verify=verify, storage_options=storage_options
+        )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
         self._block_rows = _block_rows(self._reader)
