@@ -31,6 +31,7 @@ EXPECTED = {
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "Sampler",
     "SequentialSampler",
     "Shuffle",
