@@ -33,7 +33,10 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
-    └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
+    ├── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
+    └── AuthenticationError(PermissionError) a dataset server refused the token
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "AuthenticationError",
     "ChecksumError",
     "ChunkFormatError",
     "ConversionError",
@@ -50,6 +54,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
+    "DatasetServerError",
     "DecodeError",
     "DecompressionError",
     "ForeignShardError",
@@ -64,6 +69,7 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RawDataError",
     "RemoteStorageError",
     "RowIndexError",
     "RowValidationError",
@@ -221,5 +227,21 @@ class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
 
 
+class RawDataError(ConversionError):
+    """A raw dataset (CIFAR-10, MNIST, an image folder) is missing, truncated or foreign.
+
+    Raised by the sources (``Cifar10Dataset``...) and the converters alike; a
+    ``ValueError``, as MindSpore raises for a missing ``dataset_dir``.
+    """
+
+
 class DecodeError(MrecordError, ValueError):
     """Bytes given to an image decoder are not a readable image; the message says what they were."""
+
+
+class DatasetServerError(MrecordError, ConnectionError):
+    """A dataset server cannot be reached (after retries), or answered with an unexpected error."""
+
+
+class AuthenticationError(MrecordError, PermissionError):
+    """A dataset server refused the request: the bearer token is missing or wrong."""
