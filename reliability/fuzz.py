@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import random
 import resource
 import shutil
@@ -476,38 +477,49 @@ def run_fuzz(
     batch: int = 200,
     timeout: float = 20.0,
 ) -> list[FuzzResult]:
-    """Run ``count`` cases in worker subprocesses; a worker that dies or outlives
-    ``timeout`` seconds per case is a failure of the case it was on, and the next
-    worker goes on after it."""
+    """Run ``count`` cases in worker subprocesses; a worker that dies, or that gives no
+    answer on a case within ``timeout`` seconds (killed then), fails the case it was on,
+    and the next worker goes on after it."""
+    from reliability.crash import _lines
+
     root = str(Path(__file__).resolve().parents[1])
     results: list[FuzzResult] = []
     number = 0
     while number < count:
         n = min(batch, count - number)
         started = number
-        try:
-            args = [target, str(templates), str(seed), str(number), str(n)]
-            proc = subprocess.run(
-                [sys.executable, "-m", "reliability.fuzz", *args],
-                capture_output=True,
-                text=True,
-                timeout=timeout * n + 30,
-                cwd=root,
-            )
-            out, code, err = proc.stdout, proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            code, err = None, "hang: the worker was killed after its time limit"
-        for line in out.splitlines():
+        args = [target, str(templates), str(seed), str(number), str(n)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reliability.fuzz", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=root,
+        )
+        lines = _lines(proc)
+        failure = ""
+        while True:
+            try:
+                line = lines.get(timeout=timeout + 30 * (started == number))  # + start-up
+            except queue.Empty:
+                proc.kill()
+                failure = f"failure: hang: no answer within {timeout} s"
+                break
+            if line is None:
+                break
             doc = json.loads(line)
             if "start" in doc:
                 started = doc["start"]
             else:
                 results.append(FuzzResult(**doc))
-        if code == 0:
+        code = proc.wait()
+        assert proc.stderr is not None
+        with proc.stderr:
+            err = proc.stderr.read()
+        if not failure and code == 0:
             number += n
             continue
-        failure = f"failure: worker {code}: {err[-300:]}"
+        failure = failure or f"failure: worker exit {code}: {err[-300:]}"
         results.append(FuzzResult(target, started, "(rebuild with make_case)", failure))
         number = started + 1
     return results

@@ -90,15 +90,22 @@ def test_fuzzed_mindrecord_inputs_are_refused(tmp_path: Path, name: str, error: 
     [
         ("metadata_type_is_a_dict", "unknown type"),  # was TypeError: unhashable type
         ("metadata_minor_version_null", "format version"),  # was TypeError from int(None)
+        ("metadata_long_sibling_name", "not a plain file name"),  # was OSError ENAMETOOLONG
+        ("metadata_sibling_schema_differs", "another schema"),  # was KeyError on read
     ],
 )
 def test_fuzzed_metadata_with_valid_checksums_is_refused(
     tmp_path: Path, name: str, match: str
 ) -> None:
-    """Metadata documents found by the fuzzer (checksums valid) that raised TypeError."""
+    """Metadata documents found by the fuzzer (checksums valid) that raised a bare
+    exception (TypeError, OSError, or KeyError once rows were read)."""
     folder = _copy(name, tmp_path)
-    with pytest.raises(MrecordError, match=match):
-        DatasetReader.open(folder / "data", check_index=False)
+    first = next(p for p in (folder / "data", folder / "data0") if p.exists())
+    with (
+        pytest.raises(MrecordError, match=match),
+        DatasetReader.open(first, check_index=False) as reader,
+    ):
+        list(reader.iter_rows())
 
 
 def test_a_schema_type_that_is_not_a_string_is_a_schema_error() -> None:

@@ -54,6 +54,9 @@ CHUNK_DTYPE = np.dtype(
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
+_NAME_MAX = 255  # bytes in one file name on Linux and macOS (longer: ENAMETOOLONG)
+
+
 def check_basename(name: object) -> str:
     """Return ``name`` if it is a plain file name; refuse paths and traversal."""
     if (
@@ -63,6 +66,7 @@ def check_basename(name: object) -> str:
         or "/" in name
         or "\\" in name
         or "\x00" in name
+        or len(name.encode("utf-8", "surrogatepass")) > _NAME_MAX
     ):
         raise MetadataError(f"sibling name {name!r} is not a plain file name")
     return name

@@ -138,6 +138,12 @@ def check_consistent(shards: list[ShardFile], expand: bool) -> None:
                 raise ForeignShardError(
                     f"{str(shard.path)!r} names other siblings than {str(shards[0].path)!r}"
                 )
+            if meta.schema != head.schema:
+                raise ForeignShardError(
+                    f"{str(shard.path)!r} has another schema than {str(shards[0].path)!r} "
+                    f"({meta.schema.to_dict()!r} vs {head.schema.to_dict()!r}); one writer "
+                    "gives every shard the same schema: the file was changed"
+                )
         elif meta.schema.to_dict() != head.schema.to_dict() and [
             (f.name, f.type, f.shape) for f in meta.schema.fields
         ] != [(f.name, f.type, f.shape) for f in head.schema.fields]:
