@@ -57,8 +57,12 @@ __all__ = [
     "FuzzResult",
     "build_templates",
     "check_case",
+    "expected_rows",
     "make_case",
+    "mutate_db",
+    "mutate_tree",
     "run_fuzz",
+    "worker",
 ]
 
 TARGETS = ("mindrecord", "mrecord", "db")
@@ -259,7 +263,7 @@ def _mutate_mindrecord(folder: Path, rng: random.Random) -> tuple[Path, str, boo
     if kind == "header":
         what = mutate_tree(header, rng)
         body = json.dumps(header, separators=(",", ":")).encode()
-        room = int(header_size) if isinstance(header_size := _header_size(data, length), int) else 0
+        room = _header_size(data, length)  # of the original header: where the pages start
         out = struct.pack("<Q", len(body)) + body
         out += bytes(max(0, room - len(out)))
         data = bytearray(out + data[room:])

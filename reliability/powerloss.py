@@ -43,6 +43,7 @@ import os
 import random
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,15 +51,19 @@ from typing import Any
 
 __all__ = [
     "BLOCK",
+    "CampaignResult",
     "CrashState",
     "DirSync",
     "Mark",
     "Names",
+    "Op",
     "Recorder",
     "Sync",
     "Write",
+    "allowed_rows",
     "check_state",
     "crash_states",
+    "record_workload",
     "run_campaign",
 ]
 
@@ -132,6 +137,7 @@ class Recorder:
         self._names: dict[str, int] = {}
         self._content: dict[int, bytes] = {}
         self._real: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.RLock()
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -181,6 +187,10 @@ class Recorder:
         real = self._real[name]
 
         def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:  # the shard writer may fdatasync from its own thread
+                return call(*args, **kwargs)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
             self._observe(name)  # writes and creates made before this call
             if name in ("fsync", "fdatasync"):
                 fd = args[0] if isinstance(args[0], int) else args[0].fileno()
@@ -199,8 +209,9 @@ class Recorder:
 
     def mark(self, label: str) -> None:
         """Note a workload event in the log (after logging the changes made so far)."""
-        self._observe("mark")
-        self.ops.append(Mark(label))
+        with self._lock:
+            self._observe("mark")
+            self.ops.append(Mark(label))
 
     def __enter__(self) -> Recorder:
         self._names, self._content = self._snapshot()
