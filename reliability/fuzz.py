@@ -166,6 +166,9 @@ def mutate_db(db: Path, rng: random.Random, tables: list[str]) -> str:
     conn = sqlite3.connect(db)
     try:
         cols = _columns(conn, table)
+        found = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        if found and found[0] == "view":  # a first change made it a view: leave it
+            return f"db {db.name}: nothing more (a view) on {table}"
         if not cols:  # an earlier mutation dropped it: put an unrelated table there
             conn.execute(f'CREATE TABLE "{table}" (junk)')
             conn.commit()

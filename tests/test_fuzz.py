@@ -108,6 +108,19 @@ def test_fuzzed_metadata_with_valid_checksums_is_refused(
         list(reader.iter_rows())
 
 
+def test_a_db_index_value_of_another_type_is_a_corrupt_file(tmp_path: Path) -> None:
+    """Found by the fuzzer: a blob among the integers of an index column made MindPage's
+    category listing raise TypeError while sorting."""
+    from mrecord import MindPage
+
+    folder = _copy("db_index_value_blob", tmp_path)
+    page = MindPage(folder / "data")
+    page.set_category_field("id")
+    with pytest.raises(CorruptFileError, match=r"mixed types.*bytes.*int.*reindex"):
+        page.read_category_info()
+    page.close()
+
+
 def test_a_schema_type_that_is_not_a_string_is_a_schema_error() -> None:
     """The same hole in the writer's API: add_schema with a dict as a type or compression."""
     from mrecord.errors import SchemaError

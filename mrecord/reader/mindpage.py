@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, CorruptFileError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.index_db import query_index_db
@@ -122,7 +122,16 @@ class MindPage:
             for rows in self._query(sql):
                 for value, count in rows:
                     counts[value] = counts.get(value, 0) + int(count)
-            self._categories = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0]))
+            try:
+                self._categories = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0]))
+            except TypeError as exc:  # a damaged .db: e.g. a blob among the strings
+                kinds = ", ".join(sorted({type(v).__name__ for v in counts}))
+                first = str(self._reader.shards[0].path)
+                raise CorruptFileError(
+                    f"the .db index of field {field!r} holds values of mixed types ({kinds}); a "
+                    f".db of {first!r} is damaged: rebuild it with `mrecord reindex {first}`",
+                    path=first,
+                ) from exc
         return self._categories
 
     def _global_ids(self, field: str, value: Any) -> np.ndarray:
