@@ -10,7 +10,7 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ class DatasetReader:
         self.num_rows = int(self.file_starts[-1])
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._views: dict[tuple[int, str], np.ndarray] = {}
+        self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
+            None
+        ] * len(shards)
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -81,6 +84,7 @@ class DatasetReader:
     def close(self) -> None:
         """Release the memory maps."""
         self._views.clear()
+        self._row_reader_cache = [None] * len(self.shards)
         for shard in self.shards:
             shard.close()
 
@@ -96,30 +100,34 @@ class DatasetReader:
     # -- reading -------------------------------------------------------------------------------
 
     def read_row(self, row_id: int) -> dict[str, Any]:
-        """One row as a dict: numpy scalars/arrays, ``bytes`` and ``str``."""
-        if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
-            raise ArgumentError(f"row id must be an int, got {row_id!r}")
+        """One row as a dict: numpy scalars/arrays, ``bytes`` and ``str``.
+
+        Per-call work is bounds, two bisections and one small reader per column, built
+        once per shard (:meth:`_row_readers`); chunks are still checked by the
+        shard's checksum policy.
+        """
+        if type(row_id) is not int:
+            if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
+                raise ArgumentError(f"row id must be an int, got {row_id!r}")
+            row_id = int(row_id)
         if not 0 <= row_id < self.num_rows:
             raise ArgumentError(
                 f"row id {row_id} is out of range: the dataset has {self.num_rows} rows"
             )
-        s = bisect.bisect_right(self._file_starts_list, int(row_id)) - 1
-        shard = self.shards[s]
-        local = int(row_id) - self._file_starts_list[s]
-        page = bisect.bisect_right(shard.page_starts_list, local) - 1
-        slot = local - shard.page_starts_list[page]
-        one = np.zeros(1, dtype=np.int64)
-        groups = [(s, one, np.array([page]), np.array([slot]))]
-        row: dict[str, Any] = {}
-        for name in self.columns:
-            field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                row[name] = shard.fixed_page(page, field)[slot].copy()
-                if not field.row_shape:
-                    row[name] = row[name][()]
-            else:
-                row[name] = self._gather_var(field, 1, groups)[0]
-        return row
+        starts = self._file_starts_list
+        s = bisect.bisect_right(starts, row_id) - 1
+        readers = self._row_reader_cache[s]
+        if readers is None:
+            readers = self._row_reader_cache[s] = self._row_readers(s)
+        page_starts = self.shards[s].page_starts_list
+        local = row_id - starts[s]
+        page = bisect.bisect_right(page_starts, local) - 1
+        slot = local - page_starts[page]
+        return {name: read(page, slot) for name, read in readers}
+
+    def _row_readers(self, s: int) -> list[tuple[str, Callable[[int, int], Any]]]:
+        """(column, ``read(page, slot) -> value``) for shard ``s``, in column order."""
+        return [(name, _row_reader(self.shards[s], self.schema[name])) for name in self.columns]
 
     def iter_rows(self, chunk_size: int = 1024) -> Iterator[dict[str, Any]]:
         """Every row in order."""
@@ -232,13 +240,129 @@ class DatasetReader:
                         try:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
-                            raise CorruptFileError(
-                                f"{str(shard.path)!r}: page {page}, field {field.name!r}: "
-                                f"string value is not UTF-8 ({exc})",
-                                path=str(shard.path),
-                                page=page,
-                            ) from exc
+                            raise _not_utf8(shard, page, field, exc) from exc
         return result
+
+
+def _not_utf8(shard: ShardFile, page: int, field: Field, exc: Exception) -> CorruptFileError:
+    return CorruptFileError(
+        f"{str(shard.path)!r}: page {page}, field {field.name!r}: "
+        f"string value is not UTF-8 ({exc})",
+        path=str(shard.path),
+        page=page,
+    )
+
+
+def _chunk_checker(shard: ShardFile, col: int) -> Callable[[int], None] | None:
+    """``check(page)`` applying the shard's checksum policy to column ``col``, or None
+    when nothing is ever checked (``verify="never"``)."""
+    if shard.verify == "never":
+        return None
+    if shard.verify == "always":
+        return lambda page: shard.check_chunk(page, col)
+    checked: set[int] = set()  # pages this reader knows the shard has verified
+
+    def check_once(page: int) -> None:
+        if page not in checked:
+            shard.check_chunk(page, col)
+            checked.add(page)
+
+    return check_once
+
+
+def _row_reader(shard: ShardFile, field: Field) -> Callable[[int, int], Any]:
+    """A function ``read(page, slot)`` returning one value of ``field`` from ``shard``.
+
+    Uncompressed fixed-width columns read straight from one whole-file view of the map
+    (one index, or one slice copied); other columns go through the shard's chunk access.
+    """
+    col = shard.field_index(field.name)
+    kind = field.kind
+    if kind is FieldKind.FIXED and field.type != "bool" and _plain_fixed(shard, field, col):
+        return _fixed_row_reader(shard, field, col)
+    if kind is FieldKind.FIXED:
+        shape = field.row_shape
+
+        def read_fixed_page(page: int, slot: int) -> Any:
+            value = shard.fixed_page(page, field)[slot]
+            return value.copy() if shape else value[()]
+
+        return read_fixed_page
+    if kind is FieldKind.VARARRAY:
+        dtype = field.dtype
+        itemsize = dtype.itemsize
+
+        def read_array(page: int, slot: int) -> Any:
+            head, raw = shard.var_page(page, field)
+            a = head.data_start + head.offsets[slot]
+            count = (head.data_start + head.offsets[slot + 1] - a) // itemsize
+            value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
+            return value.reshape(head.shapes_list[slot]).copy()
+
+        return read_array
+    if kind is FieldKind.BYTES:
+
+        def read_bytes(page: int, slot: int) -> bytes:
+            head, raw = shard.var_page(page, field)
+            start, offsets = head.data_start, head.offsets
+            return bytes(raw[start + offsets[slot] : start + offsets[slot + 1]])
+
+        return read_bytes
+
+    def read_string(page: int, slot: int) -> str:
+        head, raw = shard.var_page(page, field)
+        start, offsets = head.data_start, head.offsets
+        try:
+            return str(raw[start + offsets[slot] : start + offsets[slot + 1]], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(shard, page, field, exc) from exc
+
+    return read_string
+
+
+def _plain_fixed(shard: ShardFile, field: Field, col: int) -> bool:
+    """True when every chunk of the column is stored uncompressed, aligned to its item
+    size, of exactly ``page rows x row bytes``, inside the file: then one whole-file view
+    reads any row without the per-chunk structural checks (done here once)."""
+    if not shard.uncompressed_fixed(field):
+        return False
+    chunks = shard.meta.chunks[:, col]
+    offsets = chunks["offset"].astype(np.int64)
+    lengths = chunks["length"].astype(np.int64)
+    expected = shard.meta.page_rows.astype(np.int64) * field.row_nbytes
+    return bool(
+        np.all(offsets % field.dtype.itemsize == 0)
+        and np.all(lengths == expected)
+        and np.all(chunks["raw_length"].astype(np.int64) == lengths)
+        and np.all(offsets + lengths <= shard.size)
+    )
+
+
+def _fixed_row_reader(shard: ShardFile, field: Field, col: int) -> Callable[[int, int], Any]:
+    """``read(page, slot)`` for an uncompressed fixed-width column: one whole-file view."""
+    itemsize = field.dtype.itemsize
+    view = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
+    base: list[int] = (shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize).tolist()
+    shape = field.row_shape
+    elems = int(np.prod(shape, dtype=np.int64))
+    check = _chunk_checker(shard, col)
+    if not shape:
+        if check is None:
+            return lambda page, slot: view[base[page] + slot]
+
+        def read_scalar(page: int, slot: int) -> Any:
+            check(page)
+            return view[base[page] + slot]
+
+        return read_scalar
+
+    def read_array(page: int, slot: int) -> Any:
+        if check is not None:
+            check(page)
+        a = base[page] + slot * elems
+        return view[a : a + elems].reshape(shape).copy()
+
+    return read_array
 
 
 def _gather_arrays(
