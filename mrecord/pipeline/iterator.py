@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.columns import to_numpy
+from mrecord.pipeline.columns import row_values
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
 from mrecord.pipeline.workers import ThreadPool, ordered_map
@@ -203,9 +203,10 @@ class DictIterator(_RowIterator):
 
     def _make_rows(self, block: Block) -> Iterator[dict[str, Any]]:
         names = self._names
-        cols = [block.columns[name] for name in names]
-        for i in range(len(block)):
-            yield {name: to_numpy(col[i]) for name, col in zip(names, cols, strict=True)}
+        values = [row_values(block.columns[name]) for name in names]
+        if not values:
+            return ({} for _ in range(len(block)))
+        return (dict(zip(names, row, strict=True)) for row in zip(*values, strict=True))
 
     def __next__(self) -> dict[str, Any]:
         return super().__next__()  # type: ignore[no-any-return]
@@ -236,9 +237,10 @@ class TupleIterator(_RowIterator):
             self._names = names
 
     def _make_rows(self, block: Block) -> Iterator[list[Any]]:
-        cols = [block.columns[name] for name in self._names]
-        for i in range(len(block)):
-            yield [to_numpy(col[i]) for col in cols]
+        values = [row_values(block.columns[name]) for name in self._names]
+        if not values:
+            return ([] for _ in range(len(block)))
+        return map(list, zip(*values, strict=True))
 
     def __next__(self) -> list[Any]:
         return super().__next__()  # type: ignore[no-any-return]
