@@ -106,3 +106,43 @@ def test_read_row_checks_a_damaged_chunk_once_per_policy(tmp_path: Path) -> None
                 assert info.value.page == 2
     with DatasetReader.open(path, verify="never") as reader:
         assert reader.read_row(damaged_row)["i"] == damaged_row
+
+
+@settings(max_examples=20)
+@given(st.lists(st.integers(0, 299), min_size=0, max_size=60))
+def test_read_rows_gathers_wide_fixed_columns_in_the_order_asked(ids: list[int]) -> None:
+    """One shard (the gather is the result) and wide rows (more than 64 values each)."""
+    data = {
+        "img": np.arange(300 * 100, dtype=np.uint8).reshape(300, 10, 10),
+        "w": np.arange(300 * 3, dtype=np.float64).reshape(300, 3),
+        "k": np.arange(300, dtype=np.int16),
+    }
+    with _wide_dataset(data) as reader:
+        block = reader.read_rows(ids)
+    for name, values in data.items():
+        got = block.columns[name]
+        assert isinstance(got, np.ndarray) and got.flags.writeable  # a copy, not the map
+        np.testing.assert_array_equal(got, values[ids].reshape(got.shape))
+        assert got.shape == (len(ids), *values.shape[1:])
+
+
+_WIDE: dict[str, Path] = {}
+
+
+def _wide_dataset(data: dict[str, np.ndarray]) -> DatasetReader:
+    import tempfile
+
+    if "path" not in _WIDE:
+        path = Path(tempfile.mkdtemp(prefix="wide")) / "w"
+        with FileWriter(path) as writer:
+            writer.add_schema(
+                {
+                    "img": {"type": "uint8", "shape": [10, 10]},
+                    "w": {"type": "float64", "shape": [3]},
+                    "k": {"type": "int16"},
+                }
+            )
+            writer.set_page_size(4096)
+            writer.write_raw_data(data)
+        _WIDE["path"] = path
+    return DatasetReader.open(_WIDE["path"])

@@ -29,8 +29,6 @@ from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader"]
 
-_GLOBAL_GATHER_MAX_ELEMS = 64
-
 
 class DatasetReader:
     """Random and sequential access to the rows of one or more shards."""
@@ -47,7 +45,7 @@ class DatasetReader:
         np.cumsum(self.file_row_counts, out=self.file_starts[1:])
         self.num_rows = int(self.file_starts[-1])
         self._file_starts_list: list[int] = self.file_starts.tolist()
-        self._views: dict[tuple[int, str], np.ndarray] = {}
+        self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -83,7 +81,7 @@ class DatasetReader:
 
     def close(self) -> None:
         """Release the memory maps."""
-        self._views.clear()
+        self._fixed_plans.clear()
         self._row_reader_cache = [None] * len(self.shards)
         for shard in self.shards:
             shard.close()
@@ -127,7 +125,12 @@ class DatasetReader:
 
     def _row_readers(self, s: int) -> list[tuple[str, Callable[[int, int], Any]]]:
         """(column, ``read(page, slot) -> value``) for shard ``s``, in column order."""
-        return [(name, _row_reader(self.shards[s], self.schema[name])) for name in self.columns]
+        out = []
+        for name in self.columns:
+            field = self.schema[name]
+            plan = self._fixed_plan(s, field) if field.kind is FieldKind.FIXED else None
+            out.append((name, _row_reader(self.shards[s], field, plan)))
+        return out
 
     def iter_rows(self, chunk_size: int = 1024) -> Iterator[dict[str, Any]]:
         """Every row in order."""
@@ -159,6 +162,22 @@ class DatasetReader:
                 f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
+        groups = self._group(ids)
+        out: dict[str, ColumnValues] = {}
+        for name in names:
+            field = self.schema[name]
+            if field.kind is FieldKind.FIXED:
+                out[name] = self._gather_fixed(field, len(ids), groups)
+            else:
+                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
+        return Block(out, ids)
+
+    def _group(self, ids: np.ndarray) -> list[Any]:
+        """(shard, positions in ``ids`` or None for all of them, pages, slots) per shard."""
+        if len(self.shards) == 1:
+            shard = self.shards[0]
+            pages = np.searchsorted(shard.page_starts, ids, side="right") - 1
+            return [(0, None, pages, ids - shard.page_starts[pages])]
         shard_of = np.searchsorted(self.file_starts, ids, side="right") - 1
         local = ids - self.file_starts[shard_of]
         groups = []
@@ -169,49 +188,39 @@ class DatasetReader:
             pages = np.searchsorted(shard.page_starts, rows, side="right") - 1
             slots = rows - shard.page_starts[pages]
             groups.append((s, positions, pages, slots))
-        out: dict[str, ColumnValues] = {}
-        for name in names:
-            field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                out[name] = self._gather_fixed(field, len(ids), groups)
-            else:
-                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
-        return Block(out, ids)
+        return groups
 
     def _gather_fixed(self, field: Field, n: int, groups: list[Any]) -> np.ndarray:
-        result = np.empty((n, *field.row_shape), dtype=field.dtype)
-        elems = int(np.prod(field.row_shape, dtype=np.int64))
+        shape = field.row_shape
+        elems = int(np.prod(shape, dtype=np.int64))
         if elems == 0:
-            return result  # a zero-size shape holds no values to read
+            return np.empty((n, *shape), dtype=field.dtype)  # no values to read
+        if len(groups) == 1 and groups[0][1] is None:
+            # One shard, rows in the order asked: the gather is the result (one copy).
+            s, _, pages, slots = groups[0]
+            plan = self._fixed_plan(s, field)
+            if plan is not None:
+                return plan.gather(self.shards[s], pages, slots).reshape((n, *shape))
+        result = np.empty((n, *shape), dtype=field.dtype)
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
-            if elems <= _GLOBAL_GATHER_MAX_ELEMS and shard.uncompressed_fixed(field):
-                col = shard.field_index(field.name)
-                shard.check_chunks(np.unique(pages), col)
-                view = self._whole_file_view(s, field)
-                base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // field.dtype.itemsize
-                start = base[pages] + slots * elems
-                if field.row_shape and elems > 1:
-                    idx = start[:, None] + np.arange(elems)
-                    result[positions] = view[idx].reshape((len(positions), *field.row_shape))
-                else:
-                    result[positions] = view[start].reshape((len(positions), *field.row_shape))
+            where = slice(None) if positions is None else positions
+            plan = self._fixed_plan(s, field)
+            if plan is not None:
+                result[where] = plan.gather(shard, pages, slots).reshape((len(pages), *shape))
                 continue
             for page, members in _by_page(pages):
                 values = shard.fixed_page(page, field)
-                result[positions[members]] = values[slots[members]]
+                result[members if positions is None else positions[members]] = values[
+                    slots[members]
+                ]
         return result
 
-    def _whole_file_view(self, s: int, field: Field) -> np.ndarray:
-        key = (s, field.type)
-        view = self._views.get(key)
-        if view is None:
-            shard = self.shards[s]
-            view = np.frombuffer(
-                shard.mm, dtype=field.dtype, count=shard.size // field.dtype.itemsize
-            )
-            self._views[key] = view
-        return view
+    def _fixed_plan(self, s: int, field: Field) -> _FixedPlan | None:
+        key = (s, field.name)
+        if key not in self._fixed_plans:
+            self._fixed_plans[key] = _FixedPlan.build(self.shards[s], field)
+        return self._fixed_plans[key]
 
     def _gather_var(
         self, field: Field, n: int, groups: list[Any], bytes_as_arrays: bool = False
@@ -222,7 +231,7 @@ class DatasetReader:
             shard = self.shards[s]
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)
-                pos_list = positions[members].tolist()
+                pos_list = (members if positions is None else positions[members]).tolist()
                 slot_list = slots[members].tolist()
                 if kind is FieldKind.VARARRAY:
                     _gather_arrays(field, head, raw, pos_list, slot_list, result)
@@ -270,16 +279,17 @@ def _chunk_checker(shard: ShardFile, col: int) -> Callable[[int], None] | None:
     return check_once
 
 
-def _row_reader(shard: ShardFile, field: Field) -> Callable[[int, int], Any]:
+def _row_reader(
+    shard: ShardFile, field: Field, plan: _FixedPlan | None
+) -> Callable[[int, int], Any]:
     """A function ``read(page, slot)`` returning one value of ``field`` from ``shard``.
 
     Uncompressed fixed-width columns read straight from one whole-file view of the map
     (one index, or one slice copied); other columns go through the shard's chunk access.
     """
-    col = shard.field_index(field.name)
     kind = field.kind
-    if kind is FieldKind.FIXED and field.type != "bool" and _plain_fixed(shard, field, col):
-        return _fixed_row_reader(shard, field, col)
+    if plan is not None and field.type != "bool":
+        return _fixed_row_reader(shard, plan, field.row_shape)
     if kind is FieldKind.FIXED:
         shape = field.row_shape
 
@@ -338,14 +348,56 @@ def _plain_fixed(shard: ShardFile, field: Field, col: int) -> bool:
     )
 
 
-def _fixed_row_reader(shard: ShardFile, field: Field, col: int) -> Callable[[int, int], Any]:
-    """``read(page, slot)`` for an uncompressed fixed-width column: one whole-file view."""
-    itemsize = field.dtype.itemsize
-    view = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
-    base: list[int] = (shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize).tolist()
-    shape = field.row_shape
-    elems = int(np.prod(shape, dtype=np.int64))
-    check = _chunk_checker(shard, col)
+class _FixedPlan:
+    """How to gather an uncompressed fixed-width column of one shard straight from the map.
+
+    ``rows`` is a read-only window view of the whole file: ``rows[k]`` is the ``elems``
+    values starting at element ``k``, so a gather of any rows is one fancy index.
+    Built only when :func:`_plain_fixed` holds; chunks are still checksummed by the
+    shard's policy before their first read (``checked``: nothing is left to check).
+    """
+
+    __slots__ = ("base", "base_list", "checked", "col", "elems", "flat", "rows")
+
+    def __init__(self, shard: ShardFile, field: Field, col: int) -> None:
+        itemsize = field.dtype.itemsize
+        self.col = col
+        self.elems = int(np.prod(field.row_shape, dtype=np.int64))
+        self.flat = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
+        self.base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize
+        self.base_list: list[int] = self.base.tolist()
+        if self.elems == 1:
+            self.rows = self.flat
+        else:
+            self.rows = np.lib.stride_tricks.as_strided(
+                self.flat,
+                shape=(max(self.flat.size - self.elems + 1, 0), self.elems),
+                strides=(itemsize, itemsize),
+                writeable=False,
+            )
+        self.checked = shard.all_verified(col)
+
+    @classmethod
+    def build(cls, shard: ShardFile, field: Field) -> _FixedPlan | None:
+        """The plan for ``field`` of ``shard``, or None when chunks need the page path."""
+        col = shard.field_index(field.name)
+        return cls(shard, field, col) if _plain_fixed(shard, field, col) else None
+
+    def gather(self, shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """The values of rows (pages, slots), shape ``(n,)`` or ``(n, elems)``: one copy."""
+        if not self.checked:
+            shard.check_chunks(pages, self.col)
+            self.checked = shard.all_verified(self.col)
+        values: np.ndarray = self.rows[self.base[pages] + slots * self.elems]
+        return values
+
+
+def _fixed_row_reader(
+    shard: ShardFile, plan: _FixedPlan, shape: tuple[int, ...]
+) -> Callable[[int, int], Any]:
+    """``read(page, slot)`` for one value of a column that has a :class:`_FixedPlan`."""
+    view, base, elems = plan.flat, plan.base_list, plan.elems
+    check = _chunk_checker(shard, plan.col)
     if not shape:
         if check is None:
             return lambda page, slot: view[base[page] + slot]
