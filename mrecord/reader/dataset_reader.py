@@ -434,19 +434,17 @@ def _gather_arrays(
     itemsize = dtype.itemsize
     offsets, start = head.offsets, head.data_start
     shapes = head.shapes_list
+    # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     if 4 * len(slot_list) >= len(offsets) - 1:
-        data = bytearray(raw[start : start + offsets[-1]])
+        flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
         for pos, slot in zip(pos_list, slot_list, strict=True):
-            a = offsets[slot]
-            count = (offsets[slot + 1] - a) // itemsize
-            result[pos] = np.frombuffer(data, dtype=dtype, count=count, offset=a).reshape(
+            result[pos] = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
                 shapes[slot]
             )
         return
+    flat = np.frombuffer(raw, dtype=dtype, count=offsets[-1] // itemsize, offset=start)
     for pos, slot in zip(pos_list, slot_list, strict=True):
-        a = start + offsets[slot]
-        count = (start + offsets[slot + 1] - a) // itemsize
-        value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
+        value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize]
         result[pos] = value.reshape(shapes[slot]).copy()
 
 
