@@ -18,7 +18,8 @@ Metrics (rows/s):
 - ``read_batch256``: 256 random ids per call (``take`` / ``read(ids)`` / ``ds[ids]``;
   Streaming has no batch call: 256 ``get_item`` calls);
 - ``read_epoch``: one shuffled epoch through the system's own shuffling reader
-  (mrecord: ``MindDataset(shuffle=True).batch(256)``; Lance: ``take`` of a permutation,
+  (mrecord: ``MindDataset(shuffle=True).batch(256)``, varshape padded to [64, 3] in a
+  ``per_batch_map`` as in ``bench_format``; Lance: ``take`` of a permutation,
   1,024 ids a call; ArrayRecord: ``read`` of a permutation, 1,024 ids a call; HF:
   ``ds.shuffle(seed).iter(batch_size=256)``; Streaming: ``StreamingDataset(shuffle=True)``).
 
@@ -111,7 +112,13 @@ class _Mrecord:
         import mrecord
 
         mrecord.config.set_seed(seed)
-        ds = mrecord.MindDataset(str(self.path), shuffle=True).batch(BATCH)
+        ds: Any = mrecord.MindDataset(str(self.path), shuffle=True)
+        if "points" in ds.get_col_names():  # variable shapes: padded, as bench_format does
+            from benchmarks.bench_format import pad_points
+
+            ds = ds.batch(BATCH, per_batch_map=pad_points, input_columns=["points", "label"])
+        else:
+            ds = ds.batch(BATCH)
         for item in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
             yield len(item[0]) if isinstance(item[0], (list, np.ndarray)) else 1
 
