@@ -146,3 +146,14 @@ def _wide_dataset(data: dict[str, np.ndarray]) -> DatasetReader:
             writer.write_raw_data(data)
         _WIDE["path"] = path
     return DatasetReader.open(_WIDE["path"])
+
+
+def test_read_rows_of_no_ids_and_of_an_empty_dataset(tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    with FileWriter(path) as writer:
+        writer.add_schema({"s": {"type": "string"}, "v": {"type": "float32", "shape": [2]}})
+        writer.write_raw_data([])
+    with DatasetReader.open(path) as reader:
+        block = reader.read_rows([])
+    assert len(block) == 0 and block.columns["s"] == []
+    assert block.columns["v"].shape == (0, 2)

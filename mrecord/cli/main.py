@@ -27,6 +27,7 @@ Examples:
   mrecord stats train.mrecord --json
   mrecord cat train.mrecord --format jsonl > rows.jsonl
   mrecord bench train.mrecord
+  mrecord serve train.mrecord0 --port 8750
   mrecord shuffle-report train.mrecord --label-column label
 
 \b
@@ -83,10 +84,11 @@ def _register() -> None:
     from mrecord.cli.cat import cat
     from mrecord.cli.convert import convert
     from mrecord.cli.inspect import head, info, reindex, verify
+    from mrecord.cli.serve import serve
     from mrecord.cli.shuffle_report import shuffle_report
     from mrecord.cli.stats import stats
 
-    for command in (convert, info, head, verify, reindex, stats, cat, bench, shuffle_report):
+    for command in (convert, info, head, verify, reindex, stats, cat, bench, serve, shuffle_report):
         cli.add_command(command)
 
 
