@@ -157,3 +157,28 @@ def test_read_rows_of_no_ids_and_of_an_empty_dataset(tmp_path: Path) -> None:
         block = reader.read_rows([])
     assert len(block) == 0 and block.columns["s"] == []
     assert block.columns["v"].shape == (0, 2)
+
+
+def test_verify_always_checks_each_chunk_once_per_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a"
+    with FileWriter(path) as writer:
+        writer.add_schema({"i": {"type": "int64"}})
+        writer.set_page_size(1024)
+        writer.write_raw_data({"i": np.arange(1000)})
+    checks: list[tuple[int, int]] = []
+    original = ShardFile.check_chunk
+
+    def counting(self: ShardFile, page: int, col: int) -> None:
+        checks.append((page, col))
+        original(self, page, col)
+
+    monkeypatch.setattr(ShardFile, "check_chunk", counting)
+    with DatasetReader.open(path, verify="always") as reader:
+        pages = reader.shards[0].page_starts
+        ids = np.repeat(np.arange(int(pages[2])), 3)  # pages 0 and 1, every row 3 times
+        for _ in range(2):
+            checks.clear()
+            assert reader.read_rows(ids).columns["i"].tolist() == ids.tolist()
+            assert sorted(checks) == [(0, 0), (1, 0)]

@@ -489,7 +489,7 @@ class _FixedPlan:
     def gather(self, shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> np.ndarray:
         """The values of rows (pages, slots), shape ``(n,)`` or ``(n, elems)``: one copy."""
         if not self.checked:
-            shard.check_chunks(pages, self.col)
+            shard.check_chunks(np.unique(pages), self.col)  # each chunk once per call
             self.checked = shard.all_verified(self.col)
         values: np.ndarray = self.rows[self.base[pages] + slots * self.elems]
         return values
