@@ -22,6 +22,7 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
+    ├── CheckpointError(ValueError)        a resume checkpoint is malformed or from another dataset
     └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "CheckpointError",
     "ChecksumError",
     "ConversionError",
     "CorruptFileError",
@@ -150,6 +152,10 @@ class SinkTimeoutError(MrecordError, TimeoutError):
 
 class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
+
+
+class CheckpointError(MrecordError, ValueError):
+    """A resume checkpoint is malformed, or was written for another dataset or order."""
 
 
 class DecodeError(MrecordError, ValueError):
