@@ -120,6 +120,9 @@ class BatchDataset(Dataset):
             parts.append(f"output_columns={self.output_columns!r}")
         return f"Batch({', '.join(parts)})"
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return [(epoch, rows * self.batch_size)]
+
     def _batches(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Blocks of exactly ``batch_size`` rows (the last one shorter unless dropped)."""
         pending: list[Block] = []
@@ -141,6 +144,7 @@ class BatchDataset(Dataset):
             yield Block.concat(pending)
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        first = self._take_resume(epoch)  # batch number BatchInfo starts at
         if self.per_batch_map is None:
             for rows in self._batches(ctx, epoch):
                 yield _stack(rows.columns, rows)
@@ -175,7 +179,7 @@ class BatchDataset(Dataset):
         workers = self.num_parallel_workers or 1
         name = f"mrecord-batch{ctx.position(self)}"
         pool = ctx.pool(self, lambda: ThreadPool(run, workers, name))
-        numbered = enumerate(self._batches(ctx, epoch))
+        numbered = enumerate(self._batches(ctx, epoch), start=first)
         for _task, batch in ordered_map(pool, numbered, max(workers, ctx.prefetch), ctx.stop):
             yield batch
 

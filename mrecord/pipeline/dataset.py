@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import PipelineError
 
 if TYPE_CHECKING:
     from mrecord.pipeline.batch import BatchDataset
@@ -45,6 +46,7 @@ class Dataset:
             if not isinstance(child, Dataset):
                 raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
+        self._resume: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ node contract
     def _column_names(self) -> list[str]:
@@ -68,6 +70,60 @@ class Dataset:
 
     def __repr__(self) -> str:
         return self._describe()
+
+    # ------------------------------------------------------------------ resume (node state)
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        """Where each child must start so that this node starts after ``rows`` output rows
+        of ``epoch``: one ``(child epoch, child rows)`` per child. Nodes that can resume
+        mid-epoch override it; the others cannot say, and refuse."""
+        raise PipelineError(
+            f"{self!r} cannot resume mid-epoch: only MindDataset -> map / batch / repeat / "
+            "project / rename chains can; resume at an epoch boundary (rows=0) instead"
+        )
+
+    def get_state(self, epoch: int, rows: int) -> dict[str, Any]:
+        """This node's state once ``rows`` output rows (batches after ``batch``) of
+        ``epoch`` were delivered: a JSON-serialisable tree over the node and its children."""
+        # At an epoch boundary nothing is skipped, so every node can "resume" there.
+        children = self._child_positions(epoch, rows) if rows else []
+        return {
+            "node": type(self).__name__,
+            "epoch": epoch,
+            "rows": rows,
+            "children": [
+                child.get_state(e, r)
+                for child, (e, r) in zip(self.children, children, strict=False)
+            ],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Make the next run of ``state['epoch']`` start after ``state['rows']`` output rows.
+
+        ``state`` comes from :meth:`get_state` on the same pipeline; PipelineError when
+        it was taken from another pipeline shape.
+        """
+        if not isinstance(state, dict) or state.get("node") != type(self).__name__:
+            got = state.get("node") if isinstance(state, dict) else state
+            raise PipelineError(
+                f"the saved state is for a {got!r} node, this pipeline has {self!r} there; "
+                "load a state saved from the same pipeline"
+            )
+        epoch, rows = int(state["epoch"]), int(state["rows"])
+        children = state.get("children", [])
+        if rows and len(children) != len(self.children):
+            raise PipelineError(f"the saved state of {self!r} has {len(children)} children")
+        self._resume = (epoch, rows) if rows else None
+        for i, child in enumerate(self.children):
+            at_start = {"node": type(child).__name__, "epoch": epoch, "rows": 0, "children": []}
+            child.set_state(children[i] if i < len(children) else at_start)
+
+    def _take_resume(self, epoch: int) -> int:
+        """Rows of ``epoch`` to skip, set by :meth:`set_state` (used once, then cleared)."""
+        resume = self._resume
+        if resume is None or resume[0] != epoch:
+            return 0
+        self._resume = None
+        return resume[1]
 
     # ------------------------------------------------------------------ ops
     def map(

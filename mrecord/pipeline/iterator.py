@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["BlockIterator", "DictIterator", "TupleIterator"]
 
 _POLL_S = 0.05
+_STATE_VERSION = 1
 _EPOCH_END = object()
 _DONE = object()
 
@@ -51,11 +52,12 @@ class _Failure:
 class _Runtime:
     """The prefetch thread and the context; holds no reference to the iterator."""
 
-    def __init__(self, root: Dataset, num_epochs: int) -> None:
+    def __init__(self, root: Dataset, num_epochs: int, start_epoch: int = 0) -> None:
         graph = build_graph(root)
         self.ctx = ExecContext(graph)
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=self.ctx.prefetch)
         self.num_epochs = num_epochs
+        self.start_epoch = start_epoch
         self._offload_pool: ThreadPool[Block, Block] | None = None
         self.thread = threading.Thread(target=self._run, name="mrecord-prefetch", daemon=True)
         self.thread.start()
@@ -85,7 +87,7 @@ class _Runtime:
 
     def _run(self) -> None:
         ctx, root = self.ctx, self.ctx.graph.root
-        epoch = 0
+        epoch = self.start_epoch
         try:
             while self.num_epochs < 0 or epoch < self.num_epochs:
                 gen = root._execute(ctx, epoch)
@@ -119,13 +121,14 @@ class _Runtime:
 class BlockIterator:
     """Output blocks of a pipeline, epoch by epoch (the iterator the row iterators wrap)."""
 
-    def __init__(self, dataset: Dataset, num_epochs: int = -1) -> None:
+    def __init__(self, dataset: Dataset, num_epochs: int = -1, start_epoch: int = 0) -> None:
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int):
             raise TypeError(f"num_epochs must be an int, got {num_epochs!r}")
         if num_epochs == 0 or num_epochs < -1:
             raise ArgumentError(f"num_epochs must be -1 (any) or positive, got {num_epochs!r}")
         self.dataset = dataset
-        self._runtime = _Runtime(dataset, num_epochs)
+        self.num_epochs = num_epochs
+        self._runtime = _Runtime(dataset, num_epochs, start_epoch)
         self._finalizer = weakref.finalize(self, self._runtime.close)
         self._finished = False
 
@@ -187,9 +190,12 @@ class _RowIterator:
 
     def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
         self._names = dataset.get_col_names()
+        self._dataset = dataset
         self._blocks = BlockIterator(dataset, num_epochs)
         self._rows: Iterator[Any] = iter(())
         self.output_numpy = output_numpy
+        self._epoch = 0
+        self._delivered = 0  # rows of the current epoch handed out
 
     def __iter__(self) -> Any:
         return self
@@ -202,11 +208,52 @@ class _RowIterator:
             while True:
                 row = next(self._rows, None)
                 if row is not None:
+                    self._delivered += 1
                     return row
-                self._rows = self._make_rows(next(self._blocks))
+                try:
+                    block = next(self._blocks)
+                except StopIteration:
+                    self._epoch += 1
+                    self._delivered = 0
+                    raise
+                self._rows = self._make_rows(block)
         except KeyboardInterrupt:
             self.stop()
             raise
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this iterator is: epoch, rows (batches after ``batch``) delivered in it,
+        and the state of every node (JSON-serialisable).
+
+        Raises PipelineError mid-epoch when a node cannot resume (only MindDataset ->
+        map / batch / repeat / project / rename chains can).
+        """
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "rows": self._delivered,
+            "nodes": self._dataset.get_state(self._epoch, self._delivered),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from :meth:`state_dict` of the same pipeline): the
+        rows the uninterrupted run would have given next, random ops included."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise PipelineError(
+                f"not an iterator state (version {_STATE_VERSION}): {state!r}; pass what "
+                "state_dict() returned"
+            )
+        epoch, rows = int(state["epoch"]), int(state["rows"])
+        num_epochs = self._blocks.num_epochs
+        if num_epochs != -1 and epoch >= num_epochs:
+            raise ArgumentError(
+                f"the state is at epoch {epoch}, but this iterator has num_epochs={num_epochs}"
+            )
+        self._blocks.stop()
+        self._dataset.set_state(state["nodes"])
+        self._blocks = BlockIterator(self._dataset, num_epochs, start_epoch=epoch)
+        self._rows = iter(())
+        self._epoch, self._delivered = epoch, rows
 
     def stop(self) -> None:
         """Stop the pipeline (threads joined, processes ended, shared memory freed)."""

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
+from mrecord.errors import PipelineError
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -44,11 +45,27 @@ class RepeatDataset(Dataset):
     def _describe(self) -> str:
         return f"Repeat(count={self.count})"
 
+    def _split(self, rows: int) -> tuple[int, int]:
+        """(repetitions to skip, rows of the next one to skip) for ``rows`` output rows."""
+        size = self.children[0]._num_rows()
+        if not size or size < 0:
+            raise PipelineError(
+                f"{self!r} cannot resume mid-epoch: its input's size is unknown ({size!r})"
+            )
+        return divmod(rows, size)
+
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        first, within = self._split(rows)
+        base = 0 if self.count == -1 else epoch * self.count
+        return [(base + first, within)]
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         child = self.children[0]
+        skip = self._take_resume(epoch)
+        first = self._split(skip)[0] if skip else 0
         if self.count == -1:
-            for r in itertools.count():
+            for r in itertools.count(first):
                 yield from child._execute(ctx, r)
             return
-        for r in range(self.count):
+        for r in range(first, self.count):
             yield from child._execute(ctx, epoch * self.count + r)

@@ -110,9 +110,21 @@ class MindDataset(SourceDataset):
     def _source_column_names(self) -> list[str]:
         return self._reader.column_names
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return []  # a leaf: set_state's rows are positions of this epoch's order to skip
+
     def _iter_blocks(self, epoch: int) -> Iterator[Block]:
         order = self._order(epoch)
-        chunks = order.iter_chunks(self._block_rows)
+        skip = self._take_resume(epoch)
+        size = self._block_rows
+        chunks = (
+            order.iter_chunks(size)
+            if not skip
+            else (
+                order.take(np.arange(first, min(first + size, len(order)), dtype=np.int64))
+                for first in range(skip, len(order), size)
+            )
+        )
         if self._workers <= 1:
             for ids in chunks:
                 yield self._read(ids)

@@ -156,6 +156,8 @@ class DeviceQueue:
             (exclusive with ``device``).
         op_timeout: seconds ``get_next`` waits (default: ``config.get_op_timeout()``, 1900).
         history: how many recent pushes the timeout message lists (default 10).
+        start: begin at this batch of the endless stream (a resumed run; needs an mrecord
+            pipeline, see ``BatchSource.stream``).
 
     The producer starts on :meth:`start`, on entering ``with``, or on the first
     :meth:`get_next`.
@@ -180,12 +182,14 @@ class DeviceQueue:
         delivery: Delivery | None = None,
         op_timeout: float | None = None,
         history: int = 10,
+        start: int = 0,
     ) -> None:
         self._source = (
             dataset if isinstance(dataset, BatchSource) else BatchSource(dataset, name="dataset")
         )
         self._name = queue_name if queue_name is not None else f"mrecord_queue_{next(_counter)}"
         self._limit = self._resolve_limit(num_epochs, num_batches)
+        self._start = start
         self._capacity = config.get_prefetch_size() if capacity is None else capacity
         if (
             isinstance(self._capacity, bool)
@@ -289,7 +293,12 @@ class DeviceQueue:
                 raise PipelineError(f"device queue {self._name!r} was stopped; create a new one")
             self._thread = threading.Thread(
                 target=_produce,
-                args=(self._channel, self._source.stream(self._limit), self._delivery, self._name),
+                args=(
+                    self._channel,
+                    self._source.stream(self._limit, self._start),
+                    self._delivery,
+                    self._name,
+                ),
                 name=f"{_THREAD_PREFIX}{self._name}",
                 daemon=True,
             )
