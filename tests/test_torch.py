@@ -177,6 +177,7 @@ def test_canonical_nodes_keep_ranks_on_contiguous_runs(make_files: Any) -> None:
     k=st.integers(0, 14),
     seed=st.integers(0, 3),
     epoch=st.integers(0, 2),
+    nodes=st.sampled_from([None, 2, 4]),
 )
 def test_resume_after_k_batches_exact_and_elastic(
     make_files: Any,
@@ -186,11 +187,13 @@ def test_resume_after_k_batches_exact_and_elastic(
     k: int,
     seed: int,
     epoch: int,
+    nodes: int | None,
 ) -> None:
     files = make_files()
     n = 37
     before, after = worlds
     kw: dict[str, Any] = {"shuffle": mode, "seed": seed, "batch": batch, "epoch": epoch}
+    kw["num_canonical_nodes"] = nodes
     full = [batches_of(files, before, r, **kw)[0] for r in range(before)]
     first = []
     states = []
@@ -217,19 +220,25 @@ def test_resume_after_k_batches_exact_and_elastic(
 
 
 @pytest.mark.parametrize(
-    ("before", "after"),
-    [((2, 0), (4, 0)), ((4, 2), (2, 0)), ((1, 3), (1, 1)), ((2, 2), (2, 3))],
+    ("before", "after", "mode"),
+    [
+        ((2, 0), (4, 0), Shuffle.GLOBAL),
+        ((4, 2), (2, 0), Shuffle.FILES),
+        ((2, 2), (2, 3), Shuffle.INFILE),
+        *(((1, 3), (1, 1), mode) for mode in MODES),  # 3 workers -> 1, every mode
+    ],
 )
-def test_elastic_resume_with_workers(make_files: Any, before: Any, after: Any) -> None:
+def test_elastic_resume_with_workers(make_files: Any, before: Any, after: Any, mode: Any) -> None:
     files = make_files()
     (w1, nw1), (w2, nw2) = before, after
-    first = [batches_of(files, w1, r, workers=nw1, limit=2, batch=3) for r in range(w1)]
+    kw = {"batch": 3, "shuffle": mode}
+    first = [batches_of(files, w1, r, workers=nw1, limit=2, **kw) for r in range(w1)]
     state = first[-1][1]
     assert all(s == state for _, s in first)
-    rest = [batches_of(files, w2, r, workers=nw2, state=state, batch=3)[0] for r in range(w2)]
+    rest = [batches_of(files, w2, r, workers=nw2, state=state, **kw)[0] for r in range(w2)]
     if w1 == w2:
-        assert rest == run_all(files, w2, workers=0, state=state, batch=3)
-        full = run_all(files, w1, batch=3)
+        assert rest == run_all(files, w2, workers=0, state=state, **kw)
+        full = run_all(files, w1, **kw)
         assert [b for b, _ in first] == [r[:2] for r in full]
         assert rest == [r[2:] for r in full]
     ids = Counter(flat([b for b, _ in first]) + flat(rest))

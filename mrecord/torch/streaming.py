@@ -43,7 +43,9 @@ Transform = Callable[[dict[str, Any], np.random.Generator], Any]
 """``transform(sample, rng)``: ``rng`` is the sample's own generator (see ``sample_rng``)."""
 
 _READ_ROWS = 4096
-"""Rows a worker reads per ``read_rows`` call (whole batches, at least one)."""
+_READ_BYTES = 4 << 20
+"""A worker reads whole batches per ``read_rows`` call: up to ``_READ_ROWS`` rows and about
+``_READ_BYTES`` bytes (measured on the previous read), at least one batch."""
 
 
 class StreamingDataset(torch.utils.data.IterableDataset[Any]):
@@ -253,19 +255,23 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         skip, self._skip = self._skip, 0
         b = plan.batch_size
         batches = plan.worker_batches(worker, workers, skip // b)
-        self._yielded = skip - skip % b
-        per_read = max(1, _READ_ROWS // b)
+        self._yielded = skip  # skipped samples count as yielded (torchdata resumes by count)
+        per_read = 1
         reader = self._handle.reader
-        for first in range(0, len(batches), per_read):
+        first = 0
+        while first < len(batches):
             group = batches[first : first + per_read]
+            first += len(group)
             positions = np.concatenate([plan.batch_positions(i) for i in group])
             block = reader.read_rows(self.spec.ids(order, positions))
-            start = 0
+            row_bytes = max(1, _nbytes(block) // max(1, len(block)))
+            per_read = max(1, min(_READ_ROWS, _READ_BYTES // row_bytes) // b)
+            offset = 0
             for i in group:
                 size = len(plan.batch_positions(i))
-                part = block.slice(start, start + size)
-                pos = positions[start : start + size]
-                start += size
+                part = block.slice(offset, offset + size)
+                pos = positions[offset : offset + size]
+                offset += size
                 yield from self._deliver(part, pos, epoch, skip % b if i == batches[0] else 0)
 
     def _deliver(self, block: Any, positions: np.ndarray, epoch: int, skip: int) -> Iterator[Any]:
@@ -296,3 +302,14 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             f"world_size={self.world_size})"
         )
 
+
+def _nbytes(block: Any) -> int:
+    """Payload bytes of a block (arrays and blobs)."""
+    total = 0
+    for values in block.columns.values():
+        if isinstance(values, np.ndarray) and values.dtype != object:
+            total += values.nbytes
+        else:
+            total += sum(len(v) if isinstance(v, (bytes, str)) else np.asarray(v).nbytes
+                         for v in values)
+    return total
