@@ -158,11 +158,11 @@ def _loader(system: str, workload: str, root: Path, workers: int) -> Any:
         return torch.utils.data.DataLoader(mds, batch_size=batch, shuffle=True, num_workers=workers)
     if system == "mosaic":
         _stub_torchvision()
-        from streaming import StreamingDataset
+        import streaming
         from streaming.base.util import clean_stale_shared_memory
 
         clean_stale_shared_memory()
-        ds = StreamingDataset(local=str(root), shuffle=True, batch_size=batch)
+        ds = streaming.StreamingDataset(local=str(root), shuffle=True, batch_size=batch)
         return torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
     import litdata
 

@@ -5,10 +5,11 @@ MindSpore users switch by changing imports::
     from mrecord import FileWriter, MindDataset, Shuffle, DistributedSampler
     from mrecord import vision, transforms, config
 
-Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
-``reader`` (DatasetReader, MindDataset, MindPage, samplers), ``pipeline``
-(map/batch/... and the sink), ``vision``/``transforms`` (ops), ``convert`` and
-``cli`` (the ``mrecord`` command).
+Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``storage`` (files on disk),
+``writer`` (FileWriter), ``reader`` (DatasetReader, MindPage), ``sampling`` (shuffles,
+sharding, samplers), ``pipeline`` (MindDataset and the other sources, map/batch/...),
+``train`` (the sink and Model), ``maintenance`` (verify, inspect, reindex),
+``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command).
 """
 
 from __future__ import annotations
@@ -16,15 +17,32 @@ from __future__ import annotations
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
 from mrecord.errors import MrecordError
+from mrecord.hf import from_hf, to_hf
+from mrecord.maintenance.reindex import reindex
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
     BatchInfo,
     ConcatDataset,
     Dataset,
     GeneratorDataset,
+    MindDataset,
     NumpySlicesDataset,
     SourceDataset,
 )
-from mrecord.pipeline.sink import (
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.mindpage import MindPage
+from mrecord.sampling import (
+    DistributedSampler,
+    PKSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    Shuffle,
+    SubsetRandomSampler,
+    SubsetSampler,
+    WeightedRandomSampler,
+)
+from mrecord.train import (
     Callback,
     DeviceQueue,
     LambdaCallback,
@@ -34,23 +52,7 @@ from mrecord.pipeline.sink import (
     TimeMonitor,
     data_sink,
 )
-from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.mind_dataset import MindDataset
-from mrecord.reader.mindpage import MindPage
-from mrecord.reader.samplers import (
-    DistributedSampler,
-    PKSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    SubsetRandomSampler,
-    SubsetSampler,
-    WeightedRandomSampler,
-)
-from mrecord.reader.shuffle import Shuffle
-from mrecord.reader.verify import verify_dataset
 from mrecord.writer.file_writer import FileWriter
-from mrecord.writer.reindex import reindex
 
 __version__ = "0.1.0"
 
@@ -87,7 +89,9 @@ __all__ = [
     "config",
     "data_sink",
     "errors",
+    "from_hf",
     "reindex",
+    "to_hf",
     "train",
     "transforms",
     "verify_dataset",

@@ -10,8 +10,16 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── DatasetNotFoundError(FileNotFoundError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
+    ├── IndexWriteError(OSError)           SQLite could not write a .db (disk full, permissions)
     ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
-    │   └── ChecksumError                  a checksum did not match
+    │   ├── ChecksumError                  a checksum did not match
+    │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
+    ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
+    │   │                                  the reader re-raises them as CorruptFileError + file)
+    │   ├── LayoutError                    the header or trailer is not an mrecord one
+    │   ├── MetadataError                  metadata bytes are malformed or unsafe
+    │   ├── ChunkFormatError               a chunk's bytes contradict its declared layout
+    │   └── DecompressionError             stored bytes do not decompress to the recorded size
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
@@ -35,16 +43,23 @@ __all__ = [
     "ArgumentError",
     "CheckpointError",
     "ChecksumError",
+    "ChunkFormatError",
     "ConversionError",
     "CorruptFileError",
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
     "DecodeError",
+    "DecompressionError",
     "ForeignShardError",
+    "FormatError",
     "IndexMismatchError",
+    "IndexWriteError",
+    "LayoutError",
+    "MetadataError",
     "MissingIndexError",
     "MrecordError",
+    "NotAnMrecordFileError",
     "OffloadError",
     "OperationError",
     "PipelineError",
@@ -112,6 +127,42 @@ class CorruptFileError(MrecordError, ValueError):
 
 class ChecksumError(CorruptFileError):
     """A stored checksum does not match the bytes read."""
+
+
+class NotAnMrecordFileError(CorruptFileError):
+    """The file is not an mrecord shard at all: its first bytes are another format's."""
+
+
+class IndexWriteError(MrecordError, OSError):
+    """SQLite failed while writing a shard's ``.db`` (disk full, permissions, ...)."""
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class FormatError(MrecordError, ValueError):
+    """Bytes do not follow the mrecord format; raised by the pure ``mrecord.format`` code.
+
+    The format code never knows file names: the caller (the shard reader) re-raises it
+    as :class:`CorruptFileError` naming the file, page and offset.
+    """
+
+
+class LayoutError(FormatError):
+    """The header or trailer is not an mrecord one (caller adds the file name)."""
+
+
+class MetadataError(FormatError):
+    """Metadata bytes are malformed or unsafe (caller adds the file name)."""
+
+
+class ChunkFormatError(FormatError):
+    """A chunk's bytes are inconsistent with its declared layout (caller adds file/page)."""
+
+
+class DecompressionError(FormatError):
+    """Stored bytes do not decompress to the recorded size (caller adds file/page)."""
 
 
 class ForeignShardError(MrecordError, ValueError):

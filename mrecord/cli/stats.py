@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from mrecord.block import Block
-from mrecord.cli._options import emit_json, progress_bar
+from mrecord.cli._options import emit_json, progress_bar, progress_options
 
 __all__ = ["iter_dataset_blocks", "stats"]
 
@@ -37,8 +37,8 @@ def iter_dataset_blocks(
     help="Integer field to histogram (repeatable; default: label).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> None:
+@progress_options
+def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, quiet: bool) -> None:
     """Per-field count, min/max/mean, length distribution and label histogram.
 
     \b
@@ -50,7 +50,7 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> Non
 
     with DatasetReader.open(path) as reader:
         fields = [(f.name, f.type, f.shape) for f in reader.schema.fields]
-        with progress_bar(reader.num_rows, "stats", quiet) as bar:
+        with progress_bar(reader.num_rows, "stats", quiet, force=progress) as bar:
 
             def blocks() -> Iterator[Block]:
                 for block in iter_dataset_blocks(reader, 4096):

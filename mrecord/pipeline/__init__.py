@@ -21,7 +21,7 @@ from mrecord.pipeline.repeat import RepeatDataset
 from mrecord.pipeline.shuffle import ShuffleDataset
 from mrecord.pipeline.skip import SkipDataset
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.sources import GeneratorDataset, NumpySlicesDataset
+from mrecord.pipeline.sources import GeneratorDataset, MindDataset, NumpySlicesDataset
 from mrecord.pipeline.take import TakeDataset
 from mrecord.pipeline.zip import ZipDataset, zip
 
@@ -35,6 +35,7 @@ __all__ = [
     "FilterDataset",
     "GeneratorDataset",
     "MapDataset",
+    "MindDataset",
     "NumpySlicesDataset",
     "Plan",
     "ProjectDataset",

@@ -16,7 +16,12 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import PipelineError
+from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 
+# The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
+# methods that build them, not here: every op module subclasses Dataset, so importing them
+# at the top would be an import cycle. Type checkers see them through this block (grain's
+# dataset.py does the same).
 if TYPE_CHECKING:
     from mrecord.pipeline.batch import BatchDataset
     from mrecord.pipeline.concat import ConcatDataset
@@ -60,6 +65,14 @@ class Dataset:
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Yield this node's blocks for ``epoch`` (0, 1, 2, ...)."""
         raise NotImplementedError
+
+    def _column_effects(self) -> ColumnEffects:
+        """How this node changes columns (reads, renames, drops, batch levels, joins).
+
+        The default says "may read every column": planning (offload) then refuses to
+        move work past this node. Override it to declare what the node really does.
+        """
+        return READS_EVERYTHING
 
     def _describe(self) -> str:
         """One line naming the node and its arguments (used in errors and plans)."""
@@ -276,7 +289,8 @@ class Dataset:
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
         """
-        from mrecord.pipeline.graph import build_graph, count_rows
+        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.iterator import count_rows
 
         build_graph(self)
         size = self._num_rows()

@@ -10,8 +10,6 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
-import os
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,41 +20,16 @@ from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import (
     ArgumentError,
     CorruptFileError,
-    DatasetNotFoundError,
-    ForeignShardError,
-    IndexMismatchError,
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
-from mrecord.reader.index_check import check_index_db
-from mrecord.reader.shard import ShardFile
-from mrecord.writer import commit as commit_mod
+from mrecord.storage.committed import open_committed
+from mrecord.storage.naming import PathArg
+from mrecord.storage.shard import ShardFile
 
-__all__ = ["DatasetReader", "resolve_files", "sibling_paths"]
+__all__ = ["DatasetReader"]
 
 _GLOBAL_GATHER_MAX_ELEMS = 64
-_OPEN_RETRIES = 100
-_SETTLE_RETRIES = 3
-
-
-def resolve_files(
-    dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-) -> tuple[list[Path], bool]:
-    """Normalize ``dataset_files``; returns (paths, expand_siblings)."""
-    if isinstance(dataset_files, (str, os.PathLike)):
-        return [Path(dataset_files)], True
-    if (
-        isinstance(dataset_files, Sequence)
-        and dataset_files
-        and all(isinstance(p, (str, os.PathLike)) for p in dataset_files)
-    ):
-        paths = [Path(p) for p in dataset_files]
-        if len(set(paths)) != len(paths):
-            raise ArgumentError(f"dataset_files lists a file twice: {[str(p) for p in paths]!r}")
-        return paths, False
-    raise ArgumentError(
-        f"dataset_files must be a file path or a non-empty list of paths, got {dataset_files!r}"
-    )
 
 
 class DatasetReader:
@@ -81,36 +54,19 @@ class DatasetReader:
     @classmethod
     def open(
         cls,
-        dataset_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        dataset_files: PathArg,
         columns: Sequence[str] | None = None,
         verify: str = "once",
         check_index: bool = True,
     ) -> DatasetReader:
         """Open one shard (its siblings are found from its metadata) or a list of shards."""
-        paths, expand = resolve_files(dataset_files)
-        for attempt in range(_OPEN_RETRIES):
-            shards = _open_shards(paths, expand, verify)
-            try:
-                _check_consistent(shards, expand)
-                if check_index:
-                    for shard in shards:
-                        check_index_db(shard.path, shard.meta)
-                return cls(shards, columns)
-            except (ForeignShardError, IndexMismatchError):
-                for shard in shards:
-                    shard.close()
-                # A commit may be publishing right now: give it a moment, then look again.
-                # A commit that finished between our reads of two files leaves no journal, so
-                # look again a few times even without one before calling the files mismatched.
-                settled = attempt >= _SETTLE_RETRIES and not _commit_in_progress(shards[0])
-                if attempt == _OPEN_RETRIES - 1 or settled:
-                    raise
-                time.sleep(0.01)
-            except BaseException:
-                for shard in shards:
-                    shard.close()
-                raise
-        raise AssertionError("unreachable")
+        shards = open_committed(dataset_files, verify=verify, check_index=check_index)
+        try:
+            return cls(shards, columns)
+        except BaseException:
+            for shard in shards:
+                shard.close()
+            raise
 
     @property
     def files(self) -> list[Path]:
@@ -340,84 +296,3 @@ def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
     if len(set(columns)) != len(columns):
         raise ArgumentError(f"columns lists a name twice: {list(columns)!r}")
     return list(columns)
-
-
-def _open_first(path: Path, verify: str) -> ShardFile:
-    """Open ``path``; when it is missing, finish a durable first commit that names it."""
-    try:
-        return ShardFile(path, verify=verify)
-    except DatasetNotFoundError:
-        # A dataset's first commit is durable once its journal exists, before any rename.
-        guesses = dict.fromkeys([path.name, path.name.rstrip("0123456789")])
-        if not any(commit_mod.recover(path.parent, name) for name in guesses if name):
-            raise
-    return ShardFile(path, verify=verify)
-
-
-def sibling_paths(shard: ShardFile) -> list[Path]:
-    """Every shard of ``shard``'s dataset, in shard order, from its metadata.
-
-    A single-shard dataset is the file itself, whatever it is called now (so a renamed
-    one-file dataset still opens); siblings are looked up next to ``shard``.
-    """
-    if len(shard.meta.shard_names) == 1:
-        return [shard.path]
-    return [shard.path.parent / name for name in shard.meta.shard_names]
-
-
-def _open_shards(paths: list[Path], expand: bool, verify: str) -> list[ShardFile]:
-    first = _open_first(paths[0], verify)
-    if commit_mod.recover(first.path.parent, first.meta.dataset_name):
-        first.close()
-        first = ShardFile(paths[0], verify=verify)
-    if not expand:
-        rest = paths[1:]
-    else:
-        rest = [p for p in sibling_paths(first) if p.name != first.path.name]
-    shards = [first]
-    try:
-        for path in rest:
-            shards.append(ShardFile(path, verify=verify))
-    except BaseException:
-        for shard in shards:
-            shard.close()
-        raise
-    if expand:
-        shards.sort(key=lambda s: s.meta.shard_index)
-    return shards
-
-
-def _check_consistent(shards: list[ShardFile], expand: bool) -> None:
-    head = shards[0].meta
-    for shard in shards:
-        meta = shard.meta
-        if expand:
-            if meta.dataset_id != head.dataset_id:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} belongs to another dataset (id {meta.dataset_id}, "
-                    f"expected {head.dataset_id}); a stray file replaced a sibling"
-                )
-            if meta.generation != head.generation:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} is from commit generation {meta.generation}, its "
-                    "siblings "
-                    f"from {head.generation}: an append did not finish; run `mrecord verify`"
-                )
-            if meta.shard_names != head.shard_names:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} names other siblings than {str(shards[0].path)!r}"
-                )
-        elif meta.schema.to_dict() != head.schema.to_dict() and [
-            (f.name, f.type, f.shape) for f in meta.schema.fields
-        ] != [(f.name, f.type, f.shape) for f in head.schema.fields]:
-            raise SchemaError(
-                f"{str(shard.path)!r} has schema {meta.schema.to_dict()!r}, but "
-                f"{str(shards[0].path)!r} has {head.schema.to_dict()!r}; files read together must "
-                "share a schema"
-            )
-
-
-def _commit_in_progress(shard: ShardFile) -> bool:
-    """True while a writer is publishing: its journal exists from before the first rename
-    until after the last one."""
-    return commit_mod.journal_path(shard.path.parent, shard.meta.dataset_name).exists()

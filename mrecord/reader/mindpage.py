@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, CorruptFileError
+from mrecord.errors import ArgumentError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.index_check import open_index_db
+from mrecord.storage.index_db import query_index_db
 
 __all__ = ["MindPage"]
 
@@ -109,20 +108,7 @@ class MindPage:
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[list[tuple[Any, ...]]]:
         """Run ``sql`` on every shard's ``.db``; one result list per shard, in shard order."""
-        out = []
-        for shard in self._reader.shards:
-            conn = open_index_db(shard.path)
-            try:
-                out.append(conn.execute(sql, params).fetchall())
-            except sqlite3.Error as exc:
-                raise CorruptFileError(
-                    f"index of {str(shard.path)!r} cannot be queried ({exc}); "
-                    f"rebuild it with `mrecord reindex {shard.path}`",
-                    path=str(shard.path),
-                ) from exc
-            finally:
-                conn.close()
-        return out
+        return [query_index_db(shard.path, sql, params) for shard in self._reader.shards]
 
     def _load_categories(self) -> list[tuple[Any, int]]:
         field = self._need_field()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mrecord.errors import CheckpointError
-from mrecord.reader.shuffle import Shuffle
+from mrecord.sampling import Shuffle
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "fingerprint"]
 

@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from mrecord.errors import ArgumentError
-from mrecord.reader.order import IdArray, Order, derive_key
-from mrecord.reader.shuffle import Shuffle, shuffle_order
+from mrecord.sampling import Order, Shuffle, derive_key, shuffle_order
+
+IdArray = npt.NDArray[np.int64]
+"""Stream positions or global row ids."""
 
 __all__ = [
     "TAILS",

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.errors import ArgumentError, CheckpointError
+from mrecord.sampling import Shuffle, parse_shuffle
 from mrecord.torch._common import (
     DatasetFiles,
     ReaderHandle,
@@ -34,8 +35,6 @@ from mrecord.torch._common import (
 )
 from mrecord.torch.checkpoint import Checkpoint, fingerprint
 from mrecord.torch.plan import TAILS, RankPlan, StreamSpec, Tail, sample_rng
-
-from mrecord.reader.shuffle import Shuffle, parse_shuffle  # isort: skip
 
 __all__ = ["StreamingDataset", "Transform"]
 

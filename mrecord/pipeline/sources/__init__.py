@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mrecord.pipeline.sources.generator import GeneratorDataset
+from mrecord.pipeline.sources.mind_dataset import MindDataset
 from mrecord.pipeline.sources.numpy_slices import NumpySlicesDataset
 
-__all__ = ["GeneratorDataset", "NumpySlicesDataset"]
+__all__ = ["GeneratorDataset", "MindDataset", "NumpySlicesDataset"]
