@@ -119,8 +119,6 @@ def test_ranks_are_disjoint_covering_and_independent_of_num_workers(make_files: 
         assert set(ids) == set(range(n))
         assert len(ids) - n == per_rank * world - n  # only the wrap-around pad repeats
         for workers in (1, 2, 3):
-            if world == 4 and workers == 3:
-                continue  # 4 ranks x 3 workers: same code path as 2 x 3, spare the forks
             assert run_all(files, world, workers=workers, shuffle=Shuffle.GLOBAL) == reference
 
 
