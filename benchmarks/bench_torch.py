@@ -15,8 +15,13 @@ What is measured, each in its own subprocess (peak memory is per run):
   + DataLoader(shuffle=True) (``__getitems__``), Mosaic ``streaming.StreamingDataset``
   (MDS) and LitData ``litdata.StreamingDataset`` + ``StreamingDataLoader``. Samples/s from
   ``iter()`` to the last batch (worker start included) and the peak private memory of the
-  process tree. All systems run in the same interpreter (``--peer-python``, a venv with
-  ``torch==2.13.0``, ``mosaicml-streaming`` and ``litdata``) so torch and numpy match.
+  process tree. Before each run the store's files are read once (page cache warm for every
+  system) and written-back (``sync``); each configuration runs ``--repeat`` times (default
+  2) and the best run counts, so one load spike on a shared machine does not decide a
+  ratio. ``mrecord-samples`` is the StreamingDataset under a plain DataLoader (per-sample
+  collation, like the peers). All systems run in the same interpreter (``--peer-python``, a
+  venv with ``torch==2.13.0``, ``mosaicml-streaming`` and ``litdata``) so torch and numpy
+  match.
 - **resume**: a ``--resume-rows``-row dataset; ``load_state_dict`` of a checkpoint half
   way through the epoch, then the first batch, timed (target < 1 s at 10M rows).
 
@@ -266,6 +271,16 @@ def _child(python: str, args: list[str], timeout: float = 600) -> dict[str, Any]
     return result
 
 
+def _warm(folder: Path) -> None:
+    """Flush pending writes and read every file once: each system starts with a warm cache."""
+    os.sync()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
 def _has(python: str, module: str) -> bool:
     code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     return subprocess.run([python, "-c", code], check=False).returncode == 0
@@ -282,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="tabular,images")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per epoch run")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per configuration (best)")
     args = parser.parse_args(argv)
     if args.child:
         kind, *rest = args.child
@@ -317,9 +333,20 @@ def main(argv: list[str] | None = None) -> int:
             for system in [*SYSTEMS[:3], *peers]:
                 store = "mrecord" if system.startswith("mrecord") else system
                 folder = out / workload / store
-                res = _child(
-                    python, ["epoch", system, workload, str(folder), str(workers)], args.timeout
-                )
+                runs = []
+                for _ in range(max(1, args.repeat)):
+                    _warm(folder)
+                    runs.append(
+                        _child(
+                            python,
+                            ["epoch", system, workload, str(folder), str(workers)],
+                            args.timeout,
+                        )
+                    )
+                    if "error" in runs[-1]:
+                        break  # a hang or a crash does not get better on a second try
+                ok = [r for r in runs if "error" not in r]
+                res = max(ok, key=lambda r: r["samples_per_s"]) if ok else runs[-1]
                 table[f"{system}/w{workers}"] = res
                 shown = (
                     res.get("error", "")[:200]
