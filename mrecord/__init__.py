@@ -9,10 +9,13 @@ Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``storage`` (files on disk),
 ``writer`` (FileWriter), ``reader`` (DatasetReader, MindPage), ``sampling`` (shuffles,
 sharding, samplers), ``pipeline`` (MindDataset and the other sources, map/batch/...),
 ``train`` (the sink and Model), ``maintenance`` (verify, inspect, reindex),
-``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command).
+``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command),
+``serve`` (``mrecord serve``; ``mrecord.RemoteDataset`` is imported on first use).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
@@ -22,10 +25,13 @@ from mrecord.maintenance.reindex import reindex
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
     BatchInfo,
+    Cifar10Dataset,
     ConcatDataset,
     Dataset,
     GeneratorDataset,
+    ImageFolderDataset,
     MindDataset,
+    MnistDataset,
     NumpySlicesDataset,
     SourceDataset,
 )
@@ -60,6 +66,7 @@ __all__ = [
     "BatchInfo",
     "Block",
     "Callback",
+    "Cifar10Dataset",
     "ConcatDataset",
     "Dataset",
     "DatasetReader",
@@ -67,15 +74,18 @@ __all__ = [
     "DistributedSampler",
     "FileWriter",
     "GeneratorDataset",
+    "ImageFolderDataset",
     "LambdaCallback",
     "LossMonitor",
     "MindDataset",
     "MindPage",
+    "MnistDataset",
     "Model",
     "MrecordError",
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "RunContext",
     "Sampler",
     "SequentialSampler",
@@ -97,3 +107,12 @@ __all__ = [
     "verify_dataset",
     "vision",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``mrecord.RemoteDataset``, imported on first use (``import mrecord`` loads no serve code)."""
+    if name == "RemoteDataset":
+        from mrecord.serve.remote import RemoteDataset
+
+        return RemoteDataset
+    raise AttributeError(f"module 'mrecord' has no attribute {name!r}")

@@ -22,16 +22,22 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     │   └── DecompressionError             stored bytes do not decompress to the recorded size
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
+    ├── UnsupportedPlatformError(NotImplementedError) no fcntl file locks here (writers need them)
+    ├── RemoteStorageError(OSError)        a remote store (s3://, http://) failed or is unreachable
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
+    │   └── RowIndexError(IndexError)      a row id outside the dataset
     ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
+    │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
     ├── CheckpointError(ValueError)        a resume checkpoint is malformed or from another dataset
-    └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
+    └── AuthenticationError(PermissionError) a dataset server refused the token
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "AuthenticationError",
     "CheckpointError",
     "ChecksumError",
     "ChunkFormatError",
@@ -49,6 +56,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
+    "DatasetServerError",
     "DecodeError",
     "DecompressionError",
     "ForeignShardError",
@@ -63,10 +71,14 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RawDataError",
+    "RemoteStorageError",
+    "RowIndexError",
     "RowValidationError",
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "UnsupportedPlatformError",
     "WriterStateError",
 ]
 
@@ -173,12 +185,24 @@ class DatasetLockedError(MrecordError, BlockingIOError):
     """Another live writer holds the dataset's lock."""
 
 
+class UnsupportedPlatformError(MrecordError, NotImplementedError):
+    """This platform lacks what the operation needs (``fcntl`` locks, which writers take)."""
+
+
+class RemoteStorageError(MrecordError, OSError):
+    """A remote store (``s3://``, ``http://``, ...) failed or was unreachable; names the URL."""
+
+
 class WriterStateError(MrecordError, RuntimeError):
     """A FileWriter method was called in a state that does not allow it."""
 
 
 class ArgumentError(MrecordError, ValueError):
     """Arguments conflict or are out of range."""
+
+
+class RowIndexError(ArgumentError, IndexError):
+    """A row id is outside the dataset (also an ``IndexError``, so ``reader[i]`` loops end)."""
 
 
 class SamplerError(MrecordError, RuntimeError):
@@ -205,9 +229,25 @@ class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
 
 
+class RawDataError(ConversionError):
+    """A raw dataset (CIFAR-10, MNIST, an image folder) is missing, truncated or foreign.
+
+    Raised by the sources (``Cifar10Dataset``...) and the converters alike; a
+    ``ValueError``, as MindSpore raises for a missing ``dataset_dir``.
+    """
+
+
 class CheckpointError(MrecordError, ValueError):
     """A resume checkpoint is malformed, or was written for another dataset or order."""
 
 
 class DecodeError(MrecordError, ValueError):
     """Bytes given to an image decoder are not a readable image; the message says what they were."""
+
+
+class DatasetServerError(MrecordError, ConnectionError):
+    """A dataset server cannot be reached (after retries), or answered with an unexpected error."""
+
+
+class AuthenticationError(MrecordError, PermissionError):
+    """A dataset server refused the request: the bearer token is missing or wrong."""

@@ -1,4 +1,4 @@
-"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.cli._stats`)."""
+"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.maintenance.stats`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import click
 
 from mrecord.block import Block
 from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["iter_dataset_blocks", "stats"]
 
@@ -28,7 +29,7 @@ def iter_dataset_blocks(
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--label",
     "labels",
@@ -45,7 +46,7 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, qui
     Example:
       mrecord stats train.mrecord --label label --json
     """
-    from mrecord.cli._stats import compute_stats
+    from mrecord.maintenance.stats import compute_stats
     from mrecord.reader.dataset_reader import DatasetReader
 
     with DatasetReader.open(path) as reader:

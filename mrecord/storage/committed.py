@@ -24,10 +24,11 @@ from mrecord.errors import (
 )
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.index_db import check_index_db
+from mrecord.storage.locate import missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
-__all__ = ["open_committed"]
+__all__ = ["check_consistent", "open_committed"]
 
 _OPEN_RETRIES = 100
 _SETTLE_RETRIES = 3
@@ -51,7 +52,7 @@ def open_committed(
     for attempt in range(_OPEN_RETRIES):
         shards = _open_shards(paths, expand, verify, recover)
         try:
-            _check_consistent(shards, expand)
+            check_consistent(shards, expand)
             if check_index:
                 for shard in shards:
                     check_index_db(shard.path, shard.meta)
@@ -80,12 +81,15 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
     """Open ``path``; when it is missing, finish a durable first commit that names it."""
     try:
         return ShardFile(path, verify=verify)
-    except DatasetNotFoundError:
-        if not recover:
-            raise
+    except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
         guesses = dict.fromkeys([path.name, path.name.rstrip("0123456789")])
-        if not any(commit_mod.recover(path.parent, name) for name in guesses if name):
+        if not recover or not any(
+            commit_mod.recover(path.parent, name) for name in guesses if name
+        ):
+            hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
+            if hint:
+                raise DatasetNotFoundError(f"{exc}; {hint}") from None
             raise
     return ShardFile(path, verify=verify)
 
@@ -112,7 +116,9 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     return shards
 
 
-def _check_consistent(shards: list[ShardFile], expand: bool) -> None:
+def check_consistent(shards: list[ShardFile], expand: bool) -> None:
+    """Raise unless ``shards`` belong together: with ``expand`` (siblings of one shard) one
+    dataset id, generation and sibling list; a list given by the caller, one schema."""
     head = shards[0].meta
     for shard in shards:
         meta = shard.meta
