@@ -31,7 +31,7 @@ from mrecord.pipeline.columns import as_name_list, column_from_values
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
 
 if TYPE_CHECKING:
