@@ -13,8 +13,23 @@ Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
 
 from __future__ import annotations
 
-from mrecord import config, errors, train, transforms, vision
+from mrecord import config, dtype, errors, train, transforms, vision
 from mrecord.block import Block
+from mrecord.dtype import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    string,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from mrecord.errors import MrecordError
 from mrecord.pipeline import (
     BatchInfo,
@@ -22,7 +37,10 @@ from mrecord.pipeline import (
     Dataset,
     GeneratorDataset,
     NumpySlicesDataset,
+    Schema,
     SourceDataset,
+    Tensor,
+    zip,
 )
 from mrecord.pipeline.sink import (
     Callback,
@@ -54,6 +72,8 @@ from mrecord.writer.reindex import reindex
 
 __version__ = "0.1.0"
 
+mstype = dtype  # ``from mindspore import dtype as mstype`` -> ``from mrecord import mstype``
+
 __all__ = [
     "BatchInfo",
     "Block",
@@ -76,20 +96,38 @@ __all__ = [
     "RandomSampler",
     "RunContext",
     "Sampler",
+    "Schema",
     "SequentialSampler",
     "Shuffle",
     "SourceDataset",
     "SubsetRandomSampler",
     "SubsetSampler",
+    "Tensor",
     "TimeMonitor",
     "WeightedRandomSampler",
     "__version__",
+    "bool_",
     "config",
     "data_sink",
+    "dtype",
     "errors",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "mstype",
     "reindex",
+    "string",
     "train",
     "transforms",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "verify_dataset",
     "vision",
+    "zip",
 ]

@@ -42,6 +42,25 @@ EXPECTED = {
     "transforms",
     "verify_dataset",
     "vision",
+    # issue 17: MindSpore names a switched user reaches for
+    "Schema",
+    "Tensor",
+    "zip",
+    "dtype",
+    "mstype",
+    "bool_",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "string",
 }
 
 
@@ -57,7 +76,14 @@ def test_every_exported_name_exists_and_has_a_docstring() -> None:
 
 
 def test_shuffle_modes_are_mindspores() -> None:
-    assert {m.name for m in mrecord.Shuffle} == {"GLOBAL", "PARTIAL", "FILES", "INFILE", "ADAPTIVE"}
+    assert {m.name for m in mrecord.Shuffle} == {
+        "FALSE",
+        "GLOBAL",
+        "PARTIAL",
+        "FILES",
+        "INFILE",
+        "ADAPTIVE",
+    }
 
 
 def test_mindspore_vision_and_transforms_names_exist() -> None:

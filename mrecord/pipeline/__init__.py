@@ -21,8 +21,9 @@ from mrecord.pipeline.repeat import RepeatDataset
 from mrecord.pipeline.shuffle import ShuffleDataset
 from mrecord.pipeline.skip import SkipDataset
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.sources import GeneratorDataset, NumpySlicesDataset
+from mrecord.pipeline.sources import GeneratorDataset, NumpySlicesDataset, Schema
 from mrecord.pipeline.take import TakeDataset
+from mrecord.pipeline.tensor import Tensor
 from mrecord.pipeline.zip import ZipDataset, zip
 
 __all__ = [
@@ -40,10 +41,12 @@ __all__ = [
     "ProjectDataset",
     "RenameDataset",
     "RepeatDataset",
+    "Schema",
     "ShuffleDataset",
     "SkipDataset",
     "SourceDataset",
     "TakeDataset",
+    "Tensor",
     "TupleIterator",
     "ZipDataset",
     "zip",

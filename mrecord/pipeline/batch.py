@@ -149,11 +149,11 @@ class BatchDataset(Dataset):
         fn = self.per_batch_map
         label = f"batch #{ctx.position(self)} {self!r}"
 
-        def run(task: tuple[int, Block]) -> Block:
-            number, rows = task
+        def run(task: tuple[int, int, Block]) -> Block:
+            number, outer_epoch, rows = task
             args = [list(rows.columns[name]) for name in ins]
             try:
-                result = fn(*args, BatchInfo(number, epoch))
+                result = fn(*args, BatchInfo(number, outer_epoch))
             except Exception as exc:
                 raise OperationError(
                     f"{label}: per_batch_map {fn!r} raised {type(exc).__name__}: {exc} "
@@ -175,7 +175,9 @@ class BatchDataset(Dataset):
         workers = self.num_parallel_workers or 1
         name = f"mrecord-batch{ctx.position(self)}"
         pool = ctx.pool(self, lambda: ThreadPool(run, workers, name))
-        numbered = enumerate(self._batches(ctx, epoch))
+        # The pool (and so ``run``) outlives this epoch: the epoch travels with each task.
+        outer = ctx.epoch
+        numbered = ((n, outer, rows) for n, rows in enumerate(self._batches(ctx, epoch)))
         for _task, batch in ordered_map(pool, numbered, max(workers, ctx.prefetch), ctx.stop):
             yield batch
 

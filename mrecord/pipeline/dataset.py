@@ -184,8 +184,14 @@ class Dataset:
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
     # ------------------------------------------------------------------ iterators
-    def create_dict_iterator(self, num_epochs: int = -1, output_numpy: bool = True) -> DictIterator:
-        """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""
+    def create_dict_iterator(
+        self, num_epochs: int = -1, output_numpy: bool = False
+    ) -> DictIterator:
+        """An iterator of ``{column: value}`` rows; one ``for`` loop per epoch.
+
+        Values are :class:`mrecord.Tensor` (numpy arrays with MindSpore's ``asnumpy()``);
+        ``output_numpy=True`` gives plain numpy arrays.
+        """
         from mrecord.pipeline.iterator import DictIterator
 
         return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
@@ -194,9 +200,12 @@ class Dataset:
         self,
         columns: Sequence[str] | None = None,
         num_epochs: int = -1,
-        output_numpy: bool = True,
+        output_numpy: bool = False,
     ) -> TupleIterator:
-        """An iterator of rows as lists of numpy values (``columns`` picks and orders them)."""
+        """An iterator of rows as lists of values (``columns`` picks and orders them).
+
+        Values as in :meth:`create_dict_iterator`.
+        """
         from mrecord.pipeline.iterator import TupleIterator
 
         return TupleIterator(
@@ -215,15 +224,22 @@ class Dataset:
         return self._column_names()
 
     def get_dataset_size(self) -> int:
-        """Rows (or batches) per epoch; -1 when repeated forever.
+        """Rows (or batches) per epoch.
 
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
+        Below an endless ``repeat()`` the size is that of one pass of the repeated
+        data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
         from mrecord.pipeline.graph import build_graph, count_rows
+        from mrecord.pipeline.repeat import one_pass_sizes
 
         build_graph(self)
         size = self._num_rows()
+        if size == -1:
+            with one_pass_sizes():
+                one_pass = self._num_rows()
+            return one_pass if one_pass is not None else -1  # a pass would never end
         return size if size is not None else count_rows(self)
 
     def get_batch_size(self) -> int:

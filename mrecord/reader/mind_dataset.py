@@ -47,7 +47,8 @@ class MindDataset(SourceDataset):
     Args:
         dataset_files: one shard file (all its siblings are read) or a list of files
             (only those are read).
-        columns_list: columns to read (default all).
+        columns_list: columns to read, in this order (default: all, sorted by name as
+            MindSpore orders them; the schema's order is ``reader.column_names``).
         num_parallel_workers: reader threads (default ``config.get_num_parallel_workers()``).
         shuffle: ``True`` = ``Shuffle.GLOBAL``, ``False`` = file order, ``None`` =
             ``Shuffle.ADAPTIVE``, or a :class:`Shuffle` mode.
@@ -93,6 +94,12 @@ class MindDataset(SourceDataset):
             adaptive_threshold=adaptive_threshold,
         )
         self._reader = DatasetReader.open(dataset_files, columns=columns_list, verify=verify)
+        # MindSpore's default column order is by name; columns_list keeps its own order.
+        self._columns = (
+            list(self._reader.column_names)
+            if columns_list is not None
+            else sorted(self._reader.column_names)
+        )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._num_padded = num_padded or 0
         self._labels_cache: dict[str, np.ndarray] = {}
@@ -108,7 +115,7 @@ class MindDataset(SourceDataset):
         return self._rows_per_epoch
 
     def _source_column_names(self) -> list[str]:
-        return self._reader.column_names
+        return list(self._columns)
 
     def _iter_blocks(self, epoch: int) -> Iterator[Block]:
         order = self._order(epoch)
@@ -158,12 +165,14 @@ class MindDataset(SourceDataset):
         n = self._reader.num_rows
         padded = ids >= n
         if not padded.any():
-            return self._reader.read_rows(ids, bytes_as_arrays=True)
+            return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
         assert self._padded is not None  # padded ids exist only when num_padded > 0
         real_pos = np.flatnonzero(~padded)
         pad_pos = np.flatnonzero(padded)
         parts = (
-            [self._reader.read_rows(ids[real_pos], bytes_as_arrays=True)] if len(real_pos) else []
+            [self._reader.read_rows(ids[real_pos], self._columns, bytes_as_arrays=True)]
+            if len(real_pos)
+            else []
         )
         parts.append(self._padded.take(np.zeros(len(pad_pos), dtype=np.int64)))
         merged = Block.concat(parts)

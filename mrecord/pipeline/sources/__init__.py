@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from mrecord.pipeline.sources.generator import GeneratorDataset
 from mrecord.pipeline.sources.numpy_slices import NumpySlicesDataset
+from mrecord.pipeline.sources.schema import Schema
 
-__all__ = ["GeneratorDataset", "NumpySlicesDataset"]
+__all__ = ["GeneratorDataset", "NumpySlicesDataset", "Schema"]
