@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-thorough lint bench clean
+.PHONY: demo test test-thorough test-min-deps lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,18 +15,39 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m mrecord.demo
 
-test: $(STAMP)
+# The browser test of `mrecord serve` drives Debian's chromium (Playwright cannot download its own).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
-test-thorough: $(STAMP)
+# The declared minimum numpy (pyproject: numpy>=1.24) on the core tests, in its own venv.
+MIN_VENV := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed-min
+MIN_TESTS := tests/test_roundtrip.py tests/test_writer_errors.py tests/test_reader_errors.py \
+	tests/test_reader_access.py tests/test_order.py tests/test_shuffle.py tests/test_sharding.py \
+	tests/test_samplers.py tests/test_pipeline.py tests/test_corruption.py tests/test_cli.py \
+	tests/test_cli_polish.py
+
+$(MIN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet 'numpy==1.24.*' 'pytest>=8' 'hypothesis>=6.100' 'Pillow>=10.0' -e .
+	touch $(MIN_STAMP)
+
+test-min-deps: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
+
+test-thorough: $(STAMP) browser
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check mrecord tests tools benchmarks
+	$(BIN)/ruff check mrecord tests tools benchmarks reliability examples
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(MIN_VENV) build *.egg-info

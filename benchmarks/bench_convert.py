@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[str, int, float]] = []
 
     n = make_cifar(OUT / "cifar", max(1, int(10_000 * args.scale)))
-    for label, options in [("cifar10 -> 1 shard", {}), ("cifar10 -> 4 shards", {"shard_num": 4})]:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("cifar10 -> 1 shard", {}),
+        ("cifar10 -> 4 shards", {"shard_num": 4}),
+    ]
+    for label, options in cases:
         summary = convert_cifar10(OUT / "cifar", OUT / "cifar.mrecord", overwrite=True, **options)
         results.append((label, summary.rows, summary.seconds))
     assert summary.rows == n

@@ -27,9 +27,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from mrecord.reader.order import Order
-from mrecord.reader.samplers import sampler_from_args
-from mrecord.reader.shuffle import Shuffle, shuffle_order
+from mrecord.sampling.arguments import sampler_from_args
+from mrecord.sampling.order import Order
+from mrecord.sampling.shuffle import Shuffle, shuffle_order
 
 T = TypeVar("T")
 SEED = 5489

@@ -17,6 +17,7 @@ Every number is the median of ``--repeats`` runs.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -25,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.pipeline.sink import DeviceQueue, Model
-from mrecord.pipeline.sink.testing import FakeDataset
+from mrecord.train import DeviceQueue, Model
+from mrecord.train.testing import FakeDataset
 
 BATCH_SHAPE = (256, 3, 32, 32)
 
@@ -135,9 +136,9 @@ def bench_overhead(batches: int, repeats: int) -> list[str]:
         time_direct(ds, touch)  # warm up caches and the allocator
         t = interleaved(
             {
-                "iterate directly": lambda ds=ds: time_direct(ds, touch),
-                "Model.train sink": lambda ds=ds: time_train(ds, touch, True),
-                "Model.train series": lambda ds=ds: time_train(ds, touch, False),
+                "iterate directly": functools.partial(time_direct, ds, touch),
+                "Model.train sink": functools.partial(time_train, ds, touch, True),
+                "Model.train series": functools.partial(time_train, ds, touch, False),
             },
             repeats,
         )
@@ -193,8 +194,8 @@ def bench_overlap(batches: int, repeats: int) -> list[str]:
         step_ms = sleep_ms(step_s)  # the step's known length, as it really sleeps
         t = interleaved(
             {
-                "sink": lambda ds=ds, step=step: time_train(ds, step, True),
-                "series": lambda ds=ds, step=step: time_train(ds, step, False),
+                "sink": functools.partial(time_train, ds, step, True),
+                "series": functools.partial(time_train, ds, step, False),
             },
             repeats,
         )

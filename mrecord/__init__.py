@@ -5,13 +5,17 @@ MindSpore users switch by changing imports::
     from mrecord import FileWriter, MindDataset, Shuffle, DistributedSampler
     from mrecord import vision, transforms, config
 
-Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``writer`` (FileWriter),
-``reader`` (DatasetReader, MindDataset, MindPage, samplers), ``pipeline``
-(map/batch/... and the sink), ``vision``/``transforms`` (ops), ``convert`` and
-``cli`` (the ``mrecord`` command).
+Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``storage`` (files on disk),
+``writer`` (FileWriter), ``reader`` (DatasetReader, MindPage), ``sampling`` (shuffles,
+sharding, samplers), ``pipeline`` (MindDataset and the other sources, map/batch/...),
+``train`` (the sink and Model), ``maintenance`` (verify, inspect, reindex),
+``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command),
+``serve`` (``mrecord serve``; ``mrecord.RemoteDataset`` is imported on first use).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mrecord import config, dtype, errors, train, transforms, vision
 from mrecord.block import Block
@@ -31,18 +35,35 @@ from mrecord.dtype import (
     uint64,
 )
 from mrecord.errors import MrecordError
+from mrecord.hf import from_hf, to_hf
+from mrecord.maintenance.reindex import reindex
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.pipeline import (
     BatchInfo,
     ConcatDataset,
     Dataset,
     GeneratorDataset,
+    MindDataset,
     NumpySlicesDataset,
     Schema,
     SourceDataset,
     Tensor,
     zip,
 )
-from mrecord.pipeline.sink import (
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.mindpage import MindPage
+from mrecord.sampling import (
+    DistributedSampler,
+    PKSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    Shuffle,
+    SubsetRandomSampler,
+    SubsetSampler,
+    WeightedRandomSampler,
+)
+from mrecord.train import (
     Callback,
     DeviceQueue,
     LambdaCallback,
@@ -52,23 +73,7 @@ from mrecord.pipeline.sink import (
     TimeMonitor,
     data_sink,
 )
-from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.mind_dataset import MindDataset
-from mrecord.reader.mindpage import MindPage
-from mrecord.reader.samplers import (
-    DistributedSampler,
-    PKSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    SubsetRandomSampler,
-    SubsetSampler,
-    WeightedRandomSampler,
-)
-from mrecord.reader.shuffle import Shuffle
-from mrecord.reader.verify import verify_dataset
 from mrecord.writer.file_writer import FileWriter
-from mrecord.writer.reindex import reindex
 
 __version__ = "0.1.0"
 
@@ -94,6 +99,7 @@ __all__ = [
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "RunContext",
     "Sampler",
     "Schema",
@@ -114,6 +120,7 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "from_hf",
     "int8",
     "int16",
     "int32",
@@ -121,6 +128,7 @@ __all__ = [
     "mstype",
     "reindex",
     "string",
+    "to_hf",
     "train",
     "transforms",
     "uint8",
@@ -131,3 +139,12 @@ __all__ = [
     "vision",
     "zip",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``mrecord.RemoteDataset``, imported on first use (``import mrecord`` loads no serve code)."""
+    if name == "RemoteDataset":
+        from mrecord.serve.remote import RemoteDataset
+
+        return RemoteDataset
+    raise AttributeError(f"module 'mrecord' has no attribute {name!r}")

@@ -96,6 +96,47 @@ class Block:
         cols = {name: values[start:stop] for name, values in self.columns.items()}
         return Block(cols, self.row_ids[start:stop])
 
+    def to_arrow(self, schema: Any = None) -> Any:
+        """The rows as a ``pyarrow.Table`` (needs ``pip install 'mrecord[arrow]'``).
+
+        Fixed-shape arrays become nested ``fixed_size_list`` columns, variable-shape
+        arrays ``list`` columns, bytes ``binary``, strings ``string`` (docs/ARROW.md).
+        ``schema`` (an mrecord ``Schema`` or a list of its fields) gives the exact
+        types; without it they are inferred from the values.
+        """
+        from mrecord.format.arrow_columns import column_to_arrow
+        from mrecord.format.arrow_types import import_pyarrow
+        from mrecord.format.schema import Field
+
+        pa = import_pyarrow()
+        given = {f.name: f for f in (getattr(schema, "fields", schema) or ())}
+        arrays = []
+        for name, values in self.columns.items():
+            field = given.get(name)
+            if field is None and isinstance(values, list) and values:
+                # bytes read as uint8 views (MindDataset) are still bytes, not arrays
+                field = Field(name, "bytes") if isinstance(values[0], BytesArray) else None
+            arrays.append(column_to_arrow(name, values, field))
+        return pa.Table.from_arrays(arrays, names=list(self.columns))
+
+    @staticmethod
+    def from_arrow(table: Any) -> Block:
+        """A block from a ``pyarrow.Table`` or ``RecordBatch`` (the inverse of :meth:`to_arrow`).
+
+        Raises :class:`~mrecord.errors.ConversionError` naming the column for types
+        mrecord cannot store, nulls, and ragged nested lists.
+        """
+        from mrecord.format.arrow_columns import column_from_arrow
+        from mrecord.format.arrow_types import schema_for_arrow
+        from mrecord.format.schema import parse_schema
+
+        schema = parse_schema(schema_for_arrow(table.schema))
+        columns: dict[str, ColumnValues] = {
+            f.name: column_from_arrow(f.name, table.column(i), f)
+            for i, f in enumerate(schema.fields)
+        }
+        return Block(columns)
+
     @staticmethod
     def from_rows(rows: Sequence[dict[str, Any]], row_ids: np.ndarray | None = None) -> Block:
         """Build a block from row dicts; every column becomes a list."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import mrecord
-import mrecord.reader.inspect
+import mrecord.maintenance.inspect
 from mrecord import FileWriter, MindDataset, Shuffle, vision
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     path = folder / "demo.mrecord"
     print(f"mrecord {mrecord.__version__} demo")
     seconds = _write(path, args.rows, shards=4)
-    info = mrecord.reader.inspect.dataset_info(str(path) + "0")
+    info = mrecord.maintenance.inspect.dataset_info(str(path) + "0")
     print(
         f"wrote {info['rows']:,} rows into {info['shards']} shards ({info['pages']} pages, "
         f"{info['bytes'] / 1e6:.1f} MB) in {seconds:.2f} s = {args.rows / seconds:,.0f} rows/s"

@@ -12,19 +12,32 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
+    ├── IndexWriteError(OSError)           SQLite could not write a .db (disk full, permissions)
     ├── CorruptFileError(ValueError, RuntimeError) damaged or truncated bytes (file, page, offset)
-    │   └── ChecksumError                  a checksum did not match
+    │   ├── ChecksumError                  a checksum did not match
+    │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
+    ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
+    │   │                                  the reader re-raises them as CorruptFileError + file)
+    │   ├── LayoutError                    the header or trailer is not an mrecord one
+    │   ├── MetadataError                  metadata bytes are malformed or unsafe
+    │   ├── ChunkFormatError               a chunk's bytes contradict its declared layout
+    │   └── DecompressionError             stored bytes do not decompress to the recorded size
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
+    ├── UnsupportedPlatformError(NotImplementedError) no fcntl file locks here (writers need them)
+    ├── RemoteStorageError(OSError)        a remote store (s3://, http://) failed or is unreachable
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
+    │   └── RowIndexError(IndexError)      a row id outside the dataset
     ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
-    └── DecodeError(ValueError, RuntimeError) bytes given to vision.Decode are not an image
+    ├── DecodeError(ValueError, RuntimeError) bytes given to vision.Decode are not an image
+    ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
+    └── AuthenticationError(PermissionError) a dataset server refused the token
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -34,24 +47,36 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "AuthenticationError",
     "ChecksumError",
+    "ChunkFormatError",
     "ConversionError",
     "CorruptFileError",
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
+    "DatasetServerError",
     "DecodeError",
+    "DecompressionError",
     "ForeignShardError",
+    "FormatError",
     "IndexMismatchError",
+    "IndexWriteError",
+    "LayoutError",
+    "MetadataError",
     "MissingIndexError",
     "MrecordError",
+    "NotAnMrecordFileError",
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RemoteStorageError",
+    "RowIndexError",
     "RowValidationError",
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "UnsupportedPlatformError",
     "WriterStateError",
 ]
 
@@ -114,6 +139,42 @@ class ChecksumError(CorruptFileError):
     """A stored checksum does not match the bytes read."""
 
 
+class NotAnMrecordFileError(CorruptFileError):
+    """The file is not an mrecord shard at all: its first bytes are another format's."""
+
+
+class IndexWriteError(MrecordError, OSError):
+    """SQLite failed while writing a shard's ``.db`` (disk full, permissions, ...)."""
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class FormatError(MrecordError, ValueError):
+    """Bytes do not follow the mrecord format; raised by the pure ``mrecord.format`` code.
+
+    The format code never knows file names: the caller (the shard reader) re-raises it
+    as :class:`CorruptFileError` naming the file, page and offset.
+    """
+
+
+class LayoutError(FormatError):
+    """The header or trailer is not an mrecord one (caller adds the file name)."""
+
+
+class MetadataError(FormatError):
+    """Metadata bytes are malformed or unsafe (caller adds the file name)."""
+
+
+class ChunkFormatError(FormatError):
+    """A chunk's bytes are inconsistent with its declared layout (caller adds file/page)."""
+
+
+class DecompressionError(FormatError):
+    """Stored bytes do not decompress to the recorded size (caller adds file/page)."""
+
+
 class ForeignShardError(MrecordError, ValueError):
     """A shard belongs to another dataset, or its metadata names a sibling unsafely."""
 
@@ -122,12 +183,24 @@ class DatasetLockedError(MrecordError, BlockingIOError):
     """Another live writer holds the dataset's lock."""
 
 
+class UnsupportedPlatformError(MrecordError, NotImplementedError):
+    """This platform lacks what the operation needs (``fcntl`` locks, which writers take)."""
+
+
+class RemoteStorageError(MrecordError, OSError):
+    """A remote store (``s3://``, ``http://``, ...) failed or was unreachable; names the URL."""
+
+
 class WriterStateError(MrecordError, RuntimeError):
     """A FileWriter method was called in a state that does not allow it."""
 
 
 class ArgumentError(MrecordError, ValueError):
     """Arguments conflict or are out of range."""
+
+
+class RowIndexError(ArgumentError, IndexError):
+    """A row id is outside the dataset (also an ``IndexError``, so ``reader[i]`` loops end)."""
 
 
 class SamplerError(MrecordError, RuntimeError):
@@ -156,3 +229,11 @@ class ConversionError(MrecordError, ValueError):
 
 class DecodeError(MrecordError, ValueError, RuntimeError):
     """Bytes given to an image decoder are not a readable image; the message says what they were."""
+
+
+class DatasetServerError(MrecordError, ConnectionError):
+    """A dataset server cannot be reached (after retries), or answered with an unexpected error."""
+
+
+class AuthenticationError(MrecordError, PermissionError):
+    """A dataset server refused the request: the bearer token is missing or wrong."""

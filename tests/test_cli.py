@@ -208,7 +208,12 @@ def test_help_has_examples_and_exit_codes() -> None:
 def test_tools_script_runs_the_converter(tmp_path: Path) -> None:
     dst = tmp_path / "s.mrecord"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "csv.py"), str(tmp_path / "none.csv"), str(dst)],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "convert_csv.py"),
+            str(tmp_path / "none.csv"),
+            str(dst),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -217,7 +222,7 @@ def test_tools_script_runs_the_converter(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "tools" / "mindrecord.py"),
+            str(ROOT / "tools" / "convert_mindrecord.py"),
             str(FIXTURES / "sharded.mindrecord0"),
             str(dst),
             "--json",

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter, verify_dataset
-from mrecord.writer import commit as commit_mod
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.naming import journal_path
 
 
 def test_publish_failure_after_the_journal_keeps_the_commit(
@@ -30,10 +31,10 @@ def test_publish_failure_after_the_journal_keeps_the_commit(
         with pytest.raises(OSError) as info:
             appender.commit()
     assert any("journal" in note for note in getattr(info.value, "__notes__", []))
-    assert commit_mod.journal_path(tmp_path, "d.mrecord").exists()
+    assert journal_path(tmp_path, "d.mrecord").exists()
 
     with DatasetReader.open(str(path) + "1") as reader:  # rolls the journal forward
         ids = sorted(reader.read_rows(np.arange(reader.num_rows)).columns["id"].tolist())
     assert ids == list(range(16))
-    assert not commit_mod.journal_path(tmp_path, "d.mrecord").exists()
+    assert not journal_path(tmp_path, "d.mrecord").exists()
     assert verify_dataset(str(path) + "0").ok

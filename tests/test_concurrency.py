@@ -13,8 +13,8 @@ import pytest
 
 from mrecord.errors import DatasetLockedError
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.testing import concurrency
 from mrecord.writer.file_writer import FileWriter
+from reliability import concurrency
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def test_readers_see_old_or_new_snapshot_never_a_mix(tmp_path: Path) -> None:
     """Two reader processes loop over the dataset while a third appends and commits 6 times:
     every snapshot is the state after some commit, whole, and no read raises."""
     concurrency.create(tmp_path)
-    mod = "mrecord.testing.concurrency"
+    mod = "reliability.concurrency"
     readers = [_python("-m", mod, "reader", str(tmp_path)) for _ in range(2)]
     writer = _python("-m", mod, "writer", str(tmp_path), "6")
     _, werr = writer.communicate(timeout=120)

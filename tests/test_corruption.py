@@ -1,6 +1,6 @@
 """Damaged files: only MrecordError, never damaged rows served, every payload change detected.
 
-The quick version of ``tools/reliability/corruption_campaign.py`` (docs/RELIABILITY.md).
+The quick version of ``reliability/corruption_campaign.py`` (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ChecksumError, CorruptFileError, MrecordError
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.shard import ShardFile
-from mrecord.reader.verify import verify_dataset
-from mrecord.testing import corrupt
+from mrecord.storage.shard import ShardFile
+from reliability import corrupt
 
 mutations = st.builds(
     corrupt.Mutation,

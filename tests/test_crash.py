@@ -1,6 +1,6 @@
 """SIGKILL a writer at random points; the last committed state always survives whole.
 
-The quick version of ``tools/reliability/crash_campaign.py`` (see docs/RELIABILITY.md).
+The quick version of ``reliability/crash_campaign.py`` (see docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mrecord.testing import crash
+from reliability import crash
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import zstandard
 
 from mrecord.errors import CorruptFileError, ForeignShardError, MrecordError, SchemaError
 from mrecord.format.compression import CODEC_IDS
+from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.shard import ShardFile
-from mrecord.reader.verify import verify_dataset
-from mrecord.testing.hostile import replace_chunk, rewrite_metadata
+from mrecord.storage.shard import ShardFile
 from mrecord.writer.file_writer import FileWriter
+from reliability.hostile import replace_chunk, rewrite_metadata
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mrecord"
 SCHEMA = {

@@ -1,4 +1,4 @@
-"""mrecord.reader.order: lazy orders are what they claim, chunk by chunk or all at once."""
+"""mrecord.sampling.order: lazy orders are what they claim, chunk by chunk or all at once."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError
-from mrecord.reader.order import (
+from mrecord.sampling.order import (
     ArrayOrder,
     ComposedOrder,
     Order,
@@ -21,8 +21,8 @@ from mrecord.reader.order import (
     ShardView,
     SliceOrder,
     WindowedPermutation,
-    derive_key,
 )
+from mrecord.sampling.permutation import derive_key
 
 PRIMES = [2, 3, 5, 7, 11, 13, 97, 101, 1009, 7919, 65537]
 # Around perfect squares the Feistel side a = ceil(sqrt(n)) changes: the edge cases.

@@ -18,7 +18,7 @@ from mrecord.errors import (
 )
 from mrecord.format.metadata import CHUNK_DTYPE
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.shard import ShardFile
+from mrecord.storage.shard import ShardFile
 from mrecord.writer.file_writer import FileWriter
 
 SCHEMA = {"x": {"type": "int64"}, "s": {"type": "string", "compression": "zstd"}}

@@ -1,4 +1,4 @@
-"""mrecord.reader.samplers: MindSpore's samplers and dataset argument rules."""
+"""mrecord.sampling.samplers: MindSpore's samplers and dataset argument rules."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError, SamplerError
-from mrecord.reader.samplers import (
+from mrecord.sampling.arguments import sampler_from_args
+from mrecord.sampling.samplers import (
     DatasetSampler,
     DistributedSampler,
     PKSampler,
@@ -25,9 +26,8 @@ from mrecord.reader.samplers import (
     SubsetRandomSampler,
     SubsetSampler,
     WeightedRandomSampler,
-    sampler_from_args,
 )
-from mrecord.reader.shuffle import Shuffle
+from mrecord.sampling.shuffle import Shuffle
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "cases" / "mindspore_cases.json").read_text()

@@ -1,4 +1,4 @@
-"""mrecord.reader.sharding: MindSpore's split of an order across ranks, exactly."""
+"""mrecord.sampling.sharding: MindSpore's split of an order across ranks, exactly."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import SamplerError
-from mrecord.reader.order import PermutationOrder, RangeOrder
-from mrecord.reader.sharding import (
+from mrecord.sampling.order import PermutationOrder, RangeOrder
+from mrecord.sampling.sharding import (
     check_shards,
     concat_offsets,
     concat_shard_positions,

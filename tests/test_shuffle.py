@@ -1,4 +1,4 @@
-"""mrecord.reader.shuffle: every mode is a permutation with its own structure, per epoch."""
+"""mrecord.sampling.shuffle: every mode is a permutation with its own structure, per epoch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError
-from mrecord.reader.shuffle import (
+from mrecord.sampling.shuffle import (
     SHUFFLES,
     Shuffle,
     get_shuffle,

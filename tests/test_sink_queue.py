@@ -19,7 +19,7 @@ import pytest
 
 from mrecord import config
 from mrecord.errors import ArgumentError, PipelineError, SinkTimeoutError
-from mrecord.pipeline.sink import (
+from mrecord.train import (
     DeviceQueue,
     NumpyDelivery,
     ProducerState,
@@ -27,7 +27,7 @@ from mrecord.pipeline.sink import (
     Situation,
     diagnose,
 )
-from mrecord.pipeline.sink.testing import FakeDataset
+from mrecord.train.testing import FakeDataset
 
 CASES = json.loads((Path(__file__).parent / "cases" / "sink_cases.json").read_text())
 TS = r"\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2}\.\d{3}\.\d{3}"

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mrecord.pipeline.sink import DeviceQueue, Model
-from mrecord.pipeline.sink.testing import FakeDataset
+from mrecord.train import DeviceQueue, Model
+from mrecord.train.testing import FakeDataset
 
 
 def float_batches(epoch: int, index: int) -> tuple[Any, ...]:

@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.errors import ArgumentError
-from mrecord.pipeline.sink.testing import FakeDataset
 from mrecord.train import (
     Callback,
     LambdaCallback,
@@ -28,6 +27,7 @@ from mrecord.train import (
     TimeMonitor,
     data_sink,
 )
+from mrecord.train.testing import FakeDataset
 
 CASES = json.loads((Path(__file__).parent / "cases" / "sink_cases.json").read_text())
 

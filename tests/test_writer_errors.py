@@ -278,3 +278,28 @@ def test_context_manager_leaves_nothing_on_error(tmp_path: Path) -> None:
         writer.write_raw_data(rows_to_columns({"x": {"type": "int32"}}, [{"x": 1}]))
     with DatasetReader.open(tmp_path / "d1") as reader:
         assert reader.num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("u8", -1, "-1 is out of range for uint8 [0, 255]"),
+        ("u8", np.int64(-3), "-3 is out of range for uint8 [0, 255]"),
+        ("u8", 256, "256 is out of range for uint8 [0, 255]"),
+        ("i32", 2**40, f"{2**40} is out of range for int32"),
+        ("f16", 1e10, "10000000000.0 is out of range for float16"),
+    ],
+)
+def test_out_of_range_message_shows_the_value_given(
+    tmp_path: Path, field: str, value: Any, message: str
+) -> None:
+    """The user's number, never its wrapped uint64 form (numpy 1.24) or a numpy repr."""
+    with FileWriter(tmp_path / "d") as writer:
+        writer.add_schema(ROW_SCHEMA)
+        rows = [_good_row(i) for i in range(3)]
+        rows[1][field] = value
+        with pytest.raises(RowValidationError) as info:
+            writer.write_raw_data(rows)
+        writer.write_raw_data([_good_row(0)])
+    assert message in str(info.value)
+    assert "18446744073709551" not in str(info.value) and "np." not in str(info.value)

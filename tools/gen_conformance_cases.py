@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +179,7 @@ def small_cases() -> None:
     for shape, size in (([3, 3, 1], 6), ([3, 3, 1], [5, 4]), ([4, 5, 3], [7, 8]),
                         ([6, 7, 3], [3, 2]), ([2, 2], 5)):
         case("center_crop", {"shape": shape, "size": size},
-             lambda shape=shape, size=size: V.CenterCrop(size)(image(shape)))
+             partial(lambda shape, size: V.CenterCrop(size)(image(shape)), shape, size))
     case("subset_sampler_num_samples", {"indices": [1, 2, 3]},
          lambda: ds.SubsetSampler([1, 2, 3]).get_num_samples())
     case("subset_sampler_num_samples", {"indices": [1, 2, 3], "num_samples": 2},
@@ -199,7 +200,7 @@ def small_cases() -> None:
     for fmt in ("bmp", "jpg"):
         with tempfile.TemporaryDirectory() as tmp:
             case("decode_float64_fromfile", {"shape": [6, 5, 3], "format": fmt},
-                 lambda tmp=tmp, fmt=fmt: decode_fromfile(tmp, fmt))
+                 partial(decode_fromfile, tmp, fmt))
 
 
 # ------------------------------------------------------------------------- exception classes
@@ -289,6 +290,10 @@ def error_cases(tmp: str) -> None:
 
 
 # ------------------------------------------------------------------------- new vision ops
+def convert(mode: str, img: np.ndarray) -> Any:
+    return V.ConvertColor(getattr(V.ConvertMode, mode))(img)
+
+
 def vision_cases() -> None:
     img = image([5, 7, 3])
     ops: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
@@ -339,23 +344,20 @@ def vision_cases() -> None:
     modes = ["COLOR_RGB2BGR", "COLOR_RGB2GRAY", "COLOR_BGR2GRAY", "COLOR_RGB2RGBA",
              "COLOR_BGR2RGBA"]
     for mode in modes:
-        ops[f"convert_color_{mode}"] = ({"convert_mode": mode}, lambda mode=mode: V.ConvertColor(
-            getattr(V.ConvertMode, mode))(img))
+        ops[f"convert_color_{mode}"] = ({"convert_mode": mode}, partial(convert, mode, img))
     rgba = image([5, 7, 4])
     for mode in ["COLOR_RGBA2RGB", "COLOR_RGBA2BGR", "COLOR_RGBA2GRAY", "COLOR_BGRA2RGBA"]:
         ops[f"convert_color_{mode}"] = ({"convert_mode": mode, "shape": [5, 7, 4]},
-                                        lambda mode=mode: V.ConvertColor(
-                                            getattr(V.ConvertMode, mode))(rgba))
+                                        partial(convert, mode, rgba))
     gray = image([5, 7])
     for mode in ["COLOR_GRAY2RGB", "COLOR_GRAY2RGBA"]:
         ops[f"convert_color_{mode}"] = ({"convert_mode": mode, "shape": [5, 7]},
-                                        lambda mode=mode: V.ConvertColor(
-                                            getattr(V.ConvertMode, mode))(gray))
+                                        partial(convert, mode, gray))
     for deg, expand in ((90, False), (90, True), (180, False), (-90, True), (270, False),
                         (30, False), (30, True), (45, False)):
         ops[f"rotate_{deg}_{expand}"] = (
             {"degrees": deg, "expand": expand},
-            lambda deg=deg, expand=expand: V.Rotate(deg, expand=expand)(img))
+            partial(lambda deg, expand: V.Rotate(deg, expand=expand)(img), deg, expand))
     ops["rotate_90_center"] = ({"degrees": 90, "center": [2, 1]},
                                lambda: V.Rotate(90, center=(2, 1))(img))
     ops["rotate_30_fill"] = ({"degrees": 30, "fill_value": 7},
@@ -405,7 +407,7 @@ def transforms_cases() -> None:
     }
     for rel in ("EQ", "NE", "GT", "GE", "LT", "LE"):
         ops[f"mask_{rel}"] = ({"operator": rel, "constant": 2},
-                              lambda rel=rel: T.Mask(getattr(T.Relational, rel), 2)(a))
+                              partial(lambda rel: T.Mask(getattr(T.Relational, rel), 2)(a), rel))
     ops["mask_dtype"] = ({"operator": "EQ", "constant": 2, "dtype": "int32"},
                          lambda: T.Mask(T.Relational.EQ, 2, ms.int32)(a))
     ops["mask_float_constant"] = ({"operator": "GT", "constant": 1.5},
@@ -425,7 +427,8 @@ def dataset_cases() -> None:
                                     ds.zip((rows(3, "a"), rows(4, "b"))).get_dataset_size()])
     for sizes in ([3, 7], [0.3, 0.7], [0.25, 0.25, 0.5], [0.34, 0.33, 0.33]):
         case("split", {"n": 10, "sizes": sizes},
-             lambda sizes=sizes: [ids(s) for s in rows(10).split(sizes, randomize=False)])
+             partial(lambda sizes: [ids(s) for s in rows(10).split(sizes, randomize=False)],
+                     sizes))
     case("split", {"n": 10, "sizes": [3, 8]},
          lambda: [ids(s) for s in rows(10).split([3, 8], randomize=False)])
     case("split", {"n": 10, "sizes": [0.05, 0.95]},
@@ -466,7 +469,7 @@ def dataset_cases() -> None:
         case("bucket_batch_by_length", {"boundaries": args[0], "sizes": args[1],
                                         "pad_to_bucket_boundary": args[2],
                                         "drop_remainder": args[3]},
-             lambda args=args: bucket(*args))
+             partial(bucket, *args))
 
     def bucket_fn() -> Any:
         def seqs() -> Any:

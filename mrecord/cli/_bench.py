@@ -1,4 +1,4 @@
-"""A quick read benchmark of a dataset: sequential and shuffled, rows/s and MB/s."""
+"""A quick read benchmark of a dataset: sequential and shuffled, rows/s and MiB/s."""
 
 from __future__ import annotations
 
@@ -28,15 +28,15 @@ class BenchResult:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
 
     @property
-    def mb_per_second(self) -> float:
-        """Decoded megabytes (1e6 bytes) per second."""
-        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+    def bytes_per_second(self) -> float:
+        """Decoded bytes per second."""
+        return self.bytes / self.seconds if self.seconds > 0 else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON-able values."""
         out = asdict(self)
         out["rows_per_second"] = round(self.rows_per_second, 1)
-        out["mb_per_second"] = round(self.mb_per_second, 2)
+        out["mib_per_second"] = round(self.bytes_per_second / (1 << 20), 2)
         return out
 
 

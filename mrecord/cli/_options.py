@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-__all__ = ["SizeParam", "emit_json", "progress_bar"]
+__all__ = ["SizeParam", "emit_json", "progress_bar", "progress_options"]
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -30,19 +30,36 @@ class SizeParam(click.ParamType):  # type: ignore[type-arg]
         return int(match.group(1)) * _UNITS[unit]
 
 
-def progress_bar(total: int | None, desc: str, quiet: bool) -> Any:
-    """A tqdm bar on stderr with rows/s; off with ``quiet`` or when stderr is not a TTY."""
+def progress_bar(
+    total: int | None, desc: str, quiet: bool, *, force: bool = False, unit: str = " rows"
+) -> Any:
+    """A tqdm bar on stderr with a rate.
+
+    Shown when stderr is a terminal, or always with ``force`` (``--progress``);
+    never with ``quiet``. Rows are counted with SI suffixes (``1.2M rows``),
+    other units (pages) exactly.
+    """
     from tqdm import tqdm
 
     return tqdm(
         total=total,
         desc=desc,
-        unit=" rows",
-        unit_scale=True,
+        unit=unit,
+        unit_scale=unit == " rows",
         file=sys.stderr,
-        disable=quiet or not sys.stderr.isatty(),
+        disable=quiet or not (force or sys.stderr.isatty()),
         dynamic_ncols=True,
     )
+
+
+def progress_options(command: Any) -> Any:
+    """Add ``--progress`` and ``-q/--quiet`` to a command."""
+    command = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")(command)
+    return click.option(
+        "--progress",
+        is_flag=True,
+        help="Show the progress bar even when stderr is not a terminal.",
+    )(command)
 
 
 def emit_json(data: Any) -> None:

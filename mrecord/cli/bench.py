@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import click
 
+from mrecord.cli._format import format_rate, format_table
 from mrecord.cli._options import emit_json
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["bench"]
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--max-rows",
     type=click.IntRange(1),
@@ -28,7 +30,7 @@ __all__ = ["bench"]
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the shuffled order.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -> None:
-    """Measure read speed: rows/s and MB/s, sequential and shuffled.
+    """Measure read speed: rows/s and MiB/s, sequential and shuffled.
 
     \b
     Example:
@@ -45,8 +47,16 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -
         )
         return
     click.echo(f"{path!r}, batches of {batch_size}:")
-    for r in results:
-        click.echo(
-            f"  {r.pattern:<10} {r.rows:>9,} rows  {r.seconds:8.3f} s  "
-            f"{r.rows_per_second:>12,.0f} rows/s  {r.mb_per_second:>9,.1f} MB/s"
-        )
+    rows = [
+        [
+            r.pattern,
+            f"{r.rows:,}",
+            f"{r.seconds:.3f}",
+            f"{r.rows_per_second:,.0f}",
+            format_rate(r.bytes_per_second),
+        ]
+        for r in results
+    ]
+    headers = ["pattern", "rows", "seconds", "rows/s", "decoded"]
+    for line in format_table(headers, rows, right=headers[1:]):
+        click.echo(line)

@@ -7,11 +7,13 @@ from typing import Any
 import click
 
 from mrecord.cli._errors import EXIT_USAGE, CommandError
-from mrecord.cli._options import SizeParam, emit_json, progress_bar
+from mrecord.cli._format import format_size
+from mrecord.cli._options import SizeParam, emit_json, progress_bar, progress_options
 
-__all__ = ["convert", "format_bytes"]
+__all__ = ["convert"]
 
 _KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord"]
+_KINDS += ["parquet", "arrow", "hf"]
 
 _HELP = """Convert SRC (of source KIND) into the mrecord dataset DST.
 
@@ -23,6 +25,9 @@ KIND and SRC:
   csv          a CSV file with a header line
   npz, npy     an .npz / .npy file, or a folder of .npy files
   mindrecord   any shard file of a MindRecord dataset written by MindSpore
+  parquet      a Parquet file, or a folder of them          (needs mrecord[arrow])
+  arrow        an Arrow IPC file or stream, or a folder of them
+  hf           a folder written by datasets' save_to_disk (never downloads)
 
 \b
 Examples:
@@ -31,13 +36,15 @@ Examples:
   mrecord convert imagefolder photos/ photos.mrecord --resize 224x224 --reencode jpeg
   mrecord convert csv table.csv table.mrecord --schema '{"id": "int64", "name": "string"}'
   mrecord convert mindrecord train.mindrecord0 train.mrecord --json
+  mrecord convert parquet table.parquet table.mrecord --shards 4
+  mrecord convert hf saved_dataset/ train.mrecord --split train
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
 Exit codes: 0 ok, 2 usage error, 3 bad input file, 4 other failure.
 """
 
 _ONLY_FOR = {
-    "split": ("cifar10", "mnist"),
+    "split": ("cifar10", "mnist", "hf"),
     "png": ("cifar10",),
     "schema": ("csv",),
     "delimiter": ("csv",),
@@ -46,16 +53,6 @@ _ONLY_FOR = {
     "skip_bad_images": ("imagefolder",),
     "no_check_index": ("mindrecord",),
 }
-
-
-def format_bytes(n: int) -> str:
-    """``1536`` → ``"1.5 KiB"``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
 
 
 def _parse_resize(text: str | None) -> tuple[int, int] | None:
@@ -98,6 +95,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
         }
     if kind == "mindrecord":
         return {"check_index": not given["no_check_index"]}
+    if kind == "hf":
+        return {"split": given["split"]}
     return {}
 
 
@@ -137,9 +136,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
 @click.option("--no-index", is_flag=True, help="Index no field.")
 @click.option(
     "--split",
-    type=click.Choice(["train", "test"]),
     default=None,
-    help="cifar10/mnist: which split (default train).",
+    help="cifar10/mnist: train or test (default train); hf: the DatasetDict split.",
 )
 @click.option("--png", is_flag=True, help="cifar10: store PNG bytes instead of uint8 arrays.")
 @click.option(
@@ -170,8 +168,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DST.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@progress_options
 def convert(
     kind: str,
     src: str,
@@ -185,8 +183,9 @@ def convert(
     no_index: bool,
     batch_rows: int,
     overwrite: bool,
-    quiet: bool,
     as_json: bool,
+    progress: bool,
+    quiet: bool,
     **given: Any,
 ) -> None:
     """Convert SRC of KIND into the dataset DST (see ``--help``)."""
@@ -209,7 +208,7 @@ def convert(
     try:
         with (
             SOURCES[kind](src, **source_options) as source,
-            progress_bar(source.num_rows, kind, quiet) as bar,
+            progress_bar(source.num_rows, kind, quiet, force=progress) as bar,
         ):
             summary = write_source(source, dst, options, progress=bar.update)
     except DatasetExistsError as exc:
@@ -219,7 +218,7 @@ def convert(
         return
     click.echo(
         f"converted {summary.rows:,} rows of {kind} {src!r} into {dst!r}: "
-        f"{summary.shards} shard(s), {format_bytes(summary.bytes)}, "
+        f"{summary.shards} shard(s), {format_size(summary.bytes)}, "
         f"{summary.seconds:.2f} s ({summary.rows_per_second:,.0f} rows/s)"
     )
     for problem in summary.problems:

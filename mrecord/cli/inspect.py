@@ -7,26 +7,14 @@ from typing import Any
 import click
 
 from mrecord.cli._errors import EXIT_DAMAGED
-from mrecord.cli._options import emit_json
+from mrecord.cli._format import format_size, format_table
+from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
 
 __all__ = ["head", "info", "reindex", "verify"]
 
-_DATASET = click.Path(dir_okay=False, path_type=str)
-
-
-def _size(n: int | None) -> str:
-    """Bytes for people: ``812 B``, ``30.4 MB``."""
-    if n is None:
-        return "-"
-    if n < 1000:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KB", "MB", "GB", "TB"):
-        value /= 1000
-        if value < 1000 or unit == "TB":
-            break
-    return f"{value:,.1f} {unit}"
+_DATASET = DatasetArg()
 
 
 def _echo_info(data: dict[str, Any]) -> None:
@@ -39,28 +27,38 @@ def _echo_info(data: dict[str, Any]) -> None:
         click.echo(f"desc      {data['desc']}")
     click.echo(
         f"rows      {data['rows']:,} in {data['shards']} shard(s), {data['pages']:,} pages, "
-        f"{_size(data['bytes'])} (page size {_size(data['page_size'])})"
+        f"{format_size(data['bytes'])} (page size {format_size(data['page_size'])})"
     )
     click.echo(f"indexed   {', '.join(data['index_fields']) or '-'}")
     click.echo("")
-    header = f"{'field':20} {'type':10} {'shape':14} {'compression':11} {'stored':>11} {'raw':>11}"
-    click.echo(header)
-    click.echo("-" * len(header))
-    for f in data["schema"]:
-        shape = "-" if "shape" not in f else str(f["shape"]).replace(" ", "")
-        click.echo(
-            f"{f['name']:20} {f['type']:10} {shape:14} {f['compression']:11} "
-            f"{_size(f['stored_bytes']):>11} {_size(f['raw_bytes']):>11}"
-        )
+    fields = [
+        [
+            f["name"],
+            f["type"],
+            "-" if "shape" not in f else str(f["shape"]).replace(" ", ""),
+            f["compression"],
+            format_size(f["stored_bytes"]),
+            format_size(f["raw_bytes"]),
+        ]
+        for f in data["schema"]
+    ]
+    headers = ["field", "type", "shape", "compression", "stored", "raw"]
+    for line in format_table(headers, fields, right=["stored", "raw"]):
+        click.echo(line)
     click.echo("")
-    header = f"{'file':40} {'rows':>10} {'pages':>7} {'bytes':>11} {'.db':>11}"
-    click.echo(header)
-    click.echo("-" * len(header))
-    for f in data["files"]:
-        click.echo(
-            f"{f['file']:40} {f['rows']:>10,} {f['pages']:>7,} {_size(f['bytes']):>11} "
-            f"{_size(f['db_bytes']):>11}"
-        )
+    files = [
+        [
+            f["file"],
+            f"{f['rows']:,}",
+            f"{f['pages']:,}",
+            format_size(f["bytes"]),
+            format_size(f["db_bytes"]),
+        ]
+        for f in data["files"]
+    ]
+    headers = ["file", "rows", "pages", "bytes", ".db"]
+    for line in format_table(headers, files, right=headers[1:]):
+        click.echo(line)
 
 
 @click.command()
@@ -73,7 +71,7 @@ def info(path: str, as_json: bool) -> None:
     Example:
       mrecord info train.mrecord
     """
-    from mrecord.reader.inspect import dataset_info
+    from mrecord.maintenance.inspect import dataset_info
 
     data = dataset_info(path)
     if as_json:
@@ -107,18 +105,22 @@ def head(path: str, n: int, columns: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
+@click.argument("path", type=DatasetArg(fetch=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def verify(path: str, as_json: bool) -> None:
+@progress_options
+def verify(path: str, as_json: bool, progress: bool, quiet: bool) -> None:
     """Check every page checksum and the .db indexes; exit 1 if anything is damaged.
+
+    Exit 3 (not 1) when PATH does not exist or is not an mrecord file at all.
 
     \b
     Example:
       mrecord verify train.mrecord0 && echo intact
     """
-    from mrecord.reader.verify import verify_dataset
+    from mrecord.maintenance.verify import verify_dataset
 
-    report = verify_dataset(path)
+    with progress_bar(None, "verify", quiet, force=progress, unit=" pages") as bar:
+        report = verify_dataset(path, progress=bar.update, start=lambda n: bar.reset(total=n))
     problems = list(report.problems)
     if as_json:
         emit_json(
@@ -140,15 +142,17 @@ def verify(path: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
-def reindex(path: str) -> None:
+@click.argument("path", type=DatasetArg(remote=False))
+@progress_options
+def reindex(path: str, progress: bool, quiet: bool) -> None:
     """Rebuild the .db index of every shard from the data files.
 
     \b
     Example:
       mrecord reindex train.mrecord
     """
-    from mrecord.writer.reindex import reindex as rebuild
+    from mrecord.maintenance.reindex import reindex as rebuild
 
-    rebuild(path)
-    click.echo(f"rebuilt the .db index of {path!r}")
+    with progress_bar(None, "reindex", quiet, force=progress) as bar:
+        written = rebuild(path, progress=bar.update, start=lambda n: bar.reset(total=n))
+    click.echo(f"rebuilt the .db index of {len(written)} shard(s) of {path!r}")

@@ -1,4 +1,4 @@
-"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.cli._stats`)."""
+"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.maintenance.stats`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from mrecord.block import Block
-from mrecord.cli._options import emit_json, progress_bar
+from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["iter_dataset_blocks", "stats"]
 
@@ -28,7 +29,7 @@ def iter_dataset_blocks(
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--label",
     "labels",
@@ -37,20 +38,20 @@ def iter_dataset_blocks(
     help="Integer field to histogram (repeatable; default: label).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def stats(path: str, labels: tuple[str, ...], as_json: bool, quiet: bool) -> None:
+@progress_options
+def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, quiet: bool) -> None:
     """Per-field count, min/max/mean, length distribution and label histogram.
 
     \b
     Example:
       mrecord stats train.mrecord --label label --json
     """
-    from mrecord.cli._stats import compute_stats
+    from mrecord.maintenance.stats import compute_stats
     from mrecord.reader.dataset_reader import DatasetReader
 
     with DatasetReader.open(path) as reader:
         fields = [(f.name, f.type, f.shape) for f in reader.schema.fields]
-        with progress_bar(reader.num_rows, "stats", quiet) as bar:
+        with progress_bar(reader.num_rows, "stats", quiet, force=progress) as bar:
 
             def blocks() -> Iterator[Block]:
                 for block in iter_dataset_blocks(reader, 4096):

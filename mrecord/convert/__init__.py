@@ -1,4 +1,5 @@
-"""Conversion library: CIFAR-10, MNIST, image folders, CSV, NumPy and MindRecord → mrecord.
+"""Conversion library: CIFAR-10, MNIST, image folders, CSV, NumPy, MindRecord, Parquet,
+Arrow and Hugging Face datasets → mrecord.
 
 ``tools/`` and ``mrecord convert`` are thin layers over these functions::
 
@@ -14,13 +15,17 @@ from __future__ import annotations
 from mrecord.convert.api import (
     SOURCES,
     convert,
+    convert_arrow,
     convert_cifar10,
     convert_csv,
+    convert_hf,
     convert_imagefolder,
     convert_mindrecord,
     convert_mnist,
     convert_npz,
+    convert_parquet,
 )
+from mrecord.convert.arrow_sources import ArrowSource, HfSource, ParquetSource
 from mrecord.convert.base import Source
 from mrecord.convert.cifar10 import Cifar10Source
 from mrecord.convert.csvfile import CsvSource, infer_csv_schema
@@ -33,23 +38,29 @@ from mrecord.convert.npz import NpzSource
 
 __all__ = [
     "SOURCES",
+    "ArrowSource",
     "Cifar10Source",
     "ConversionSummary",
     "CsvSource",
+    "HfSource",
     "ImageFolderSource",
     "MindRecordDataset",
     "MindRecordSource",
     "MnistSource",
     "NpzSource",
+    "ParquetSource",
     "Source",
     "WriteOptions",
     "convert",
+    "convert_arrow",
     "convert_cifar10",
     "convert_csv",
+    "convert_hf",
     "convert_imagefolder",
     "convert_mindrecord",
     "convert_mnist",
     "convert_npz",
+    "convert_parquet",
     "infer_csv_schema",
     "write_source",
 ]

@@ -2,61 +2,35 @@
 
 Reading and decoding the next batch then overlaps with writing the current one.
 An exception in the producer is re-raised in the consumer; closing the consumer
-early stops the producer.
+early stops the producer. The thread and queue are :class:`mrecord.background.Background`.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
+
+from mrecord.background import END, Background
 
 __all__ = ["prefetch"]
 
 T = TypeVar("T")
-_DONE = object()
 
 
 def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     """Yield ``items`` in order while a thread produces up to ``depth`` ahead."""
-    q: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def produce(put: Callable[[T], bool]) -> None:
+        for item in items:
+            if not put(item):
+                return
 
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(item):
-                    return
-        except BaseException as exc:
-            put(_Raised(exc))
-            return
-        put(_DONE)
-
-    thread = threading.Thread(target=produce, name="mrecord-convert-prefetch", daemon=True)
-    thread.start()
+    worker: Background[T] = Background(produce, capacity=depth, name="mrecord-convert-prefetch")
     try:
         while True:
-            item = q.get()
-            if item is _DONE:
+            item = worker.get()
+            if item is END:
                 return
-            if isinstance(item, _Raised):
-                raise item.exc
-            yield item  # type: ignore[misc]
+            yield item
     finally:
-        stop.set()
-        thread.join()
-
-
-class _Raised:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
+        worker.stop()

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mrecord.convert.arrow_sources import ArrowSource, HfSource, ParquetSource
 from mrecord.convert.base import Source
 from mrecord.convert.cifar10 import Cifar10Source
 from mrecord.convert.csvfile import CsvSource
@@ -28,12 +29,15 @@ from mrecord.convert.npz import NpzSource
 __all__ = [
     "SOURCES",
     "convert",
+    "convert_arrow",
     "convert_cifar10",
     "convert_csv",
+    "convert_hf",
     "convert_imagefolder",
     "convert_mindrecord",
     "convert_mnist",
     "convert_npz",
+    "convert_parquet",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -46,6 +50,9 @@ SOURCES: dict[str, Callable[..., Source]] = {
     "npz": NpzSource,
     "npy": NpzSource,
     "mindrecord": MindRecordSource,
+    "parquet": ParquetSource,
+    "arrow": ArrowSource,
+    "hf": HfSource,
 }
 """Source kind → class taking ``(src, **source_options)``."""
 
@@ -171,4 +178,40 @@ def convert_mindrecord(
         source_options={"check_index": check_index},
         progress=progress,
         **write_options,
+    )
+
+
+def convert_parquet(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """A Parquet file (or a folder of them) → one field per column (docs/ARROW.md)."""
+    return convert("parquet", src, dst, progress=progress, **write_options)
+
+
+def convert_arrow(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """An Arrow IPC file or stream (or a folder of them) → one field per column."""
+    return convert("arrow", src, dst, progress=progress, **write_options)
+
+
+def convert_hf(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    split: str | None = None,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """A folder written by ``datasets.Dataset.save_to_disk`` → one field per column."""
+    return convert(
+        "hf", src, dst, source_options={"split": split}, progress=progress, **write_options
     )

@@ -97,7 +97,7 @@ class ConversionSummary:
 
 def output_files(file_name: str | os.PathLike[str], shard_num: int) -> list[Path]:
     """Data files a dataset of ``shard_num`` shards is written to (MindSpore's naming)."""
-    from mrecord.writer.file_writer import shard_file_names
+    from mrecord.storage.naming import shard_file_names
 
     return shard_file_names(file_name, shard_num)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord.convert._pillow import require_pillow
+from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError, ConversionError
 
@@ -154,7 +154,7 @@ class ImageFolderSource(Source):
                 out.save(buf, format=fmt, **kwargs)
                 return buf.getvalue()
         except Exception as exc:  # Pillow raises many types for bad images
-            return f"not a readable image: {type(exc).__name__}: {exc}"
+            return describe_image_error(exc, data)
 
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield rows in (class, path) order; files are read and checked in a thread pool."""

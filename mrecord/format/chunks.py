@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import ChunkFormatError
 from mrecord.format.schema import Field, FieldKind
 
 __all__ = [
-    "ChunkFormatError",
     "DecodedVarChunk",
     "decode_fixed",
     "decode_var",
@@ -41,10 +41,6 @@ __all__ = [
 ]
 
 _U64 = np.dtype("<u8")
-
-
-class ChunkFormatError(ValueError):
-    """A chunk's bytes are inconsistent with its declared layout (caller adds file/page)."""
 
 
 def encode_chunk(field: Field, values: np.ndarray | Sequence[Any]) -> bytes:

@@ -17,10 +17,11 @@ from typing import Any
 import crc32c
 import zstandard
 
+from mrecord.errors import DecompressionError
+
 __all__ = [
     "CODEC_IDS",
     "CODEC_NAMES",
-    "DecompressionError",
     "checksum",
     "compress",
     "decompress",
@@ -29,10 +30,6 @@ __all__ = [
 CODEC_IDS = {"none": 0, "zstd": 1}
 CODEC_NAMES = {v: k for k, v in CODEC_IDS.items()}
 DEFAULT_ZSTD_LEVEL = 3
-
-
-class DecompressionError(ValueError):
-    """Stored bytes do not decompress to the recorded size (caller adds file/page)."""
 
 
 def checksum(data: Any) -> int:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mrecord.errors import LayoutError
+
 __all__ = [
     "ALIGNMENT",
     "FORMAT_MAJOR",
@@ -28,9 +30,9 @@ __all__ = [
     "HEADER_SIZE",
     "TRAILER_MAGIC",
     "TRAILER_SIZE",
-    "LayoutError",
     "Trailer",
     "align",
+    "describe_foreign",
     "encode_header",
     "parse_header",
 ]
@@ -47,8 +49,36 @@ _HEADER = struct.Struct("<8sHH52x")
 _TRAILER = struct.Struct("<QQI4x8s")
 
 
-class LayoutError(ValueError):
-    """The header or trailer is not an mrecord one (caller adds the file name)."""
+_KNOWN_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"RIFF", "a RIFF file (WebP image, WAV audio, ...)"),
+    (b"PAR1", "a Parquet file: mrecord convert parquet SRC DST"),
+    (b"ARROW1", "an Arrow IPC file: mrecord convert arrow SRC DST"),
+    (b"SQLite format 3\x00", "a SQLite database (an index .db? give the data file beside it)"),
+    (b"\x93NUMPY", "a NumPy .npy file: mrecord convert npy SRC DST"),
+    (b"PK\x03\x04", "a zip archive (an .npz? mrecord convert npz SRC DST)"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+
+
+def describe_foreign(head: bytes, tail: bytes = b"") -> str | None:
+    """What a file that is not an mrecord shard is, from its first bytes (None: it may be one).
+
+    ``head`` is the file's first 64 bytes (fewer for a shorter file), ``tail`` its
+    last 8. A file whose first bytes could still be a truncated mrecord header, or
+    that ends with mrecord's trailer magic (a shard with a damaged header), gives None.
+    """
+    if HEADER_MAGIC.startswith(head[: len(HEADER_MAGIC)]) or tail == TRAILER_MAGIC:
+        return None
+    shown = f"starts with {head[:8]!r}"
+    for magic, what in _KNOWN_MAGIC:
+        if head.startswith(magic):
+            return f"{shown}: {what}"
+    if head[8:9] == b"{" and b'"header_size"' in head[8:64]:
+        return f"{shown}: a MindRecord file: mrecord convert mindrecord SRC DST"
+    return shown
 
 
 def align(offset: int) -> int:

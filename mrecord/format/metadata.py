@@ -35,6 +35,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from mrecord.errors import MetadataError
 from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
 from mrecord.format.schema import FieldKind, Schema, parse_schema
 
@@ -51,10 +52,6 @@ CHUNK_DTYPE = np.dtype(
     ]
 )
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-
-
-class MetadataError(ValueError):
-    """Metadata bytes are malformed or unsafe (caller adds the file name)."""
 
 
 def check_basename(name: object) -> str:

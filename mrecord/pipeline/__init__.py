@@ -21,7 +21,7 @@ from mrecord.pipeline.repeat import RepeatDataset
 from mrecord.pipeline.shuffle import ShuffleDataset
 from mrecord.pipeline.skip import SkipDataset
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.sources import GeneratorDataset, NumpySlicesDataset, Schema
+from mrecord.pipeline.sources import GeneratorDataset, MindDataset, NumpySlicesDataset, Schema
 from mrecord.pipeline.take import TakeDataset
 from mrecord.pipeline.tensor import Tensor
 from mrecord.pipeline.zip import ZipDataset, zip
@@ -36,6 +36,7 @@ __all__ = [
     "FilterDataset",
     "GeneratorDataset",
     "MapDataset",
+    "MindDataset",
     "NumpySlicesDataset",
     "Plan",
     "ProjectDataset",

@@ -19,6 +19,7 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, batch_column, map_column_order
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 
@@ -96,6 +97,12 @@ class BatchDataset(Dataset):
             raise PipelineError(
                 f"{self!r}: input_columns {missing!r} not in the dataset; its columns are {names!r}"
             )
+
+    def _column_effects(self) -> ColumnEffects:
+        reads = frozenset(self.resolved_input_columns()) if self.per_batch_map else frozenset()
+        return ColumnEffects(
+            reads=reads, read_by="the per_batch_map of the later", batch_level=True
+        )
 
     def _column_names(self) -> list[str]:
         names = self.child._column_names()

@@ -6,7 +6,7 @@ every child's same epoch in turn.
 ``use_sampler(DistributedSampler(k, s, shuffle=False))`` gives shard ``s`` one
 contiguous block of every child: child ``j`` gets offset
 ``(sum of the sizes before it) % k`` so the remainders spread over the shards
-(MindSpore's rule, ``mrecord.reader.sharding.concat_shard_positions``). Children
+(MindSpore's rule, ``mrecord.sampling.sharding.concat_shard_positions``). Children
 smaller than ``k`` work (MindSpore crashes there). Sources that can read a range
 of their order directly (``MindDataset``) read only their block.
 """
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
+from mrecord.sampling import DistributedSampler, concat_shard_positions
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -42,8 +44,6 @@ class ConcatDataset(Dataset):
 
     def use_sampler(self, sampler: Any) -> None:
         """Split every child across shards with a ``DistributedSampler(k, s, shuffle=False)``."""
-        from mrecord.reader.samplers import DistributedSampler
-
         if not isinstance(sampler, DistributedSampler):
             raise TypeError(
                 f"ConcatDataset.use_sampler takes a DistributedSampler, got {sampler!r}"
@@ -78,7 +78,6 @@ class ConcatDataset(Dataset):
     def _ranges(self) -> list[tuple[int, int]] | None:
         if self._sampler is None:
             return None
-        from mrecord.reader.sharding import concat_shard_positions
 
         sizes = [child._num_rows() or 0 for child in self._leaves()]
         ranges = concat_shard_positions(sizes, self._sampler.num_shards, self._sampler.shard_id)
@@ -93,6 +92,9 @@ class ConcatDataset(Dataset):
                     f"concat needs the same columns in every dataset: {self.children[0]!r} has "
                     f"{first!r} but {child!r} has {names!r}; use project/rename to align them"
                 )
+
+    def _column_effects(self) -> ColumnEffects:
+        return ColumnEffects(joins=True)
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()
@@ -128,7 +130,7 @@ def _child_range(
     """Rows ``start:stop`` of a child's epoch; read directly when the source can."""
     read_range = getattr(child, "_iter_blocks_range", None)
     if read_range is not None:
-        for block in read_range(epoch, start, stop):
+        for block in read_range(ctx, epoch, start, stop):
             ctx.check_stop()
             yield block
         return

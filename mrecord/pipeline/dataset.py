@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 
+# The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
+# methods that build them, not here: every op module subclasses Dataset, so importing them
+# at the top would be an import cycle. Type checkers see them through this block (grain's
+# dataset.py does the same).
 if TYPE_CHECKING:
     from mrecord.pipeline.batch import BatchDataset
     from mrecord.pipeline.concat import ConcatDataset
@@ -46,6 +51,17 @@ class Dataset:
                 raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Weak references do not pickle; __setstate__ of each parent re-links its children.
+        state = self.__dict__.copy()
+        state["_consumers"] = []
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for child in self.children:
+            child._consumers.append(weakref.ref(self))
+
     # ------------------------------------------------------------------ node contract
     def _column_names(self) -> list[str]:
         """Column names this node produces (no data read)."""
@@ -58,6 +74,14 @@ class Dataset:
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Yield this node's blocks for ``epoch`` (0, 1, 2, ...)."""
         raise NotImplementedError
+
+    def _column_effects(self) -> ColumnEffects:
+        """How this node changes columns (reads, renames, drops, batch levels, joins).
+
+        The default says "may read every column": planning (offload) then refuses to
+        move work past this node. Override it to declare what the node really does.
+        """
+        return READS_EVERYTHING
 
     def _describe(self) -> str:
         """One line naming the node and its arguments (used in errors and plans)."""
@@ -231,7 +255,8 @@ class Dataset:
         Below an endless ``repeat()`` the size is that of one pass of the repeated
         data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
-        from mrecord.pipeline.graph import build_graph, count_rows
+        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.iterator import count_rows
         from mrecord.pipeline.repeat import one_pass_sizes
 
         build_graph(self)

@@ -16,6 +16,7 @@ from mrecord.block import Block
 from mrecord.errors import OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, split_block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.map import CHUNK_ROWS, check_workers
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 
@@ -56,6 +57,10 @@ class FilterDataset(Dataset):
                 f"{self!r}: input_columns {missing!r} are not in the dataset; "
                 f"its columns are {names!r}"
             )
+
+    def _column_effects(self) -> ColumnEffects:
+        reads = frozenset(self.resolved_input_columns())
+        return ColumnEffects(reads=reads, read_by="the predicate of the later")
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()

@@ -19,7 +19,7 @@ from mrecord.pipeline.offload import OffloadPlan, plan_offload
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["Graph", "Plan", "build_graph", "count_rows"]
+__all__ = ["Graph", "Plan", "build_graph"]
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,3 @@ def build_graph(root: Dataset) -> Graph:
 
     visit(root, True)
     return Graph(root, positions, plan_offload(root, config.get_auto_offload(), positions))
-
-
-def count_rows(root: Dataset) -> int:
-    """Rows of one epoch, by running the pipeline (used when sizes are not known)."""
-    from mrecord.pipeline.iterator import BlockIterator
-
-    total = 0
-    with BlockIterator(root, num_epochs=1) as blocks:
-        for block in blocks:
-            total += len(block)
-    return total

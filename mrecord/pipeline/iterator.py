@@ -19,15 +19,14 @@ memory unlinked).
 
 from __future__ import annotations
 
-import queue
-import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import to_numpy
@@ -39,38 +38,24 @@ from mrecord.pipeline.workers import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["BlockIterator", "DictIterator", "TupleIterator"]
+__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows"]
 
-_POLL_S = 0.05
 _EPOCH_END = object()
-_DONE = object()
-
-
-class _Failure:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
 
 
 class _Runtime:
-    """The prefetch thread and the context; holds no reference to the iterator."""
+    """The prefetch thread (a :class:`Background` sharing the context's stop event) and the
+    context; holds no reference to the iterator."""
 
     def __init__(self, root: Dataset, num_epochs: int) -> None:
         graph = build_graph(root)
         self.ctx = ExecContext(graph)
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=self.ctx.prefetch)
         self.num_epochs = num_epochs
         self._offload_pool: ThreadPool[Block, Block] | None = None
-        self.thread = threading.Thread(target=self._run, name="mrecord-prefetch", daemon=True)
-        self.thread.start()
-
-    def _put(self, item: Any) -> None:
-        while True:
-            try:
-                self.queue.put(item, timeout=_POLL_S)
-                return
-            except queue.Full:
-                if self.ctx.stop.is_set():
-                    raise PipelineStopped from None
+        self.worker: Background[Any] = Background(
+            self._run, capacity=self.ctx.prefetch, name="mrecord-prefetch", stop=self.ctx.stop
+        )
+        self.worker.start()
 
     def _outputs(self, blocks: Iterator[Block]) -> Iterator[Block]:
         """The output blocks: the offload plan applied, on its thread pool when it has ops."""
@@ -86,7 +71,8 @@ class _Runtime:
         for _block, result in ordered_map(self._offload_pool, blocks, window, self.ctx.stop):
             yield result
 
-    def _run(self) -> None:
+    def _run(self, put: Callable[[Any], bool]) -> None:
+        """Every epoch's output blocks, an end marker after each epoch (runs in the thread)."""
         ctx, root = self.ctx, self.ctx.graph.root
         epoch = 0
         try:
@@ -95,28 +81,22 @@ class _Runtime:
                 gen = root._execute(ctx, epoch)
                 try:
                     for block in self._outputs(gen):
-                        self._put(block)
+                        if not put(block):
+                            return
                 finally:
                     close_iterator(gen)
-                self._put(_EPOCH_END)
+                if not put(_EPOCH_END):
+                    return
                 epoch += 1
-            self._put(_DONE)
         except PipelineStopped:
             return
-        except BaseException as exc:
-            try:
-                self._put(_Failure(exc))
-            except PipelineStopped:
-                return
         finally:
             if self._offload_pool is not None:
                 self._offload_pool.shutdown()
 
     def close(self) -> None:
         """Stop the thread and every pool; idempotent."""
-        self.ctx.stop.set()
-        if self.thread is not threading.current_thread():
-            self.thread.join()
+        self.worker.stop()
         self.ctx.close()
 
 
@@ -158,28 +138,19 @@ class BlockIterator:
             if self._epochs_done == self.num_epochs:
                 self.stop()  # the last epoch: free the threads and pools now
             raise StopIteration
-        if item is _DONE:
+        if item is END:
             self._finished = True
             self.stop()
             raise StopIteration
-        if isinstance(item, _Failure):
-            self._finished = True
-            self.stop()
-            raise item.exc
         return item  # type: ignore[no-any-return]
 
     def _get(self) -> Any:
-        runtime = self._runtime
-        while True:
-            try:
-                return runtime.queue.get(timeout=_POLL_S)
-            except queue.Empty:
-                if not runtime.thread.is_alive() and runtime.queue.empty():
-                    if runtime.ctx.stop.is_set():
-                        raise PipelineError(
-                            "the iterator was stopped; create a new one to read again"
-                        ) from None
-                    raise PipelineError("the pipeline thread ended unexpectedly") from None
+        try:
+            return self._runtime.worker.get()
+        except BackgroundStopped:
+            raise PipelineError(
+                "the iterator was stopped; create a new one to read again"
+            ) from None
 
     def stop(self) -> None:
         """Stop the pipeline now: threads joined, worker processes ended, memory freed."""
@@ -306,3 +277,12 @@ class TupleIterator(_RowIterator):
 
     def __iter__(self) -> TupleIterator:
         return self
+
+
+def count_rows(root: Dataset) -> int:
+    """Rows of one epoch, by running the pipeline (used when sizes are not known)."""
+    total = 0
+    with BlockIterator(root, num_epochs=1) as blocks:
+        for block in blocks:
+            total += len(block)
+    return total

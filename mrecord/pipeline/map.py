@@ -18,9 +18,10 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.apply import ChainSpec
 from mrecord.pipeline.columns import as_name_list, map_column_order, split_block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.op_chain import ChainSpec
 from mrecord.pipeline.seeds import row_keys
 from mrecord.pipeline.workers import ProcessPool, ThreadPool, ordered_map
 
@@ -104,6 +105,10 @@ class MapDataset(Dataset):
                 f"{self!r}: output_columns {clash!r} would duplicate existing columns "
                 f"{names!r}; pick other names or list them in input_columns"
             )
+
+    def _column_effects(self) -> ColumnEffects:
+        reads = frozenset(self.resolved_input_columns())
+        return ColumnEffects(reads=reads, offload_site=True)
 
     def _column_names(self) -> list[str]:
         return map_column_order(

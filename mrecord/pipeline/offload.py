@@ -29,14 +29,14 @@ end keeps its ops either way (MindSpore does the same), also noted in the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OffloadError
-from mrecord.pipeline.apply import is_offloadable, run_fused
 from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
+from mrecord.pipeline.op_chain import is_offloadable, run_fused
 from mrecord.pipeline.seeds import op_seeds
 
 if TYPE_CHECKING:
@@ -173,23 +173,21 @@ class _Track:
 
 
 def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> OffloadPlan:
-    """Decide which ops move to the offload step (see the module docstring)."""
-    from mrecord.pipeline.batch import BatchDataset
-    from mrecord.pipeline.concat import ConcatDataset
-    from mrecord.pipeline.filter import FilterDataset
-    from mrecord.pipeline.map import MapDataset
-    from mrecord.pipeline.project import ProjectDataset
-    from mrecord.pipeline.rename import RenameDataset
-    from mrecord.pipeline.zip import ZipDataset
+    """Decide which ops move to the offload step (see the module docstring).
 
+    Every node is asked for its :class:`~mrecord.pipeline.effects.ColumnEffects`; no
+    node class is special here. A node that does not declare which columns it reads
+    stops every column below it from being offloaded, with a note (or an
+    :class:`OffloadError` naming it for a map that asked for ``offload=True``).
+    """
     plan = OffloadPlan()
-    nodes = list(_walk(root))
-    wanting = [n for n in nodes if isinstance(n, MapDataset) and _effective(n, auto)]
+    nodes = [(n, n._column_effects()) for n in _walk(root)]
+    wanting = [n for n, e in nodes if e.offload_site and _effective(_as_map(n), auto)]
     if not wanting:
         return plan
-    joins = [n for n in nodes if isinstance(n, (ConcatDataset, ZipDataset))]
+    joins = [n for n, e in nodes if e.joins or len(n.children) > 1]
     if joins:
-        explicit = [m for m in wanting if m.offload is True]
+        explicit = [m for m in wanting if _as_map(m).offload is True]
         reason = (
             f"offload is not supported on a pipeline with concat or zip ({joins[0]!r}); "
             "MindSpore's offload has the same limit"
@@ -205,39 +203,48 @@ def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> Offloa
     while node is not None and node.children:
         child = node.children[0]
         below = child._column_names()
-        if isinstance(node, MapDataset):
-            ins = node.resolved_input_columns()
+        effects = node._column_effects()
+        if effects.reads is None:
+            why = (
+                f"the later {node!r} does not declare which columns it reads or changes "
+                "(Dataset._column_effects), so nothing below it can be moved past it"
+            )
+            closed.update({n: why for n in below})
+            open_cols = {}
+        elif effects.offload_site:
+            mapped = _as_map(node)
+            ins = mapped.resolved_input_columns()
             passing = {n: open_cols[n] for n in below if n not in ins and n in open_cols}
             new_closed = {n: closed[n] for n in below if n not in ins and n in closed}
             for n in ins:
                 new_closed[n] = f"it is read by the later {node!r}"
-            if _effective(node, auto):
-                kept = _plan_map(node, ins, open_cols, closed, plan, positions[id(node)])
+            if _effective(mapped, auto):
+                kept = _plan_map(mapped, ins, open_cols, closed, plan, positions[id(node)])
                 if kept is not None:
                     passing[ins[0]] = kept
                     new_closed.pop(ins[0], None)
             open_cols, closed = passing, new_closed
-        elif isinstance(node, BatchDataset):
-            touched = set(node.resolved_input_columns()) if node.per_batch_map else set()
-            open_cols = {
-                n: _Track(t.final, t.depth + 1) for n, t in open_cols.items() if n not in touched
-            }
-            for n in touched:
-                closed[n] = f"it is read by the per_batch_map of the later {node!r}"
-        elif isinstance(node, FilterDataset):
-            for n in node.resolved_input_columns():
+        else:
+            for n in effects.reads:
                 open_cols.pop(n, None)
-                closed[n] = f"it is read by the predicate of the later {node!r}"
-        elif isinstance(node, RenameDataset):
-            back = dict(zip(node.output_columns, node.input_columns, strict=True))
-            open_cols = {back.get(n, n): t for n, t in open_cols.items()}
-            closed = {back.get(n, n): r for n, r in closed.items()}
-        elif isinstance(node, ProjectDataset):
-            for n in below:
-                if n not in open_cols and n not in closed:
-                    closed[n] = f"it is dropped by the later {node!r}"
+                closed[n] = f"it is read by {effects.read_by} {node!r}"
+            if effects.batch_level:
+                open_cols = {n: _Track(t.final, t.depth + 1) for n, t in open_cols.items()}
+            if effects.renames:
+                back = {new: old for old, new in effects.renames}
+                open_cols = {back.get(n, n): t for n, t in open_cols.items()}
+                closed = {back.get(n, n): r for n, r in closed.items()}
+            if effects.drops:
+                for n in below:
+                    if n not in open_cols and n not in closed:
+                        closed[n] = f"it is dropped by the later {node!r}"
         node = child
     return plan
+
+
+def _as_map(node: Dataset) -> MapDataset:
+    """A node that declared ``offload_site``: it has a map's attributes."""
+    return cast("MapDataset", node)
 
 
 def _plan_map(

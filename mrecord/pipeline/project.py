@@ -9,6 +9,7 @@ from mrecord.block import Block
 from mrecord.errors import PipelineError
 from mrecord.pipeline.columns import as_name_list, is_hidden
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -33,6 +34,9 @@ class ProjectDataset(Dataset):
             raise PipelineError(
                 f"{self!r}: columns {missing!r} are not in the dataset; its columns are {names!r}"
             )
+
+    def _column_effects(self) -> ColumnEffects:
+        return ColumnEffects(reads=frozenset(), drops=True)
 
     def _column_names(self) -> list[str]:
         return list(self.columns)

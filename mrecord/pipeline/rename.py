@@ -9,6 +9,7 @@ from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import as_name_list
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -53,6 +54,10 @@ class RenameDataset(Dataset):
             raise PipelineError(
                 f"{self!r}: renaming gives duplicate column names {result!r}; pick other names"
             )
+
+    def _column_effects(self) -> ColumnEffects:
+        pairs = tuple(zip(self.input_columns, self.output_columns, strict=True))
+        return ColumnEffects(reads=frozenset(), renames=pairs)
 
     def _column_names(self) -> list[str]:
         mapping = self._mapping()

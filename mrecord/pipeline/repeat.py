@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -49,6 +50,9 @@ class RepeatDataset(Dataset):
             raise ValueError(f"count must be -1 (forever) or positive, got {count!r}")
         self.count = count
         super().__init__([child])
+
+    def _column_effects(self) -> ColumnEffects:
+        return PASS_THROUGH
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()

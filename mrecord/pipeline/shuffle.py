@@ -19,6 +19,7 @@ import numpy as np
 from mrecord.block import Block
 from mrecord.pipeline.columns import split_block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -36,6 +37,9 @@ class ShuffleDataset(Dataset):
             raise ValueError(f"buffer_size must be in [2, 2147483647], got {buffer_size!r}")
         self.buffer_size = buffer_size
         super().__init__([child])
+
+    def _column_effects(self) -> ColumnEffects:
+        return PASS_THROUGH
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()

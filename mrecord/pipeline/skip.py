@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 from mrecord.pipeline.take import check_count
 
 if TYPE_CHECKING:
@@ -21,6 +22,9 @@ class SkipDataset(Dataset):
     def __init__(self, child: Dataset, count: int) -> None:
         self.count = check_count(count, "count", allow_all=False)
         super().__init__([child])
+
+    def _column_effects(self) -> ColumnEffects:
+        return PASS_THROUGH
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()

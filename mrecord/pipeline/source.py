@@ -4,9 +4,12 @@ A source subclasses :class:`SourceDataset` and provides three methods::
 
     def _source_num_rows(self) -> int                 # rows per epoch, without reading data
     def _source_column_names(self) -> list[str]
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]   # epoch: 0, 1, 2, ...
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]   # epoch: 0, 1, ...
 
-Blocks may have any number of rows (a few hundred is typical); the pipeline never
+``ctx`` is the running pipeline's :class:`~mrecord.pipeline.context.ExecContext`: take
+settings from it (``ctx.seed`` is the seed snapshot taken when the iterator was
+created, never ``config.get_seed()`` read live), and its ``stop`` event for any
+worker pool. Blocks may have any number of rows (a few hundred is typical); the pipeline never
 assumes a size. ``epoch`` counts passes over the source, repeats included, so a
 shuffling source reshuffles for every repeat. ``_iter_blocks`` runs in a pipeline
 thread; it is closed early (``GeneratorExit``) when the consumer stops.
@@ -44,8 +47,8 @@ class SourceDataset(Dataset):
         """Names of the columns the blocks hold."""
         raise NotImplementedError
 
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
-        """Yield the blocks of ``epoch``."""
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        """Yield the blocks of ``epoch`` (settings such as the seed come from ``ctx``)."""
         raise NotImplementedError
 
     def _column_names(self) -> list[str]:
@@ -57,7 +60,7 @@ class SourceDataset(Dataset):
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         names = self._column_names()
-        for block in self._iter_blocks(epoch):
+        for block in self._iter_blocks(ctx, epoch):
             ctx.check_stop()
             if block.column_names != names:
                 raise PipelineError(

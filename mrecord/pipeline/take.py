@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from mrecord.block import Block
 from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -32,6 +33,9 @@ class TakeDataset(Dataset):
     def __init__(self, child: Dataset, count: int = -1) -> None:
         self.count = check_count(count, "count", allow_all=True)
         super().__init__([child])
+
+    def _column_effects(self) -> ColumnEffects:
+        return PASS_THROUGH
 
     def _column_names(self) -> list[str]:
         return self.children[0]._column_names()

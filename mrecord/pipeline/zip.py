@@ -13,6 +13,7 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import PipelineError
 from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.effects import ColumnEffects
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -43,6 +44,9 @@ class ZipDataset(Dataset):
                         f"is in {seen[name]!r} and in {child!r}; rename one of them first"
                     )
                 seen[name] = child
+
+    def _column_effects(self) -> ColumnEffects:
+        return ColumnEffects(joins=True)
 
     def _column_names(self) -> list[str]:
         return [name for child in self.children for name in child._column_names()]

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, CorruptFileError
+from mrecord.errors import ArgumentError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.index_check import open_index_db
+from mrecord.storage.index_db import query_index_db
 
 __all__ = ["MindPage"]
 
@@ -83,6 +82,11 @@ class MindPage:
         self, category_name: Any, page: int, num_row: int
     ) -> list[dict[str, Any]]:
         """Rows ``page*num_row ..`` whose category field equals ``category_name``."""
+        block = self._reader.read_rows(self.read_ids_at_page_by_name(category_name, page, num_row))
+        return list(block.iter_rows())
+
+    def read_ids_at_page_by_name(self, category_name: Any, page: int, num_row: int) -> np.ndarray:
+        """The global row ids of :meth:`read_at_page_by_name`'s rows (int64, ascending)."""
         field = self._need_field()
         for name, value in (("page", page), ("num_row", num_row)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -92,9 +96,7 @@ class MindPage:
                 f"page must be >= 0 and num_row >= 1, got page={page}, num_row={num_row}"
             )
         ids = self._global_ids(field, _sql_value(category_name))
-        chosen = ids[page * num_row : (page + 1) * num_row]
-        block = self._reader.read_rows(chosen)
-        return list(block.iter_rows())
+        return ids[page * num_row : (page + 1) * num_row]
 
     def close(self) -> None:
         """Release the dataset's files."""
@@ -109,20 +111,7 @@ class MindPage:
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[list[tuple[Any, ...]]]:
         """Run ``sql`` on every shard's ``.db``; one result list per shard, in shard order."""
-        out = []
-        for shard in self._reader.shards:
-            conn = open_index_db(shard.path)
-            try:
-                out.append(conn.execute(sql, params).fetchall())
-            except sqlite3.Error as exc:
-                raise CorruptFileError(
-                    f"index of {str(shard.path)!r} cannot be queried ({exc}); "
-                    f"rebuild it with `mrecord reindex {shard.path}`",
-                    path=str(shard.path),
-                ) from exc
-            finally:
-                conn.close()
-        return out
+        return [query_index_db(shard.path, sql, params) for shard in self._reader.shards]
 
     def _load_categories(self) -> list[tuple[Any, int]]:
         field = self._need_field()

@@ -1,9 +1,11 @@
-"""Test support shipped with mrecord: hypothesis strategies and reliability harnesses.
+"""A test kit for code built on mrecord (shipped): hypothesis strategies, bad inputs, a model.
 
 - :mod:`mrecord.testing.strategies`: schemas, rows that fit them, shard counts,
   page sizes, compression choices, world sizes (needs ``hypothesis``).
+- :mod:`mrecord.testing.bad_inputs`: values that a schema field must refuse.
 - :mod:`mrecord.testing.model`: the documented row distribution as a plain model,
   and helpers that compare what a reader returns with what was written.
-- :mod:`mrecord.testing.crash`: a writer run in a subprocess and SIGKILLed.
-- :mod:`mrecord.testing.corrupt`: byte-level damage to files and its checks.
+
+mrecord's own crash and corruption harnesses are not here: they live in the
+repository's top-level ``reliability/`` package (not shipped).
 """

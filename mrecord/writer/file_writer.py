@@ -34,36 +34,32 @@ from mrecord.errors import (
     SchemaError,
     WriterStateError,
 )
+from mrecord.format.columnize import columns_from_rows
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
-from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import FieldKind, Schema, parse_schema
-from mrecord.writer import commit as commit_mod
-from mrecord.writer.commit import DatasetLock, partial_path
-from mrecord.writer.index_db import write_index_db
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.commit import DatasetLock
+from mrecord.storage.committed import open_committed
+from mrecord.storage.index_db import write_index_db
+from mrecord.storage.naming import (
+    DB_SUFFIX,
+    PARTIAL_SUFFIX,
+    db_path,
+    journal_path,
+    partial_path,
+    shard_file_names,
+)
+from mrecord.storage.shard import read_shard_metadata
 from mrecord.writer.shard_writer import ShardWriter
-from mrecord.writer.validation import columns_from_rows
 
-__all__ = ["FileWriter", "shard_file_names"]
+__all__ = ["FileWriter"]
 
 DEFAULT_PAGE_SIZE = 1 << 20
 MIN_PAGE_SIZE = 1 << 10
 MAX_PAGE_SIZE = 1 << 28
 MAX_SHARDS = 1000
 _LOCK_WAIT = 0.5  # seconds; rides out a reader finishing someone's interrupted commit
-
-
-def shard_file_names(file_name: str | os.PathLike[str], shard_num: int) -> list[Path]:
-    """MindSpore's shard naming: ``NAME`` alone, or ``NAME`` + zero-padded index."""
-    base = Path(file_name)
-    if shard_num == 1:
-        return [base]
-    width = len(str(shard_num - 1))
-    return [base.with_name(base.name + str(i).zfill(width)) for i in range(shard_num)]
-
-
-def _db_path(data: Path) -> Path:
-    return data.with_name(data.name + DB_SUFFIX)
 
 
 class FileWriter:
@@ -85,7 +81,7 @@ class FileWriter:
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
         path = Path(file_name)
-        if path.name.endswith(commit_mod.PARTIAL_SUFFIX) or path.name.endswith(DB_SUFFIX):
+        if path.name.endswith(PARTIAL_SUFFIX) or path.name.endswith(DB_SUFFIX):
             raise ArgumentError(
                 f"file_name {str(path)!r} must not end in {DB_SUFFIX!r} or a temp suffix"
             )
@@ -100,7 +96,7 @@ class FileWriter:
         self._lock.acquire(wait=_LOCK_WAIT)
         try:
             commit_mod.recover_locked(self._dir, self._dataset_name)
-            existing = [p for f in self._files for p in (f, _db_path(f)) if p.exists()]
+            existing = [p for f in self._files for p in (f, db_path(f)) if p.exists()]
             if existing and not overwrite:
                 raise DatasetExistsError(
                     f"{str(existing[0])!r} already exists; pass overwrite=True to replace the "
@@ -220,9 +216,9 @@ class FileWriter:
         try:
             metas = [self._finish_shard(i, s) for i, s in enumerate(shards)]
             for i, (shard, meta) in enumerate(zip(shards, metas, strict=True)):
-                base = _db_path(self._files[i]) if self._committed else None
+                base = db_path(self._files[i]) if self._committed else None
                 write_index_db(
-                    partial_path(_db_path(self._files[i])),
+                    partial_path(db_path(self._files[i])),
                     meta,
                     shard.first_new_row,
                     shard.new_index_values(),
@@ -236,7 +232,7 @@ class FileWriter:
                 self._all_finals(),
             )
         except BaseException as exc:
-            if commit_mod.journal_path(self._dir, self._dataset_name).exists():
+            if journal_path(self._dir, self._dataset_name).exists():
                 # Past the commit point: the journal names complete files. Removing them
                 # would break the roll-forward, so keep them for the next open to finish.
                 self._state = "committed"
@@ -260,8 +256,6 @@ class FileWriter:
         The next :meth:`commit` publishes a new generation atomically; until then
         readers keep seeing the previous one.
         """
-        from mrecord.reader.shard import read_shard_metadata
-
         path = Path(file_name)
         first = read_shard_metadata(path)
         directory = path.parent if str(path.parent) else Path(".")
@@ -272,18 +266,11 @@ class FileWriter:
         self._lock.acquire(wait=_LOCK_WAIT)
         try:
             commit_mod.recover_locked(directory, first.dataset_name)
-            names = first.shard_names if len(first.shard_names) > 1 else (path.name,)
-            self._files = [directory / n for n in names]
-            metas = [read_shard_metadata(p) for p in self._files]
-            for p in self._files:
-                if not _db_path(p).exists():
-                    from mrecord.errors import MissingIndexError
-
-                    raise MissingIndexError(
-                        f"index {str(_db_path(p))!r} is missing; "
-                        f"rebuild it with `mrecord reindex {p}`"
-                    )
-            _check_same_dataset(metas, self._files)
+            shards = open_committed(path, verify="never", lock_held=True)
+            for shard in shards:
+                shard.close()
+            self._files = [shard.path for shard in shards]
+            metas = [shard.meta for shard in shards]
             commit_mod.remove_partials(self._temp_finals())
         except BaseException:
             self._lock.release()
@@ -337,11 +324,11 @@ class FileWriter:
         return list(self._files)
 
     def _all_finals(self) -> list[Path]:
-        return [*self._files, *(_db_path(f) for f in self._files)]
+        return [*self._files, *(db_path(f) for f in self._files)]
 
     def _temp_finals(self) -> list[Path]:
         """Finals whose partial files a writer may leave: data, .db and the journal."""
-        return [*self._all_finals(), commit_mod.journal_path(self._dir, self._dataset_name)]
+        return [*self._all_finals(), journal_path(self._dir, self._dataset_name)]
 
     def _require(self, state: str, method: str) -> None:
         if self._state != state:
@@ -403,16 +390,3 @@ class FileWriter:
             chunks=np.zeros(0),
         )
         return shard.finish(template)
-
-
-def _check_same_dataset(metas: list[ShardMetadata], files: list[Path]) -> None:
-    from mrecord.errors import ForeignShardError
-
-    head = metas[0]
-    for meta, path in zip(metas, files, strict=True):
-        if meta.dataset_id != head.dataset_id or meta.generation != head.generation:
-            raise ForeignShardError(
-                f"{str(path)!r} is not part of the same committed dataset as {str(files[0])!r} "
-                f"(dataset {meta.dataset_id}, generation {meta.generation} vs "
-                f"{head.dataset_id}, {head.generation})"
-            )

@@ -1,7 +1,7 @@
 """One shard being written: pages cut near the target size, chunks placed at aligned offsets.
 
 A :class:`ShardWriter` writes to the shard's partial file only. ``finish`` adds
-the metadata and trailer and fsyncs; the commit (``mrecord.writer.commit``)
+the metadata and trailer and fsyncs; the commit (``mrecord.storage.commit``)
 publishes it. When appending, the partial file starts as a copy of the committed
 shard, truncated where its pages end, so committed bytes are never modified in
 place.
@@ -24,12 +24,12 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from mrecord.format.chunks import value_nbytes
+from mrecord.format.columnize import Columns
 from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import Schema
-from mrecord.writer.validation import Columns
 
 __all__ = ["ShardWriter"]
 

@@ -3,7 +3,7 @@
 Three kinds of source (checked in this order):
 
 - *random access* (``__getitem__`` and ``__len__``): rows are read by index in the
-  order of a sampler (``mrecord.reader.samplers``), so ``shuffle``, ``num_shards``
+  order of a sampler (``mrecord.sampling.samplers``), so ``shuffle``, ``num_shards``
   / ``shard_id``, ``num_samples`` and ``sampler`` all work. As in MindSpore,
   ``shuffle=None`` means shuffled for such a source.
 - *callable* (a generator function): called once per epoch for a fresh iterator;
@@ -20,13 +20,11 @@ number), chained to the original so its traceback shows.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord import config
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, column_from_values
@@ -34,6 +32,10 @@ from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.schema import Schema
 from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["GeneratorDataset"]
 
@@ -139,15 +141,13 @@ class GeneratorDataset(SourceDataset):
     ) -> Any:
         if shuffle is False and num_shards is None and shard_id is None and sampler is None:
             return None  # sequential: no sampler needed
-        from mrecord.reader import samplers
-
-        if sampler is not None and not isinstance(sampler, samplers.Sampler):
+        if sampler is not None and not isinstance(sampler, Sampler):
             if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):
                 raise TypeError(
                     f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
                 )
-            sampler = samplers.SubsetSampler(list(sampler))
-        if isinstance(sampler, samplers.PKSampler):
+            sampler = SubsetSampler(list(sampler))
+        if isinstance(sampler, PKSampler):
             raise ArgumentError(
                 "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "
                 "per class in your source's __getitem__, or use MindDataset"
@@ -155,7 +155,7 @@ class GeneratorDataset(SourceDataset):
         num_samples = self.num_samples
         if sampler is not None and num_samples is not None:
             raise ArgumentError("sampler and num_samples cannot be specified at the same time.")
-        return samplers.sampler_from_args(
+        return sampler_from_args(
             shuffle=shuffle,
             num_shards=num_shards,
             shard_id=shard_id,
@@ -193,21 +193,21 @@ class GeneratorDataset(SourceDataset):
                 parts.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
-    def _iter_blocks(self, epoch: int) -> Iterator[Block]:
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         if self.random_access:
-            yield from self._iter_indexed(epoch)
+            yield from self._iter_indexed(ctx, epoch)
         else:
             yield from self._iter_items(epoch)
 
     # ------------------------------------------------------------------ random access
-    def _order_chunks(self, epoch: int) -> Iterator[np.ndarray]:
+    def _order_chunks(self, seed: int, epoch: int) -> Iterator[np.ndarray]:
         total = self._source_len()
         if self._sampler is None:
             stop = total if self.num_samples is None else min(total, self.num_samples)
             for start in range(0, stop, BLOCK_ROWS):
                 yield np.arange(start, min(stop, start + BLOCK_ROWS), dtype=np.int64)
             return
-        order = self._sampler.build_order([total], seed=config.get_seed(), epoch=epoch)
+        order = self._sampler.build_order([total], seed=seed, epoch=epoch)
         yield from order.iter_chunks(BLOCK_ROWS)
 
     def _read_indices(self, ids: np.ndarray) -> Block:
@@ -224,20 +224,16 @@ class GeneratorDataset(SourceDataset):
             rows.append(self._split_item(item, f"index {i}"))
         return self._make_block(rows, ids)
 
-    def _iter_indexed(self, epoch: int) -> Iterator[Block]:
+    def _iter_indexed(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        chunks = self._order_chunks(ctx.seed, epoch)
         if self.num_parallel_workers == 1:
-            for ids in self._order_chunks(epoch):
+            for ids in chunks:
                 yield self._read_indices(ids)
             return
-        pool = ThreadPool(self._read_indices, self.num_parallel_workers, "mrecord-generator")
-        never = threading.Event()  # the pipeline stops this generator by closing it
-        try:
-            for _ids, block in ordered_map(
-                pool, self._order_chunks(epoch), 2 * self.num_parallel_workers, never
-            ):
-                yield block
-        finally:
-            pool.shutdown()
+        workers = self.num_parallel_workers
+        pool = ctx.pool(self, lambda: ThreadPool(self._read_indices, workers, "mrecord-generator"))
+        for _ids, block in ordered_map(pool, chunks, 2 * workers, ctx.stop):
+            yield block
 
     # ------------------------------------------------------------------ iterables
     def _iter_items(self, epoch: int) -> Iterator[Block]:

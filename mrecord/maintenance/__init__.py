@@ -1,0 +1,1 @@
+"""Maintenance of committed datasets: ``verify``, ``inspect`` and ``reindex``."""

@@ -1,0 +1,67 @@
+"""``reindex``: rebuild the ``.db`` indexes of a dataset from its data files.
+
+The data files are the source of truth: every shard's page directory gives each
+row's page and slot, and the index fields are read back from the pages. The new
+``.db`` files are published with the same journaled commit as a write, under the
+dataset's lock, so a reader never sees a half-built index.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.storage import commit as commit_mod
+from mrecord.storage.commit import DatasetLock
+from mrecord.storage.index_db import write_index_db
+from mrecord.storage.naming import db_path, partial_path
+
+__all__ = ["reindex"]
+
+
+def reindex(
+    dataset_file: str | os.PathLike[str],
+    *,
+    progress: Callable[[int], None] | None = None,
+    start: Callable[[int], None] | None = None,
+) -> list[Path]:
+    """Rebuild the ``.db`` of every shard of the dataset; returns the ``.db`` paths written.
+
+    ``start`` is called once with the dataset's row count, then ``progress`` with
+    the rows of each shard as its index is built.
+    """
+    reader = DatasetReader.open(dataset_file, check_index=False, verify="always")
+    if start is not None:
+        start(reader.num_rows)
+    try:
+        head = reader.shards[0].meta
+        directory = reader.shards[0].path.parent
+        lock = DatasetLock(directory, head.dataset_name)
+        lock.acquire(wait=0.5)
+        try:
+            targets = []
+            for shard in reader.shards:
+                meta = shard.meta
+                index_values = {}
+                if meta.index_fields:
+                    sub = DatasetReader([shard], columns=list(meta.index_fields))
+                    block = sub.read_rows(range(meta.num_rows))
+                    index_values = dict(block.columns)
+                target = db_path(shard.path)
+                write_index_db(partial_path(target), meta, 0, index_values)
+                targets.append(target)
+                if progress is not None:
+                    progress(meta.num_rows)
+            commit_mod.write_journal_and_publish(
+                directory, head.dataset_name, head.dataset_id, head.generation, targets
+            )
+        except BaseException:
+            commit_mod.remove_partials(db_path(s.path) for s in reader.shards)
+            raise
+        finally:
+            lock.release()
+    finally:
+        reader.close()
+    return targets

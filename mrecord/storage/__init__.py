@@ -1,0 +1,1 @@
+"""Files on disk: naming, the commit journal and lock, memory-mapped shards, the ``.db`` index."""

@@ -1,0 +1,245 @@
+"""A shard's ``.db`` index (SQLite; tables in ``mrecord.format.index_layout``): write, open, check.
+
+Writing: the ``.db`` is always built under its partial name and published by the
+commit, so it is never seen half-written. SQLite's own journal is off while
+building: the file is not visible until it is complete and fsync'ed.
+
+Reading: :func:`open_index_db` opens it read-only, :func:`check_index_db` checks
+that it belongs to its data file (dataset id, generation, shard, row count).
+
+Every ``sqlite3.Error``, on write and on read, leaves as an mrecord error naming
+the file (:class:`~mrecord.errors.IndexWriteError` or
+:class:`~mrecord.errors.CorruptFileError`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError, MissingIndexError
+from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
+from mrecord.format.metadata import ShardMetadata
+from mrecord.format.schema import Field
+from mrecord.storage.naming import db_path
+
+__all__ = [
+    "check_index_db",
+    "open_index_db",
+    "query_index_db",
+    "read_index_metadata",
+    "write_index_db",
+]
+
+_SQL_TYPES = {"string": str, "bytes": bytes}
+
+
+def _column_type(field: Field) -> type:
+    if field.type in _SQL_TYPES:
+        return _SQL_TYPES[field.type]
+    return float if field.type.startswith("float") else int
+
+
+def write_index_db(
+    target: Path,
+    meta: ShardMetadata,
+    first_new_row: int,
+    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+    base: Path | None = None,
+) -> None:
+    """Write ``target``: rows ``first_new_row..meta.num_rows`` plus metadata.
+
+    ``base`` is the previous generation's ``.db`` when appending: it is copied and
+    extended, so existing rows are never rewritten.
+    """
+    if target.exists():
+        target.unlink()
+    if base is not None:
+        shutil.copyfile(base, target)
+    try:
+        conn = sqlite3.connect(target)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            db = sqlite_utils.Database(conn)
+            if base is None:
+                _create_tables(db, meta)
+            _insert_rows(conn, meta, first_new_row, index_values)
+            _write_metadata(db, meta, target)
+            conn.commit()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise IndexWriteError(
+            f"cannot write index {str(target)!r} ({exc}); check free disk space and "
+            "permissions, then write again",
+            path=str(target),
+        ) from exc
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _table(db: sqlite_utils.Database, name: str) -> sqlite_utils.db.Table:
+    return db.table(name)
+
+
+def _create_tables(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
+    columns: dict[str, Any] = {"row_id": int, "page": int, "slot": int}
+    for name in meta.index_fields:
+        columns[index_column(name).strip('"')] = _column_type(meta.schema[name])
+    _table(db, ROWS_TABLE).create(columns, pk="row_id", not_null={"page", "slot"})
+    for name in meta.index_fields:
+        _table(db, ROWS_TABLE).create_index(
+            [index_column(name).strip('"')], index_name=f"idx_{name}"
+        )
+    _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
+
+
+def _insert_rows(
+    conn: sqlite3.Connection,
+    meta: ShardMetadata,
+    first_new_row: int,
+    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+) -> None:
+    page_rows = meta.page_rows.astype(np.int64)
+    if not meta.index_fields:
+        _insert_locations_in_sql(conn, page_rows, first_new_row)
+        return
+    pages = np.repeat(np.arange(len(page_rows), dtype=np.int64), page_rows)[first_new_row:]
+    starts = np.concatenate([[0], np.cumsum(page_rows)[:-1]]).astype(np.int64)
+    row_ids = np.arange(first_new_row, meta.num_rows, dtype=np.int64)
+    slots = row_ids - starts[pages] if len(pages) else row_ids
+    cols: list[list[Any]] = [row_ids.tolist(), pages.tolist(), slots.tolist()]
+    for name in meta.index_fields:
+        values = index_values.get(name, ())  # a shard that got no new rows has none
+        cols.append(values.tolist() if isinstance(values, np.ndarray) else list(values))
+    quoted = ", ".join(["row_id", "page", "slot", *map(index_column, meta.index_fields)])
+    marks = ", ".join("?" for _ in range(3 + len(meta.index_fields)))
+    conn.executemany(
+        f"INSERT INTO {ROWS_TABLE} ({quoted}) VALUES ({marks})", zip(*cols, strict=True)
+    )
+
+
+def _insert_locations_in_sql(
+    conn: sqlite3.Connection, page_rows: np.ndarray, first_new_row: int
+) -> None:
+    """Insert (row_id, page, slot) for rows from ``first_new_row``, one statement per page.
+
+    SQLite generates the rows itself (a recursive CTE), which is several times faster
+    than passing a Python tuple per row when there are no index values to carry.
+    """
+    sql = (
+        f"WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM s WHERE x + 1 < ?) "
+        f"INSERT INTO {ROWS_TABLE} (row_id, page, slot) SELECT ? + x, ?, x FROM s"
+    )
+    start = 0
+    for page, rows in enumerate(page_rows.tolist()):
+        end = start + rows
+        if end > first_new_row and rows:
+            first_slot = max(first_new_row - start, 0)
+            conn.execute(sql, (first_slot, rows, start, page))
+        start = end
+
+
+def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path) -> None:
+    data_file = (
+        target.name[: -len(".db.mrecord-partial")]
+        if target.name.endswith(".db.mrecord-partial")
+        else target.name[: -len(".db")]
+    )
+    values = {
+        "format_version": list(meta.format_version),
+        "dataset_id": meta.dataset_id,
+        "generation": meta.generation,
+        "shard_index": meta.shard_index,
+        "num_rows": meta.num_rows,
+        "data_file": data_file,
+        "schema": meta.schema.to_dict(),
+        "index_fields": list(meta.index_fields),
+    }
+    _table(db, METADATA_TABLE).upsert_all(
+        [{"key": k, "value": json.dumps(v)} for k, v in values.items()], pk="key"
+    )
+
+
+# -- reading and checking ----------------------------------------------------------------
+
+
+def _rebuild_hint(data_file: Path) -> str:
+    return f"rebuild it with `mrecord reindex {data_file}`"
+
+
+def open_index_db(data_file: Path) -> sqlite3.Connection:
+    """Open a shard's ``.db`` read-only; MissingIndexError when it is not there."""
+    path = db_path(data_file)
+    if not path.is_file():
+        raise MissingIndexError(f"index {str(path)!r} is missing; {_rebuild_hint(data_file)}")
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise CorruptFileError(
+            f"index {str(path)!r} cannot be opened ({exc}); {_rebuild_hint(data_file)}",
+            path=str(path),
+        ) from exc
+
+
+def read_index_metadata(data_file: Path) -> dict[str, Any]:
+    """The metadata table of a shard's ``.db`` as a dict."""
+    conn = open_index_db(data_file)
+    path = db_path(data_file)
+    try:
+        rows = conn.execute(f"SELECT key, value FROM {METADATA_TABLE}").fetchall()
+        return {str(k): json.loads(v) for k, v in rows}
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        raise CorruptFileError(
+            f"index {str(path)!r} is damaged ({exc}); {_rebuild_hint(data_file)}", path=str(path)
+        ) from exc
+    finally:
+        conn.close()
+
+
+def check_index_db(data_file: Path, meta: ShardMetadata) -> None:
+    """Raise unless the ``.db`` matches the data file's dataset id, generation and row count."""
+    found = read_index_metadata(data_file)
+    expected = {
+        "dataset_id": meta.dataset_id,
+        "generation": meta.generation,
+        "shard_index": meta.shard_index,
+        "num_rows": meta.num_rows,
+    }
+    for key, value in expected.items():
+        if found.get(key) != value:
+            raise IndexMismatchError(
+                f"index {str(db_path(data_file))!r} does not match {str(data_file)!r}: "
+                f"{key} is {found.get(key)!r} in the .db but {value!r} in the data file; "
+                f"{_rebuild_hint(data_file)}"
+            )
+
+
+def query_index_db(
+    data_file: Path, sql: str, params: tuple[Any, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Run one read-only query on ``data_file``'s ``.db``; sqlite errors become
+    :class:`CorruptFileError` naming the index (MissingIndexError when it is missing)."""
+    conn = open_index_db(data_file)
+    try:
+        rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+        return rows
+    except sqlite3.Error as exc:
+        raise CorruptFileError(
+            f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
+            path=str(db_path(data_file)),
+        ) from exc
+    finally:
+        conn.close()

@@ -1,0 +1,283 @@
+"""One shard file opened for reading: mmap, metadata, and checked access to chunks.
+
+Checksum policy (``verify``):
+
+- ``"once"`` (default): a chunk's CRC-32 is checked the first time this process
+  reads it; later reads of the same chunk skip the check. Random access then
+  costs one checksum pass over the data, not one per row.
+- ``"always"``: check on every read of a chunk.
+- ``"never"``: trust the bytes (structural checks still run).
+
+Compressed chunks are decompressed into a small LRU cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mrecord.errors import (
+    ChecksumError,
+    ChunkFormatError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    DecompressionError,
+    LayoutError,
+    MetadataError,
+    NotAnMrecordFileError,
+)
+from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
+from mrecord.format.compression import CODEC_IDS, checksum, decompress
+from mrecord.format.layout import (
+    HEADER_SIZE,
+    TRAILER_MAGIC,
+    TRAILER_SIZE,
+    Trailer,
+    describe_foreign,
+    parse_header,
+)
+from mrecord.format.metadata import ShardMetadata
+from mrecord.format.schema import Field, FieldKind
+
+__all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
+
+VERIFY_POLICIES = ("once", "always", "never")
+DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
+_CACHE_BYTES = 64 << 20
+_CODEC_NONE = CODEC_IDS["none"]
+
+
+def read_shard_metadata(path: Path) -> ShardMetadata:
+    """Read and validate just the metadata of a shard file."""
+    with ShardFile(path, verify="never") as shard:
+        return shard.meta
+
+
+class ShardFile:
+    """A committed shard, memory-mapped read-only."""
+
+    _mm: mmap.mmap  # the file's bytes (mrecord.remote's range-read subclass puts its own)
+
+    def __init__(
+        self, path: Path, verify: str = "once", max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
+    ):
+        if verify not in VERIFY_POLICIES:
+            raise ValueError(f"verify must be one of {VERIFY_POLICIES}, got {verify!r}")
+        self.path = Path(path)
+        self.verify = verify
+        self.max_chunk_bytes = max_chunk_bytes
+        self.size, self._mm = self._open_bytes()
+        try:
+            self.meta = self._parse()
+        except BaseException:
+            self._mm.close()
+            raise
+        self.page_starts = np.zeros(self.meta.num_pages + 1, dtype=np.int64)
+        np.cumsum(self.meta.page_rows, out=self.page_starts[1:])
+        self.page_starts_list: list[int] = self.page_starts.tolist()
+        self._verified = np.zeros(self.meta.chunks.shape, dtype=bool)
+        # The chunk directory as Python lists: per-row reads index it without numpy overhead.
+        chunks = self.meta.chunks
+        self._offsets: list[list[int]] = chunks["offset"].tolist()
+        self._lengths: list[list[int]] = chunks["length"].tolist()
+        self._raw_lengths: list[list[int]] = chunks["raw_length"].tolist()
+        self._crcs: list[list[int]] = chunks["crc32"].tolist()
+        self._codecs: list[list[int]] = chunks["codec"].tolist()
+        self._page_rows_list: list[int] = self.meta.page_rows.tolist()
+        self._memory = self._bytes_view()
+        self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._cache_bytes = 0
+        self._var_cache: OrderedDict[tuple[int, int], DecodedVarChunk] = OrderedDict()
+        self._lock = threading.Lock()
+        self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
+
+    def _open_bytes(self) -> tuple[int, Any]:
+        """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
+        another way (``mrecord.remote`` reads them with range requests)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise DatasetNotFoundError(f"data file {str(self.path)!r} does not exist") from None
+        except IsADirectoryError:
+            raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
+        try:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, len(TRAILER_MAGIC), max(size - len(TRAILER_MAGIC), 0))
+            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
+            if foreign is not None:
+                raise NotAnMrecordFileError(
+                    f"{str(self.path)!r} is not an mrecord file ({foreign})",
+                    path=str(self.path),
+                    offset=0,
+                )
+            if size < HEADER_SIZE + TRAILER_SIZE:
+                raise CorruptFileError(
+                    f"{str(self.path)!r} is {size} bytes, too short to be an mrecord shard "
+                    "(truncated, or not committed)",
+                    path=str(self.path),
+                    offset=0,
+                )
+            return size, mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+
+    def _bytes_view(self) -> Any:
+        """What chunk reads slice: a memoryview of the map (slices copy nothing)."""
+        return memoryview(self._mm)
+
+    def _parse(self) -> ShardMetadata:
+        mm = self._mm
+        try:
+            parse_header(mm[:HEADER_SIZE])
+            trailer = Trailer.parse(mm[self.size - TRAILER_SIZE :], self.size)
+        except LayoutError as exc:
+            raise CorruptFileError(f"{str(self.path)!r}: {exc}", path=str(self.path)) from exc
+        body = mm[trailer.metadata_offset : trailer.metadata_offset + trailer.metadata_length]
+        if checksum(body) != trailer.metadata_crc32:
+            raise ChecksumError(
+                f"{str(self.path)!r}: metadata checksum mismatch at byte "
+                f"{trailer.metadata_offset}; "
+                "the file is damaged",
+                path=str(self.path),
+                offset=trailer.metadata_offset,
+            )
+        try:
+            return ShardMetadata.decode(body, trailer.metadata_offset)
+        except MetadataError as exc:
+            raise CorruptFileError(
+                f"{str(self.path)!r}: metadata at byte {trailer.metadata_offset}: {exc}",
+                path=str(self.path),
+                offset=trailer.metadata_offset,
+            ) from exc
+
+    # -- chunk access ---------------------------------------------------------------------
+
+    @property
+    def mm(self) -> mmap.mmap:
+        """The read-only memory map of the whole file."""
+        return self._mm
+
+    def field_index(self, name: str) -> int:
+        """Position of field ``name`` in the schema."""
+        return self._field_index[name]
+
+    def check_chunk(self, page: int, col: int) -> None:
+        """Verify the checksum of chunk (page, col) according to the policy."""
+        if self.verify == "never" or (self.verify == "once" and self._verified[page, col]):
+            return
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        if checksum(self._memory[offset : offset + length]) != self._crcs[page][col]:
+            field = self.meta.schema.fields[col].name
+            raise ChecksumError(
+                f"{str(self.path)!r}: checksum mismatch in page {page}, field {field!r}, "
+                f"bytes {offset}..{offset + length}; the file is damaged "
+                "(`mrecord verify` lists every damaged page)",
+                path=str(self.path),
+                page=page,
+                offset=offset,
+            )
+        self._verified[page, col] = True
+
+    def check_chunks(self, pages: np.ndarray, col: int) -> None:
+        """Verify many chunks of one column; cheap once they are all verified."""
+        if self.verify == "never":
+            return
+        pending = pages[~self._verified[pages, col]] if self.verify == "once" else pages
+        for page in pending.tolist():
+            self.check_chunk(page, col)
+
+    def raw_chunk(self, page: int, col: int) -> Any:
+        """The raw (decompressed) bytes of a chunk: a memoryview of the map when uncompressed."""
+        self.check_chunk(page, col)
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        stored = self._memory[offset : offset + length]
+        codec = self._codecs[page][col]
+        raw_length = self._raw_lengths[page][col]
+        if codec == _CODEC_NONE:
+            if length != raw_length:
+                raise self._corrupt(page, col, offset, "stored and raw lengths differ")
+            return stored
+        key = (page, col)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        try:
+            raw = decompress(stored, codec, raw_length, self.max_chunk_bytes)
+        except DecompressionError as exc:
+            raise self._corrupt(page, col, offset, str(exc)) from exc
+        with self._lock:
+            self._cache[key] = raw
+            self._cache_bytes += len(raw)
+            while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= len(old)
+        return raw
+
+    def fixed_page(self, page: int, field: Field) -> np.ndarray:
+        """A FIXED column of one page as an array ``(rows, *shape)`` (a view when uncompressed)."""
+        col = self._field_index[field.name]
+        raw = self.raw_chunk(page, col)
+        try:
+            return decode_fixed(field, raw, self._page_rows_list[page])
+        except ChunkFormatError as exc:
+            raise self._corrupt(
+                page, col, int(self.meta.chunks[page, col]["offset"]), str(exc)
+            ) from exc
+
+    def var_page(self, page: int, field: Field) -> tuple[DecodedVarChunk, Any]:
+        """The parsed head and raw bytes of a variable-size chunk."""
+        col = self._field_index[field.name]
+        raw = self.raw_chunk(page, col)
+        key = (page, col)
+        head = self._var_cache.get(key)
+        if head is None:
+            try:
+                head = decode_var(field, raw, self._page_rows_list[page])
+            except ChunkFormatError as exc:
+                offset = int(self.meta.chunks[page, col]["offset"])
+                raise self._corrupt(page, col, offset, str(exc)) from exc
+            with self._lock:
+                self._var_cache[key] = head
+                if len(self._var_cache) > 4096:
+                    self._var_cache.popitem(last=False)
+        return head, raw
+
+    def uncompressed_fixed(self, field: Field) -> bool:
+        """True when every chunk of a FIXED field is stored uncompressed (global gathers apply)."""
+        col = self._field_index[field.name]
+        return field.kind is FieldKind.FIXED and bool(
+            np.all(self.meta.chunks[:, col]["codec"] == CODEC_IDS["none"])
+        )
+
+    def _corrupt(self, page: int, col: int, offset: int, why: str) -> CorruptFileError:
+        field = self.meta.schema.fields[col].name
+        return CorruptFileError(
+            f"{str(self.path)!r}: page {page}, field {field!r} at byte {offset}: {why}",
+            path=str(self.path),
+            page=page,
+            offset=offset,
+        )
+
+    def close(self) -> None:
+        """Release the map (arrays still viewing it keep it alive until they go)."""
+        self._cache.clear()
+        self._var_cache.clear()
+        # numpy views may still reference the map; then it is freed with them.
+        with contextlib.suppress(BufferError):
+            self._memory.release()
+            self._mm.close()
+
+    def __enter__(self) -> ShardFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

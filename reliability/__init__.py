@@ -1,0 +1,9 @@
+"""mrecord's own reliability harnesses and campaigns (in the repository, not shipped).
+
+- :mod:`reliability.crash`: a writer run in a subprocess and SIGKILLed (at a random delay,
+  or at a commit step through ``mrecord.storage.commit.crash_hook``), then checked.
+- :mod:`reliability.corrupt`: byte-level damage to files and its checks.
+- :mod:`reliability.hostile`: hand-made shard files with hostile metadata or chunks.
+- :mod:`reliability.concurrency`: writers and readers racing in several processes.
+- ``*_campaign.py``: the long runs whose figures docs/RELIABILITY.md publishes.
+"""

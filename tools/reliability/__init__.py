@@ -1,1 +1,0 @@
-"""Long reliability campaigns whose figures are published in docs/RELIABILITY.md."""
