@@ -93,7 +93,8 @@ def find_mnist_files(src: str | os.PathLike[str], split: str) -> tuple[Path, Pat
 
 
 class MnistSource(Source):
-    """MNIST idx files → rows ``image`` (uint8[rows, cols]) and ``label`` (int32)."""
+    """MNIST idx files → rows ``image`` (uint8[rows, cols, 1]: HWC, as MindSpore's
+    MnistDataset gives them and LeNet's first convolution expects) and ``label`` (int32)."""
 
     kind = "mnist"
 
@@ -111,7 +112,7 @@ class MnistSource(Source):
         super().__init__(
             name=str(src),
             schema={
-                "image": {"type": "uint8", "shape": [rows, cols]},
+                "image": {"type": "uint8", "shape": [rows, cols, 1]},
                 "label": {"type": "int32"},
             },
             desc=json.dumps(desc),
@@ -124,6 +125,6 @@ class MnistSource(Source):
         check_batch_rows(batch_rows)
         for start in range(0, len(self.labels), batch_rows):
             yield {
-                "image": self.images[start : start + batch_rows],
+                "image": self.images[start : start + batch_rows, :, :, None],
                 "label": self.labels[start : start + batch_rows],
             }
