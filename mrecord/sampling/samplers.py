@@ -621,3 +621,16 @@ class DatasetSampler(_ModeSampler):
             f"shard_id={self.shard_id}, num_samples={self.num_samples!r}, "
             f"num_padded={self.num_padded})"
         )
+
+
+def chain_sampler(new_sampler: Sampler, current: Sampler | None) -> Sampler:
+    """``Dataset.add_sampler``: ``new_sampler`` with ``current`` as its child (so it samples
+    the ids ``current`` gives); ``current`` None (sequential) gives ``new_sampler`` alone."""
+    if not isinstance(new_sampler, Sampler):
+        raise TypeError(
+            f"add_sampler needs a mrecord sampler, got {new_sampler!r} "
+            f"({type(new_sampler).__name__})"
+        )
+    if current is not None:
+        new_sampler.add_child(current)
+    return new_sampler

@@ -32,7 +32,13 @@ from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.schema import Schema
 from mrecord.pipeline.workers import ThreadPool, ordered_map
-from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
+from mrecord.sampling import (
+    PKSampler,
+    Sampler,
+    SubsetSampler,
+    chain_sampler,
+    sampler_from_args,
+)
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -162,6 +168,14 @@ class GeneratorDataset(SourceDataset):
             num_samples=num_samples,
             sampler=sampler,
         )
+
+    def _add_sampler(self, new_sampler: Sampler) -> None:
+        """``Dataset.add_sampler``: ``new_sampler`` samples this source's ids."""
+        if not self.random_access:
+            raise ArgumentError(
+                f"{self!r}: add_sampler needs a random-access source (__getitem__, __len__)"
+            )
+        self._sampler = chain_sampler(new_sampler, self._sampler)
 
     # ------------------------------------------------------------------ source contract
     def _source_column_names(self) -> list[str]:

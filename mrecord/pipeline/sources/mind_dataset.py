@@ -30,7 +30,7 @@ from mrecord.format.schema import FieldKind
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -171,6 +171,13 @@ class MindDataset(SourceDataset):
     def sampler(self) -> Sampler:
         """The sampler that orders every epoch."""
         return self._sampler
+
+    def _add_sampler(self, new_sampler: Sampler) -> None:
+        """``Dataset.add_sampler``: ``new_sampler`` samples this sampler's ids."""
+        self._sampler = chain_sampler(new_sampler, self._sampler)
+        self._rows_per_epoch = self._sampler.num_rows_for(
+            self._reader.num_rows, labels=self._class_labels
+        )
 
     # -- internals --------------------------------------------------------------------------------
 
