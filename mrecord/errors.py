@@ -35,6 +35,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
+    │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
     ├── DecodeError(ValueError, RuntimeError) bytes given to vision.Decode are not an image
     ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
     └── AuthenticationError(PermissionError) a dataset server refused the token
@@ -70,6 +71,7 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RawDataError",
     "RemoteStorageError",
     "RowIndexError",
     "RowValidationError",
@@ -225,6 +227,14 @@ class SinkTimeoutError(MrecordError, TimeoutError):
 
 class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
+
+
+class RawDataError(ConversionError):
+    """A raw dataset (CIFAR-10, MNIST, an image folder) is missing, truncated or foreign.
+
+    Raised by the sources (``Cifar10Dataset``...) and the converters alike; a
+    ``ValueError``, as MindSpore raises for a missing ``dataset_dir``.
+    """
 
 
 class DecodeError(MrecordError, ValueError, RuntimeError):

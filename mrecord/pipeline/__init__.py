@@ -21,7 +21,15 @@ from mrecord.pipeline.repeat import RepeatDataset
 from mrecord.pipeline.shuffle import ShuffleDataset
 from mrecord.pipeline.skip import SkipDataset
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.sources import GeneratorDataset, MindDataset, NumpySlicesDataset, Schema
+from mrecord.pipeline.sources import (
+    Cifar10Dataset,
+    GeneratorDataset,
+    ImageFolderDataset,
+    MindDataset,
+    MnistDataset,
+    NumpySlicesDataset,
+    Schema,
+)
 from mrecord.pipeline.take import TakeDataset
 from mrecord.pipeline.tensor import Tensor
 from mrecord.pipeline.zip import ZipDataset, zip
@@ -30,13 +38,16 @@ __all__ = [
     "BatchDataset",
     "BatchInfo",
     "BlockIterator",
+    "Cifar10Dataset",
     "ConcatDataset",
     "Dataset",
     "DictIterator",
     "FilterDataset",
     "GeneratorDataset",
+    "ImageFolderDataset",
     "MapDataset",
     "MindDataset",
+    "MnistDataset",
     "NumpySlicesDataset",
     "Plan",
     "ProjectDataset",

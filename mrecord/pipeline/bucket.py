@@ -23,11 +23,12 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError
 from mrecord.pipeline.columns import as_name_list, to_numpy
 from mrecord.pipeline.dataset import Dataset
+from mrecord.transforms.array_ops import pad_to
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["BucketBatchDataset", "pad_to"]
+__all__ = ["BucketBatchDataset"]
 
 PadInfo = dict[str, tuple[Sequence[int | None] | None, Any]]
 
@@ -133,17 +134,3 @@ class BucketBatchDataset(Dataset):
                 target[0] = self.bounds[bucket] - 1
             out[name] = np.stack([pad_to(v, target, fill) for v in values])[None]
         return Block(out)
-
-
-def pad_to(value: np.ndarray, shape: Sequence[int], fill: Any = None) -> np.ndarray:
-    """``value`` padded at the end of each axis (or cut) to ``shape`` with ``fill``
-    (default 0, ``""`` for strings)."""
-    if value.ndim != len(shape):
-        raise ArgumentError(f"cannot pad an array of shape {value.shape} to {list(shape)}")
-    if fill is None:
-        fill = "" if value.dtype.kind in "US" else 0
-    cut = value[tuple(slice(0, n) for n in shape)]
-    dtype = np.result_type(cut.dtype, np.asarray(fill).dtype) if cut.dtype.kind in "US" else None
-    out = np.full(tuple(shape), fill, dtype=dtype or cut.dtype)
-    out[tuple(slice(0, n) for n in cut.shape)] = cut
-    return out
