@@ -110,10 +110,46 @@ def test_mindspore_vision_and_transforms_names_exist() -> None:
         "SlicePatches",
         "Inter",
         "SliceMode",
+        # issue 17
+        "ToTensor",
+        "ToPIL",
+        "Pad",
+        "Crop",
+        "Grayscale",
+        "Rotate",
+        "Invert",
+        "ConvertColor",
+        "ConvertMode",
+        "ResizedCrop",
+        "PadToSize",
+        "ToType",
     ]:
         assert hasattr(mrecord.vision, name), name
-    for name in ["TypeCast", "Compose", "OneHot", "Fill", "Duplicate"]:
+        assert name in mrecord.vision.__all__, name
+        assert getattr(mrecord.vision, name).__doc__, name
+    for name in [
+        "TypeCast",
+        "Compose",
+        "OneHot",
+        "Fill",
+        "Duplicate",
+        # issue 17
+        "Concatenate",
+        "PadEnd",
+        "Slice",
+        "Mask",
+        "Relational",
+        "Unique",
+        "RandomApply",
+        "RandomChoice",
+    ]:
         assert hasattr(mrecord.transforms, name), name
+        assert name in mrecord.transforms.__all__, name
+        assert getattr(mrecord.transforms, name).__doc__, name
+    for name in ["split", "apply", "flat_map", "bucket_batch_by_length", "add_sampler"]:
+        assert getattr(mrecord.Dataset, name).__doc__, name
+    assert mrecord.Dataset.num_classes.__doc__
+    assert mrecord.Shuffle.FALSE.value == "false"
     for name in [
         "set_seed",
         "get_seed",
