@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mrecord import config
+from mrecord.pool import PoolStopped
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
@@ -28,8 +29,9 @@ def close_iterator(it: object) -> None:
         close()
 
 
-class PipelineStopped(Exception):
-    """Raised inside the pipeline's own threads to unwind them once stop is requested."""
+PipelineStopped = PoolStopped
+"""Raised inside the pipeline's own threads to unwind them once stop is requested (the
+pool's :class:`~mrecord.pool.PoolStopped`, so a pool's stop unwinds the pipeline too)."""
 
 
 class Pool(Protocol):

@@ -33,7 +33,7 @@ from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
 from mrecord.pipeline.tensor import as_tensor
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset

@@ -23,7 +23,8 @@ from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.op_chain import ChainSpec
 from mrecord.pipeline.seeds import row_keys
-from mrecord.pipeline.workers import ProcessPool, ThreadPool, ordered_map
+from mrecord.pipeline.workers import ProcessPool
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext

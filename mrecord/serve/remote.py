@@ -36,7 +36,7 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.wire import decode_block, encode_request

@@ -32,7 +32,7 @@ from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.sources.schema import Schema
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import (
     PKSampler,
     Sampler,

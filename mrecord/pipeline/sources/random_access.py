@@ -31,7 +31,7 @@ from mrecord import config
 from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 
 if TYPE_CHECKING:
