@@ -23,7 +23,7 @@ from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 # at the top would be an import cycle. Type checkers see them through this block (grain's
 # dataset.py does the same).
 if TYPE_CHECKING:
-    from mrecord.pipeline.batch import BatchDataset
+    from mrecord.pipeline.batch import BatchDataset, BatchInfo
     from mrecord.pipeline.concat import ConcatDataset
     from mrecord.pipeline.context import ExecContext
     from mrecord.pipeline.filter import FilterDataset
@@ -175,14 +175,17 @@ class Dataset:
 
     def batch(
         self,
-        batch_size: int,
+        batch_size: int | Callable[[BatchInfo], int],
         drop_remainder: bool = False,
         num_parallel_workers: int | None = None,
         per_batch_map: Callable[..., Any] | None = None,
         input_columns: str | Sequence[str] | None = None,
         output_columns: str | Sequence[str] | None = None,
     ) -> BatchDataset:
-        """Group ``batch_size`` consecutive rows into one (each column stacked)."""
+        """Group ``batch_size`` consecutive rows into one (each column stacked).
+
+        ``batch_size`` may be a callable ``f(batch_info) -> int`` giving each batch's size.
+        """
         from mrecord.pipeline.batch import BatchDataset
 
         return BatchDataset(
@@ -264,6 +267,82 @@ class Dataset:
 
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
+    # ------------------------------------------------------------------ issue 17's ops
+    def split(self, sizes: Sequence[int | float], randomize: bool = True) -> list[Dataset]:
+        """Non-overlapping parts: ``sizes`` as row counts (summing to the dataset size) or
+        fractions (summing to 1; rounded as MindSpore does). ``randomize`` assigns rows to
+        parts at random (seeded by ``config.get_seed()``); each part keeps this dataset's
+        row order. Each part reads this dataset in a nested pipeline of its own."""
+        from mrecord.pipeline.split import split
+
+        return split(self, sizes, randomize)
+
+    def apply(self, apply_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """``apply_func(self)``, which must return a dataset (a reusable chain of ops)."""
+        result = apply_func(self)
+        if not isinstance(result, Dataset):
+            raise TypeError(
+                f"apply_func must return a Dataset, got {type(result).__name__} from "
+                f"{apply_func!r}"
+            )
+        return result
+
+    def flat_map(self, func: Callable[..., Dataset]) -> Dataset:
+        """Each row's values to ``func(*values)``, which returns a dataset; its rows
+        replace the row (all such datasets must have the same columns)."""
+        from mrecord.pipeline.flat_map import FlatMapDataset
+
+        return FlatMapDataset(self, func)
+
+    def bucket_batch_by_length(
+        self,
+        column_names: str | Sequence[str],
+        bucket_boundaries: Sequence[int],
+        bucket_batch_sizes: Sequence[int],
+        element_length_function: Callable[..., int] | None = None,
+        pad_info: dict[str, tuple[Sequence[int | None] | None, Any]] | None = None,
+        pad_to_bucket_boundary: bool = False,
+        drop_remainder: bool = False,
+    ) -> Dataset:
+        """Batch rows of similar length together (MindSpore's rules; see
+        :class:`mrecord.pipeline.bucket.BucketBatchDataset`)."""
+        from mrecord.pipeline.bucket import BucketBatchDataset
+
+        return BucketBatchDataset(
+            self,
+            column_names,
+            bucket_boundaries,
+            bucket_batch_sizes,
+            element_length_function=element_length_function,
+            pad_info=pad_info,
+            pad_to_bucket_boundary=pad_to_bucket_boundary,
+            drop_remainder=drop_remainder,
+        )
+
+    def add_sampler(self, new_sampler: Any) -> None:
+        """Sample the ids this source's sampler gives with ``new_sampler`` (MindSpore's
+        ``add_sampler``: the current sampler becomes ``new_sampler``'s child). Sources
+        that sample by index (MindDataset, a random-access GeneratorDataset) support it."""
+        add = getattr(self, "_add_sampler", None)
+        if add is None:
+            from mrecord.errors import PipelineError
+
+            raise PipelineError(
+                f"{self!r} has no sampler to add to: add_sampler works on a source that "
+                "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
+            )
+        add(new_sampler)
+
+    def num_classes(self) -> int | None:
+        """Number of classes the source knows of (as MindSpore: None when it knows none)."""
+        node: Dataset | None = self
+        while node is not None:
+            known = getattr(node, "_source_num_classes", None)
+            if known is not None:
+                return known()  # type: ignore[no-any-return]
+            node = node.children[0] if node.children else None
+        return None
+
     def padded_batch(
         self,
         batch_size: int,
@@ -313,8 +392,14 @@ class Dataset:
         self.children[0]._use_sampler(sampler)
 
     # ------------------------------------------------------------------ iterators
-    def create_dict_iterator(self, num_epochs: int = -1, output_numpy: bool = True) -> DictIterator:
-        """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""
+    def create_dict_iterator(
+        self, num_epochs: int = -1, output_numpy: bool = False
+    ) -> DictIterator:
+        """An iterator of ``{column: value}`` rows; one ``for`` loop per epoch.
+
+        Values are :class:`mrecord.Tensor` (numpy arrays with MindSpore's ``asnumpy()``);
+        ``output_numpy=True`` gives plain numpy arrays.
+        """
         from mrecord.pipeline.iterator import DictIterator
 
         return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
@@ -323,9 +408,12 @@ class Dataset:
         self,
         columns: Sequence[str] | None = None,
         num_epochs: int = -1,
-        output_numpy: bool = True,
+        output_numpy: bool = False,
     ) -> TupleIterator:
-        """An iterator of rows as lists of numpy values (``columns`` picks and orders them)."""
+        """An iterator of rows as lists of values (``columns`` picks and orders them).
+
+        Values as in :meth:`create_dict_iterator`.
+        """
         from mrecord.pipeline.iterator import TupleIterator
 
         return TupleIterator(
@@ -344,16 +432,23 @@ class Dataset:
         return self._column_names()
 
     def get_dataset_size(self) -> int:
-        """Rows (or batches) per epoch; -1 when repeated forever.
+        """Rows (or batches) per epoch.
 
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
+        Below an endless ``repeat()`` the size is that of one pass of the repeated
+        data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
         from mrecord.pipeline.graph import build_graph
         from mrecord.pipeline.iterator import count_rows
+        from mrecord.pipeline.repeat import one_pass_sizes
 
         build_graph(self)
         size = self._num_rows()
+        if size == -1:
+            with one_pass_sizes():
+                one_pass = self._num_rows()
+            return one_pass if one_pass is not None else -1  # a pass would never end
         return size if size is not None else count_rows(self)
 
     def get_batch_size(self) -> int:

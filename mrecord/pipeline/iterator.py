@@ -24,12 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
+from mrecord.pipeline.tensor import as_tensor
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
@@ -76,6 +79,7 @@ class _Runtime:
         epoch = self.start_epoch
         try:
             while self.num_epochs < 0 or epoch < self.num_epochs:
+                ctx.epoch = epoch
                 gen = root._execute(ctx, epoch)
                 try:
                     for block in self._outputs(gen):
@@ -111,11 +115,19 @@ class BlockIterator:
         self._runtime = _Runtime(dataset, num_epochs, start_epoch)
         self._finalizer = weakref.finalize(self, self._runtime.close)
         self._finished = False
+        self._epochs_done = start_epoch  # a resumed iterator has read the epochs before it
 
     def __iter__(self) -> BlockIterator:
         return self
 
     def __next__(self) -> Block:
+        if self._epochs_done == self.num_epochs:
+            # MindSpore raises here too: an epoch past num_epochs is a bug in the
+            # training loop, not an empty epoch.
+            raise PipelineError(
+                f"this iterator was created with num_epochs={self.num_epochs} and all of them "
+                "have been read; create it with a larger num_epochs (or -1 for any number)"
+            )
         if self._finished:
             raise StopIteration
         try:
@@ -124,6 +136,9 @@ class BlockIterator:
             self.stop()
             raise
         if item is _EPOCH_END:
+            self._epochs_done += 1
+            if self._epochs_done == self.num_epochs:
+                self.stop()  # the last epoch: free the threads and pools now
             raise StopIteration
         if item is END:
             self._finished = True
@@ -242,17 +257,31 @@ class _RowIterator:
         self.stop()
 
 
-class DictIterator(_RowIterator):
-    """Rows as ``{column: numpy value}`` (``create_dict_iterator``).
+def _output_wrapper(output_numpy: bool) -> Any:
+    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.tensor.Tensor`."""
+    return _plain if output_numpy else as_tensor
 
-    ``output_numpy=False`` gives the same numpy values (mrecord has no Tensor type).
+
+def _plain(value: Any) -> Any:
+    """A plain ``numpy.ndarray`` (bytes values are an internal ndarray subclass)."""
+    if type(value) is not np.ndarray and isinstance(value, np.ndarray):
+        return value.view(np.ndarray)
+    return value
+
+
+class DictIterator(_RowIterator):
+    """Rows as ``{column: value}`` (``create_dict_iterator``).
+
+    Values are :class:`~mrecord.pipeline.tensor.Tensor` (a numpy array with ``asnumpy()``)
+    by default, as MindSpore yields tensors; ``output_numpy=True`` gives plain numpy arrays.
     """
 
     def _make_rows(self, block: Block) -> Iterator[dict[str, Any]]:
         names = self._names
         cols = [block.columns[name] for name in names]
+        wrap = _output_wrapper(self.output_numpy)
         for i in range(len(block)):
-            yield {name: to_numpy(col[i]) for name, col in zip(names, cols, strict=True)}
+            yield {name: wrap(to_numpy(col[i])) for name, col in zip(names, cols, strict=True)}
 
     def __next__(self) -> dict[str, Any]:
         return super().__next__()  # type: ignore[no-any-return]
@@ -262,14 +291,15 @@ class DictIterator(_RowIterator):
 
 
 class TupleIterator(_RowIterator):
-    """Rows as lists of numpy values in column order (``create_tuple_iterator``)."""
+    """Rows as lists of values in column order (``create_tuple_iterator``); values as in
+    :class:`DictIterator`."""
 
     def __init__(
         self,
         dataset: Dataset,
         columns: Sequence[str] | None = None,
         num_epochs: int = -1,
-        output_numpy: bool = True,
+        output_numpy: bool = False,
     ) -> None:
         super().__init__(dataset, num_epochs, output_numpy)
         if columns is not None:
@@ -284,8 +314,9 @@ class TupleIterator(_RowIterator):
 
     def _make_rows(self, block: Block) -> Iterator[list[Any]]:
         cols = [block.columns[name] for name in self._names]
+        wrap = _output_wrapper(self.output_numpy)
         for i in range(len(block)):
-            yield [to_numpy(col[i]) for col in cols]
+            yield [wrap(to_numpy(col[i])) for col in cols]
 
     def __next__(self) -> list[Any]:
         return super().__next__()  # type: ignore[no-any-return]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
@@ -18,7 +20,23 @@ from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["RepeatDataset"]
+__all__ = ["RepeatDataset", "one_pass_sizes"]
+
+_ONE_PASS: ContextVar[bool] = ContextVar("mrecord_repeat_one_pass", default=False)
+
+
+@contextmanager
+def one_pass_sizes() -> Iterator[None]:
+    """Within this block an endless ``repeat`` reports its child's size (one pass).
+
+    ``get_dataset_size`` uses it: MindSpore reports one pass of an endlessly repeated
+    dataset rather than -1. Internally an endless repeat stays endless (-1).
+    """
+    token = _ONE_PASS.set(True)
+    try:
+        yield
+    finally:
+        _ONE_PASS.reset(token)
 
 
 class RepeatDataset(Dataset):
@@ -42,7 +60,7 @@ class RepeatDataset(Dataset):
 
     def _num_rows(self) -> int | None:
         if self.count == -1:
-            return -1
+            return self.children[0]._num_rows() if _ONE_PASS.get() else -1
         rows = self.children[0]._num_rows()
         return rows if rows is None or rows < 0 else rows * self.count
 

@@ -32,7 +32,7 @@ from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
-from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -170,6 +170,11 @@ class RandomAccessSource(SourceDataset):
                 "(padded_sample/num_padded need num_shards and shard_id)"
             )
         self._sampler = replace_sampler(self._sampler, sampler)
+        self._count_rows()
+
+    def _add_sampler(self, new_sampler: Sampler) -> None:
+        """``Dataset.add_sampler``: ``new_sampler`` samples the ids this sampler gives."""
+        self._sampler = chain_sampler(new_sampler, self._sampler)
         self._count_rows()
 
     def _source_num_rows(self) -> int:
