@@ -147,7 +147,7 @@ def _arrow_table(name: str, chunk: W.Chunk) -> Any:
 
 class _Lance:
     def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
-        import lance  # type: ignore[import-not-found,unused-ignore]
+        import lance  # type: ignore[import-not-found,import-untyped,unused-ignore]
         import pyarrow as pa
 
         first = _arrow_table(name, chunks[0])
@@ -157,7 +157,7 @@ class _Lance:
         fsync_tree(path)
 
     def open(self, path: Path) -> None:
-        import lance  # type: ignore[import-not-found,unused-ignore]
+        import lance  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         self.ds = lance.dataset(str(path))
         self.n = self.ds.count_rows()
@@ -211,7 +211,7 @@ def _record_codec(name: str) -> tuple[Callable[[W.Chunk, int], bytes], Callable[
 
 class _ArrayRecord:
     def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
-        from array_record.python.array_record_module import (  # type: ignore[import-not-found,unused-ignore]
+        from array_record.python.array_record_module import (  # type: ignore[import-not-found,import-untyped,unused-ignore]
             ArrayRecordWriter,
         )
 
@@ -224,7 +224,7 @@ class _ArrayRecord:
         fsync_tree(path)
 
     def open(self, path: Path) -> None:
-        from array_record.python.array_record_module import (  # type: ignore[import-not-found,unused-ignore]
+        from array_record.python.array_record_module import (  # type: ignore[import-not-found,import-untyped,unused-ignore]
             ArrayRecordReader,
         )
 
@@ -287,7 +287,7 @@ class _HF:
 
 class _Streaming:
     def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
-        from streaming import MDSWriter  # type: ignore[import-not-found,unused-ignore]
+        from streaming import MDSWriter  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         spec = W.get(name).schema
         columns = {}
@@ -312,8 +312,8 @@ class _Streaming:
         fsync_tree(path)
 
     def open(self, path: Path) -> None:
-        from streaming import StreamingDataset  # type: ignore[import-not-found,unused-ignore]
-        from streaming.base.util import (  # type: ignore[import-not-found,unused-ignore]
+        from streaming import StreamingDataset  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        from streaming.base.util import (  # type: ignore[import-not-found,import-untyped,unused-ignore]
             clean_stale_shared_memory,
         )
 
@@ -336,7 +336,7 @@ class _Streaming:
         return len(ids)
 
     def epoch(self, seed: int) -> Iterator[int]:
-        from streaming import StreamingDataset  # type: ignore[import-not-found,unused-ignore]
+        from streaming import StreamingDataset  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         ds = StreamingDataset(local=str(self.path), shuffle=True, shuffle_seed=seed,
                               batch_size=BATCH)

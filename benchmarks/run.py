@@ -48,6 +48,7 @@ EXTRA_SUITES = {
     "convert": "benchmarks.bench_convert",
     "ray": "benchmarks.bench_ray",
     "serve": "benchmarks.bench_serve",
+    "torch": "benchmarks.bench_torch",
     "peers": "benchmarks.peers",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""
