@@ -79,6 +79,8 @@ def test_iterator_resumes_exactly(files: str, shape: Any, k: int, epochs: int) -
     for _ in range(epochs - state["epoch"]):
         rest += rows(resumed)
     assert head + rest == flat
+    with pytest.raises(PipelineError, match="num_epochs"):  # no epoch past num_epochs
+        next(resumed)
 
 
 def test_unresumable_nodes_say_so(files: str) -> None:
