@@ -50,6 +50,8 @@ class ExecContext:
         self.prefetch = config.get_prefetch_size()
         self.default_workers = config.get_num_parallel_workers()
         self.stop = threading.Event()
+        # The iterator's epoch (repeats inside it do not count): BatchInfo.get_epoch_num().
+        self.epoch = 0
         self._pools: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._closed = False

@@ -117,7 +117,7 @@ class RemoteDataset(SourceDataset):
         self._total_rows = sum(self._file_row_counts)
         names = [f["name"] for f in info["schema"]]
         if columns_list is None:
-            self._columns = names
+            self._columns = sorted(names)  # MindDataset's (and MindSpore's) default order
         else:
             if isinstance(columns_list, str) or not isinstance(columns_list, Sequence):
                 raise ArgumentError(f"columns_list must be a list of names, got {columns_list!r}")
