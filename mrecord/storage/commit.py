@@ -26,8 +26,10 @@ import errno
 import fcntl
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
@@ -36,6 +38,8 @@ from mrecord.storage.naming import journal_path, lock_path, partial_path
 
 __all__ = [
     "DatasetLock",
+    "TailAppend",
+    "apply_tail",
     "fsync_dir",
     "recover",
     "recover_locked",
@@ -105,7 +109,9 @@ crash_hook: Callable[[str], None] = _no_crash
 """Called at each inner step of publishing a commit; a no-op unless a harness replaces it.
 
 The steps are ``journal`` (journal durable, nothing renamed), ``renamed_one`` (after
-each file renamed) and ``renamed_all`` (all renamed, journal still there). The crash
+each file renamed, each tail applied and each ``.db`` merged), ``tail_part`` (part of
+an append's tail written into a data file, not yet fsync'ed) and ``renamed_all`` (all
+published, journal still there). The crash
 harness (``reliability/crash.py``, not shipped) installs a hook that SIGKILLs the
 process at a chosen step; product code never sets it.
 """
@@ -115,16 +121,46 @@ def _crash_point(step: str) -> None:
     crash_hook(step)
 
 
+@dataclass(frozen=True)
+class TailAppend:
+    """One data file grown in place by a commit: its partial holds the bytes to add.
+
+    ``base_length`` is the file's committed length (the previous generation ends
+    there); the partial's ``tail_length`` bytes go at that offset.
+    """
+
+    name: str
+    base_length: int
+    tail_length: int
+
+
 def write_journal_and_publish(
-    directory: Path, dataset_name: str, dataset_id: str, generation: int, finals: list[Path]
+    directory: Path,
+    dataset_name: str,
+    dataset_id: str,
+    generation: int,
+    finals: list[Path],
+    appends: Sequence[TailAppend] = (),
+    db_appends: Sequence[Path] = (),
 ) -> None:
-    """Make a commit durable (journal), then move every partial onto its final name."""
+    """Make a commit durable (journal), then publish it.
+
+    ``finals`` are whole files whose partials are renamed over them; ``appends`` are
+    data files whose partial tails are written after their committed end; each of
+    ``db_appends`` is a ``.db`` whose partial (the new rows only) is merged into it
+    in one SQLite transaction.
+    """
     journal = journal_path(directory, dataset_name)
     staged = partial_path(journal)
-    payload = msgpack.packb(
-        {"dataset_id": dataset_id, "generation": generation, "files": [p.name for p in finals]},
-        use_bin_type=True,
-    )
+    doc: dict[str, Any] = {
+        "dataset_id": dataset_id,
+        "generation": generation,
+        "files": [p.name for p in finals],
+    }
+    if appends or db_appends:
+        doc["appends"] = [[a.name, a.base_length, a.tail_length] for a in appends]
+        doc["db_appends"] = [p.name for p in db_appends]
+    payload = msgpack.packb(doc, use_bin_type=True)
     with open(staged, "wb") as fh:
         fh.write(payload)
         fh.flush()
@@ -132,39 +168,129 @@ def write_journal_and_publish(
     os.replace(staged, journal)
     fsync_dir(directory)
     _crash_point("journal")
-    _roll_forward(directory, [p.name for p in finals])
+    _roll_forward(directory, _Journal.from_doc(doc, journal))
     _crash_point("renamed_all")
     journal.unlink()
     fsync_dir(directory)
+    # Tails and staged rows are spent once the journal is gone (litter until then).
+    remove_partials(_spent(directory, _Journal.from_doc(doc, journal)))
 
 
-def _roll_forward(directory: Path, names: Iterable[str]) -> None:
-    for name in names:
+def _spent(directory: Path, journal: _Journal) -> list[Path]:
+    """Finals whose partials a published append no longer needs (its tails, its new rows)."""
+    tails = [directory / a.name for a in journal.appends]
+    return [*tails, *(directory / name for name in journal.db_appends)]
+
+
+@dataclass(frozen=True)
+class _Journal:
+    """What a journal commits: files to rename, tails to apply, .db files to merge."""
+
+    generation: int
+    files: list[str]
+    appends: list[TailAppend]
+    db_appends: list[str]
+
+    @classmethod
+    def from_doc(cls, doc: Any, journal: Path) -> _Journal:
+        from mrecord.format.metadata import check_basename
+
+        if not isinstance(doc, dict):
+            raise TypeError("journal is not a map")
+        generation = doc.get("generation")
+        if not isinstance(generation, int) or isinstance(generation, bool):
+            raise TypeError("journal generation is not an int")
+        appends = []
+        for entry in doc.get("appends", []):
+            name, base, length = entry
+            if not (isinstance(base, int) and isinstance(length, int) and base >= 0 < length):
+                raise ValueError(f"journal append entry {entry!r} is malformed")
+            appends.append(TailAppend(check_basename(name), base, length))
+        return cls(
+            generation,
+            [check_basename(n) for n in doc["files"]],
+            appends,
+            [check_basename(n) for n in doc.get("db_appends", [])],
+        )
+
+
+def _roll_forward(directory: Path, journal: _Journal) -> None:
+    for name in journal.files:
         final = directory / name
         staged = partial_path(final)
         if staged.exists():
             os.replace(staged, final)
             _crash_point("renamed_one")
+    for append in journal.appends:
+        apply_tail(directory / append.name, append)
+        _crash_point("renamed_one")
+    if journal.db_appends:
+        from mrecord.storage.index_db import merge_index_db
+
+        for name in journal.db_appends:
+            merge_index_db(directory / name, partial_path(directory / name), journal.generation)
+            _crash_point("renamed_one")
     fsync_dir(directory)
 
 
-def read_journal(journal: Path) -> list[str]:
-    """The final basenames a journal commits; refuses unsafe names."""
-    from mrecord.format.metadata import check_basename
+_COPY_BLOCK = 8 << 20
 
+
+def apply_tail(final: Path, append: TailAppend) -> None:
+    """Write ``final``'s partial tail at its committed end, cut anything beyond, fsync.
+
+    Idempotent: after a crash it runs again from the start, rewriting the same bytes
+    (bytes before ``base_length`` are never touched, so readers mapping the previous
+    generation are unaffected; the file is never cut below its new length).
+    """
+    staged = partial_path(final)
+    end = append.base_length + append.tail_length
+    try:
+        src = open(staged, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        if final.stat().st_size == end:
+            return  # applied by an earlier roll-forward that stopped before its cleanup
+        raise CorruptFileError(
+            f"commit journal names the tail {str(staged)!r}, which is missing, and "
+            f"{str(final)!r} is not {end} bytes long; the commit cannot be finished: delete "
+            "the journal and truncate the file to its previous length to keep the previous "
+            "generation",
+            path=str(staged),
+        ) from None
+    with src, open(final, "r+b") as dst:
+        if os.fstat(src.fileno()).st_size != append.tail_length:
+            raise CorruptFileError(
+                f"tail {str(staged)!r} is not the {append.tail_length} bytes its journal "
+                "records; the commit cannot be finished",
+                path=str(staged),
+            )
+        offset = append.base_length
+        # At least two writes, so the crash harness can stop between them.
+        step = min(_COPY_BLOCK, max(append.tail_length // 2, 1))
+        while block := src.read(step):
+            os.pwrite(dst.fileno(), block, offset)
+            offset += len(block)
+            if offset < end:
+                _crash_point("tail_part")
+        if os.fstat(dst.fileno()).st_size > end:
+            os.ftruncate(dst.fileno(), end)
+        os.fsync(dst.fileno())
+
+
+def read_journal(journal: Path) -> _Journal:
+    """What a journal commits; refuses unsafe names."""
     try:
         data = journal.read_bytes()
         if len(data) > _MAX_JOURNAL_BYTES:
             raise ValueError("journal is too large")
         doc = msgpack.unpackb(data, raw=False, max_bin_len=len(data), max_str_len=len(data))
-        names = [check_basename(n) for n in doc["files"]]
+        return _Journal.from_doc(doc, journal)
     except (ValueError, KeyError, TypeError, MetadataError) as exc:
         raise CorruptFileError(
             f"commit journal {str(journal)!r} is damaged ({exc}); the files it names are from an "
             "unfinished commit: delete the journal to keep the previous generation",
             path=str(journal),
         ) from exc
-    return names
 
 
 def recover(directory: Path, dataset_name: str, wait: float = 10.0) -> bool:
@@ -197,9 +323,11 @@ def recover_locked(directory: Path, dataset_name: str) -> bool:
     journal = journal_path(directory, dataset_name)
     if not journal.exists():
         return False
-    _roll_forward(directory, read_journal(journal))
+    done = read_journal(journal)
+    _roll_forward(directory, done)
     journal.unlink()
     fsync_dir(directory)
+    remove_partials(_spent(directory, done))
     return True
 
 

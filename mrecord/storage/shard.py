@@ -94,7 +94,9 @@ class ShardFile:
                     path=str(self.path),
                     offset=0,
                 )
-            self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            # Map exactly the length seen: an append may be growing the file right now,
+            # and this shard's snapshot ends where its trailer was when we looked.
+            self._mm = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         try:

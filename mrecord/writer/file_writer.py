@@ -116,6 +116,7 @@ class FileWriter:
         self._generation = 1
         self._next_shard = 0
         self._committed: list[ShardMetadata] | None = None
+        self._base_lengths: list[int] = []
         self._shards: list[ShardWriter] | None = None
         self._state = "open"
 
@@ -216,21 +217,35 @@ class FileWriter:
         try:
             metas = [self._finish_shard(i, s) for i, s in enumerate(shards)]
             for i, (shard, meta) in enumerate(zip(shards, metas, strict=True)):
-                base = db_path(self._files[i]) if self._committed else None
+                # When appending, the partial .db holds only the new rows: the commit
+                # merges them into the committed .db in one SQLite transaction.
                 write_index_db(
                     partial_path(db_path(self._files[i])),
                     meta,
                     shard.first_new_row,
                     shard.new_index_values(),
-                    base=base,
                 )
-            commit_mod.write_journal_and_publish(
-                self._dir,
-                self._dataset_name,
-                self._dataset_id,
-                self._generation,
-                self._all_finals(),
-            )
+            if self._committed:
+                commit_mod.write_journal_and_publish(
+                    self._dir,
+                    self._dataset_name,
+                    self._dataset_id,
+                    self._generation,
+                    [],
+                    appends=[
+                        commit_mod.TailAppend(f.name, s.base_length or 0, s.tail_length)
+                        for f, s in zip(self._files, shards, strict=True)
+                    ],
+                    db_appends=[db_path(f) for f in self._files],
+                )
+            else:
+                commit_mod.write_journal_and_publish(
+                    self._dir,
+                    self._dataset_name,
+                    self._dataset_id,
+                    self._generation,
+                    self._all_finals(),
+                )
         except BaseException as exc:
             if journal_path(self._dir, self._dataset_name).exists():
                 # Past the commit point: the journal names complete files. Removing them
@@ -254,7 +269,9 @@ class FileWriter:
         """Open a committed dataset (any of its shard files) to add rows.
 
         The next :meth:`commit` publishes a new generation atomically; until then
-        readers keep seeing the previous one.
+        readers keep seeing the previous one. The new pages are written after each
+        shard's committed end and the ``.db`` gets the new rows only, so an append
+        costs the rows added, not the dataset's size.
         """
         path = Path(file_name)
         first = read_shard_metadata(path)
@@ -271,6 +288,7 @@ class FileWriter:
                 shard.close()
             self._files = [shard.path for shard in shards]
             metas = [shard.meta for shard in shards]
+            self._base_lengths = [shard.size for shard in shards]
             commit_mod.remove_partials(self._temp_finals())
         except BaseException:
             self._lock.release()
@@ -354,8 +372,8 @@ class FileWriter:
                     schema,
                     self._page_size,
                     self._level,
-                    committed=f if self._committed else None,
                     committed_meta=self._committed[i] if self._committed else None,
+                    base_length=self._base_lengths[i] if self._committed else None,
                 )
                 for i, f in enumerate(self._files)
             ]
