@@ -22,8 +22,11 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     │   └── DecompressionError             stored bytes do not decompress to the recorded size
     ├── ForeignShardError(ValueError)      a shard from another dataset, or a hostile sibling name
     ├── DatasetLockedError(BlockingIOError) another writer holds the dataset
+    ├── UnsupportedPlatformError(NotImplementedError) no fcntl file locks here (writers need them)
+    ├── RemoteStorageError(OSError)        a remote store (s3://, http://) failed or is unreachable
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
+    │   └── RowIndexError(IndexError)      a row id outside the dataset
     ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
@@ -61,10 +64,13 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RemoteStorageError",
+    "RowIndexError",
     "RowValidationError",
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "UnsupportedPlatformError",
     "WriterStateError",
 ]
 
@@ -171,12 +177,24 @@ class DatasetLockedError(MrecordError, BlockingIOError):
     """Another live writer holds the dataset's lock."""
 
 
+class UnsupportedPlatformError(MrecordError, NotImplementedError):
+    """This platform lacks what the operation needs (``fcntl`` locks, which writers take)."""
+
+
+class RemoteStorageError(MrecordError, OSError):
+    """A remote store (``s3://``, ``http://``, ...) failed or was unreachable; names the URL."""
+
+
 class WriterStateError(MrecordError, RuntimeError):
     """A FileWriter method was called in a state that does not allow it."""
 
 
 class ArgumentError(MrecordError, ValueError):
     """Arguments conflict or are out of range."""
+
+
+class RowIndexError(ArgumentError, IndexError):
+    """A row id is outside the dataset (also an ``IndexError``, so ``reader[i]`` loops end)."""
 
 
 class SamplerError(MrecordError, RuntimeError):

@@ -6,12 +6,13 @@ import click
 
 from mrecord.cli._format import format_rate, format_table
 from mrecord.cli._options import emit_json
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["bench"]
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--max-rows",
     type=click.IntRange(1),

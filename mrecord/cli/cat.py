@@ -12,6 +12,7 @@ import click
 
 from mrecord.block import Block
 from mrecord.cli._errors import EXIT_USAGE, CommandError
+from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
 from mrecord.cli.stats import iter_dataset_blocks
 
@@ -41,7 +42,7 @@ def write_arrow(blocks: Iterator[Block], fields: list[Any], fmt: str, out: IO[by
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--format",
     "fmt",

@@ -9,11 +9,12 @@ import click
 from mrecord.cli._errors import EXIT_DAMAGED
 from mrecord.cli._format import format_size, format_table
 from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
 
 __all__ = ["head", "info", "reindex", "verify"]
 
-_DATASET = click.Path(dir_okay=False, path_type=str)
+_DATASET = DatasetArg()
 
 
 def _echo_info(data: dict[str, Any]) -> None:
@@ -104,7 +105,7 @@ def head(path: str, n: int, columns: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
+@click.argument("path", type=DatasetArg(fetch=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @progress_options
 def verify(path: str, as_json: bool, progress: bool, quiet: bool) -> None:
@@ -141,7 +142,7 @@ def verify(path: str, as_json: bool, progress: bool, quiet: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=_DATASET)
+@click.argument("path", type=DatasetArg(remote=False))
 @progress_options
 def reindex(path: str, progress: bool, quiet: bool) -> None:
     """Rebuild the .db index of every shard from the data files.

@@ -9,6 +9,7 @@ import click
 
 from mrecord.block import Block
 from mrecord.cli._options import emit_json, progress_bar, progress_options
+from mrecord.cli._paths import DatasetArg
 
 __all__ = ["iter_dataset_blocks", "stats"]
 
@@ -28,7 +29,7 @@ def iter_dataset_blocks(
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=DatasetArg())
 @click.option(
     "--label",
     "labels",

@@ -51,6 +51,17 @@ class Dataset:
                 raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Weak references do not pickle; __setstate__ of each parent re-links its children.
+        state = self.__dict__.copy()
+        state["_consumers"] = []
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for child in self.children:
+            child._consumers.append(weakref.ref(self))
+
     # ------------------------------------------------------------------ node contract
     def _column_names(self) -> list[str]:
         """Column names this node produces (no data read)."""

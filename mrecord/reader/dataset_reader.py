@@ -10,7 +10,8 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,14 @@ from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import (
     ArgumentError,
     CorruptFileError,
+    ForeignShardError,
+    RowIndexError,
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
-from mrecord.storage.naming import PathArg
+from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader"]
@@ -33,10 +37,20 @@ _GLOBAL_GATHER_MAX_ELEMS = 64
 
 
 class DatasetReader:
-    """Random and sequential access to the rows of one or more shards."""
+    """Random and sequential access to the rows of one or more shards.
+
+    A reader pickles by path (and URL): the copy in another process reopens the same
+    files lazily, on its first read, and checks they are still the same commit.
+    ``reader[i]`` is one row (negative ``i`` counts from the end); ``reader.__getitems__
+    (ids)`` reads a list of rows with one vectorized gather (grain, torch map-style loaders).
+    """
+
+    _identity: list[tuple[str, int, int]]  # set when pickled: the commit the copy must find
 
     def __init__(self, shards: list[ShardFile], columns: Sequence[str] | None = None):
-        self.shards = shards
+        self._shards: list[ShardFile] | None = shards
+        self._open_lock = threading.Lock()
+        self._open_args: dict[str, Any] | None = None
         self.schema: Schema = shards[0].meta.schema
         if columns is None:
             self.columns = self.schema.names
@@ -58,15 +72,84 @@ class DatasetReader:
         columns: Sequence[str] | None = None,
         verify: str = "once",
         check_index: bool = True,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> DatasetReader:
-        """Open one shard (its siblings are found from its metadata) or a list of shards."""
-        shards = open_committed(dataset_files, verify=verify, check_index=check_index)
+        """Open one shard (its siblings are found from its metadata) or a list of shards.
+
+        Paths may be URLs (``s3://``, ``gs://``, ``https://``, anything fsspec knows; needs
+        ``mrecord[remote]``): the files are fetched into a local cache first
+        (docs/REMOTE.md); ``storage_options`` go to fsspec.
+        """
+        if is_remote(dataset_files):
+            from mrecord.remote.open import open_remote_shards
+
+            shards = open_remote_shards(
+                dataset_files, verify=verify, check_index=check_index,
+                storage_options=storage_options,
+            )
+        else:
+            shards = open_committed(dataset_files, verify=verify, check_index=check_index)
         try:
-            return cls(shards, columns)
+            reader = cls(shards, columns)
         except BaseException:
             for shard in shards:
                 shard.close()
             raise
+        reader._open_args = {
+            "dataset_files": _reopenable(dataset_files),
+            "columns": columns,
+            "verify": verify,
+            "check_index": check_index,
+            "storage_options": dict(storage_options or {}),
+        }
+        return reader
+
+    @property
+    def shards(self) -> list[ShardFile]:
+        """The open shard files, in global row order (reopened here after unpickling)."""
+        shards = self._shards
+        if shards is None:
+            shards = self._reopen()
+        return shards
+
+    def _reopen(self) -> list[ShardFile]:
+        with self._open_lock:
+            if self._shards is not None:
+                return self._shards
+            if self._open_args is None:
+                raise ArgumentError(
+                    "this DatasetReader was built from ShardFile objects, not opened by path; "
+                    "use DatasetReader.open(...) to get one that can be pickled"
+                )
+            fresh = DatasetReader.open(**self._open_args)
+            if _identity(fresh._shards or []) != self._identity:
+                fresh.close()
+                raise ForeignShardError(
+                    f"the dataset at {self._open_args['dataset_files']!r} changed (another commit) "
+                    "after this reader was pickled; open it again in the parent"
+                )
+            self._shards, fresh._shards = fresh._shards, []
+            return self.shards
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._open_args is None:
+            raise TypeError(
+                "a DatasetReader built from ShardFile objects cannot be pickled; "
+                "open it with DatasetReader.open(path) instead"
+            )
+        state = self.__dict__.copy()
+        if self._shards is not None:
+            state["_identity"] = _identity(self._shards)
+        for name in ("_shards", "_views", "_open_lock"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._shards = None
+        self._views = {}
+        self._open_lock = threading.Lock()
 
     @property
     def files(self) -> list[Path]:
@@ -81,7 +164,7 @@ class DatasetReader:
     def close(self) -> None:
         """Release the memory maps."""
         self._views.clear()
-        for shard in self.shards:
+        for shard in self._shards or []:
             shard.close()
 
     def __enter__(self) -> DatasetReader:
@@ -93,6 +176,23 @@ class DatasetReader:
     def __len__(self) -> int:
         return self.num_rows
 
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as a dict (negative counts from the end); IndexError outside."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"DatasetReader indices must be ints, got {index!r}")
+        return self.read_row(int(index) + self.num_rows if index < 0 else int(index))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Rows at ``indices`` (negative count from the end) with one vectorized read."""
+        ids = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if len(ids) and ids.min() < -self.num_rows:
+            raise RowIndexError(
+                f"row index {int(ids.min())} is out of range: the dataset has "
+                f"{self.num_rows} rows"
+            )
+        ids = np.where(ids < 0, ids + self.num_rows, ids)
+        return list(self.read_rows(ids).iter_rows())
+
     # -- reading -------------------------------------------------------------------------------
 
     def read_row(self, row_id: int) -> dict[str, Any]:
@@ -100,7 +200,7 @@ class DatasetReader:
         if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
             raise ArgumentError(f"row id must be an int, got {row_id!r}")
         if not 0 <= row_id < self.num_rows:
-            raise ArgumentError(
+            raise RowIndexError(
                 f"row id {row_id} is out of range: the dataset has {self.num_rows} rows"
             )
         s = bisect.bisect_right(self._file_starts_list, int(row_id)) - 1
@@ -147,7 +247,7 @@ class DatasetReader:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
             bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
-            raise ArgumentError(
+            raise RowIndexError(
                 f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
@@ -285,6 +385,22 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     page_list = sorted_pages[bounds[:-1]].tolist()
     for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
         yield page, order[start:stop]
+
+
+def _reopenable(dataset_files: PathArg) -> str | list[str]:
+    """``dataset_files`` as a child process can open it: absolute paths, URLs as given."""
+    if isinstance(dataset_files, str) and is_remote(dataset_files):
+        return dataset_files
+    if is_remote(dataset_files) and isinstance(dataset_files, Sequence):
+        return [str(p) for p in dataset_files]
+    paths, expand = resolve_files(dataset_files)
+    absolute = [str(p.absolute()) for p in paths]
+    return absolute[0] if expand else absolute
+
+
+def _identity(shards: list[ShardFile]) -> list[tuple[str, int, int]]:
+    """What must match when a pickled reader reopens its files: the same commit."""
+    return [(s.meta.dataset_id, s.meta.generation, s.meta.num_rows) for s in shards]
 
 
 def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:

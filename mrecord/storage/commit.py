@@ -22,8 +22,6 @@ the next one. Readers take the same lock only to roll a journal forward.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +32,7 @@ from typing import Any
 import msgpack
 
 from mrecord.errors import CorruptFileError, DatasetLockedError, MetadataError
+from mrecord.storage.locking import try_lock, unlock
 from mrecord.storage.naming import journal_path, lock_path, partial_path
 
 __all__ = [
@@ -72,26 +71,26 @@ class DatasetLock:
         deadline = time.monotonic() + wait
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = try_lock(fd, "writing a dataset")
+            except BaseException:
+                os.close(fd)
+                raise
+            if locked:
                 self._fd = fd
                 return
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    os.close(fd)
-                    raise
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise DatasetLockedError(
-                        "dataset is locked: another process is writing it (lock file "
-                        f"{str(self.path)!r}); "
-                        "wait for it to commit, or stop it"
-                    ) from None
-                time.sleep(0.01)
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise DatasetLockedError(
+                    "dataset is locked: another process is writing it (lock file "
+                    f"{str(self.path)!r}); "
+                    "wait for it to commit, or stop it"
+                )
+            time.sleep(0.01)
 
     def release(self) -> None:
         """Drop the lock (idempotent). The lock file stays: removing it would race."""
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            unlock(self._fd)
             os.close(self._fd)
             self._fd = None
 

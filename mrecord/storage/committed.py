@@ -25,10 +25,11 @@ from mrecord.errors import (
 )
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.index_db import check_index_db
+from mrecord.storage.locate import missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
-__all__ = ["open_committed"]
+__all__ = ["check_consistent", "open_committed"]
 
 _OPEN_RETRIES = 100
 _SETTLE_RETRIES = 3
@@ -63,7 +64,7 @@ def open_committed(
             time.sleep(0.01)
             continue
         try:
-            _check_consistent(shards, expand)
+            check_consistent(shards, expand)
             if check_index:
                 for shard in shards:
                     check_index_db(shard.path, shard.meta)
@@ -92,11 +93,14 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
     """Open ``path``; when it is missing, finish a durable first commit that names it."""
     try:
         return ShardFile(path, verify=verify)
-    except DatasetNotFoundError:
-        if not recover:
-            raise
+    except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
-        if not any(commit_mod.recover(path.parent, name) for name in _dataset_name_guesses(path)):
+        if not recover or not any(
+            commit_mod.recover(path.parent, name) for name in _dataset_name_guesses(path)
+        ):
+            hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
+            if hint:
+                raise DatasetNotFoundError(f"{exc}; {hint}") from None
             raise
     return ShardFile(path, verify=verify)
 
@@ -132,7 +136,9 @@ def _journal_near(path: Path) -> bool:
     return any(journal_path(path.parent, n).exists() for n in _dataset_name_guesses(path))
 
 
-def _check_consistent(shards: list[ShardFile], expand: bool) -> None:
+def check_consistent(shards: list[ShardFile], expand: bool) -> None:
+    """Raise unless ``shards`` belong together: with ``expand`` (siblings of one shard) one
+    dataset id, generation and sibling list; a list given by the caller, one schema."""
     head = shards[0].meta
     for shard in shards:
         meta = shard.meta

@@ -63,6 +63,8 @@ def read_shard_metadata(path: Path) -> ShardMetadata:
 class ShardFile:
     """A committed shard, memory-mapped read-only."""
 
+    _mm: mmap.mmap  # the file's bytes (mrecord.remote's range-read subclass puts its own)
+
     def __init__(
         self, path: Path, verify: str = "once", max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
     ):
@@ -71,34 +73,7 @@ class ShardFile:
         self.path = Path(path)
         self.verify = verify
         self.max_chunk_bytes = max_chunk_bytes
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise DatasetNotFoundError(f"data file {str(self.path)!r} does not exist") from None
-        except IsADirectoryError:
-            raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
-        try:
-            self.size = os.fstat(fd).st_size
-            tail = os.pread(fd, len(TRAILER_MAGIC), max(self.size - len(TRAILER_MAGIC), 0))
-            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
-            if foreign is not None:
-                raise NotAnMrecordFileError(
-                    f"{str(self.path)!r} is not an mrecord file ({foreign})",
-                    path=str(self.path),
-                    offset=0,
-                )
-            if self.size < HEADER_SIZE + TRAILER_SIZE:
-                raise CorruptFileError(
-                    f"{str(self.path)!r} is {self.size} bytes, too short to be an mrecord shard "
-                    "(truncated, or not committed)",
-                    path=str(self.path),
-                    offset=0,
-                )
-            # Map exactly the length seen: an append may be growing the file right now,
-            # and this shard's snapshot ends where its trailer was when we looked.
-            self._mm = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+        self.size, self._mm = self._open_bytes()
         try:
             self.meta = self._parse()
         except BaseException:
@@ -116,12 +91,48 @@ class ShardFile:
         self._crcs: list[list[int]] = chunks["crc32"].tolist()
         self._codecs: list[list[int]] = chunks["codec"].tolist()
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
-        self._memory = memoryview(self._mm)
+        self._memory = self._bytes_view()
         self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._cache_bytes = 0
         self._var_cache: OrderedDict[tuple[int, int], DecodedVarChunk] = OrderedDict()
         self._lock = threading.Lock()
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
+
+    def _open_bytes(self) -> tuple[int, Any]:
+        """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
+        another way (``mrecord.remote`` reads them with range requests)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise DatasetNotFoundError(f"data file {str(self.path)!r} does not exist") from None
+        except IsADirectoryError:
+            raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
+        try:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, len(TRAILER_MAGIC), max(size - len(TRAILER_MAGIC), 0))
+            foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
+            if foreign is not None:
+                raise NotAnMrecordFileError(
+                    f"{str(self.path)!r} is not an mrecord file ({foreign})",
+                    path=str(self.path),
+                    offset=0,
+                )
+            if size < HEADER_SIZE + TRAILER_SIZE:
+                raise CorruptFileError(
+                    f"{str(self.path)!r} is {size} bytes, too short to be an mrecord shard "
+                    "(truncated, or not committed)",
+                    path=str(self.path),
+                    offset=0,
+                )
+            # Map exactly the length seen: an append may be growing the file right now,
+            # and this shard's snapshot ends where its trailer was when we looked.
+            return size, mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+
+    def _bytes_view(self) -> Any:
+        """What chunk reads slice: a memoryview of the map (slices copy nothing)."""
+        return memoryview(self._mm)
 
     def _parse(self) -> ShardMetadata:
         mm = self._mm

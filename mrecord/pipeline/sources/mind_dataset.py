@@ -61,6 +61,8 @@ class MindDataset(SourceDataset):
         verify: checksum policy, ``"once"`` (default), ``"always"`` or ``"never"``.
         partial_window, adaptive_threshold: Shuffle.PARTIAL's window and
             Shuffle.ADAPTIVE's threshold, in rows.
+        storage_options: passed to fsspec when ``dataset_files`` are URLs
+            (``s3://...``; docs/REMOTE.md).
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class MindDataset(SourceDataset):
         verify: str = "once",
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self._workers = _check_workers(num_parallel_workers)
@@ -93,7 +96,9 @@ class MindDataset(SourceDataset):
             partial_window=partial_window,
             adaptive_threshold=adaptive_threshold,
         )
-        self._reader = DatasetReader.open(dataset_files, columns=columns_list, verify=verify)
+        self._reader = DatasetReader.open(
+            dataset_files, columns=columns_list, verify=verify, storage_options=storage_options
+        )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._num_padded = num_padded or 0
         self._labels_cache: dict[str, np.ndarray] = {}

@@ -1,0 +1,111 @@
+"""fsspec behind one small seam: open a URL's filesystem, stat and download objects.
+
+fsspec (and s3fs for ``s3://``, gcsfs for ``gs://``, aiohttp for ``http(s)://``) is
+imported here, lazily; a missing one raises an ImportError naming ``mrecord[remote]``.
+Every third-party failure is wrapped: a missing object becomes
+:class:`~mrecord.errors.DatasetNotFoundError`, anything else (connection refused,
+timeouts, access denied) :class:`~mrecord.errors.RemoteStorageError`, naming the URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mrecord.errors import ArgumentError, DatasetNotFoundError, RemoteStorageError
+
+__all__ = ["RemoteFile", "remote_file"]
+
+# What tells two versions of an object apart, per backend (s3: ETag, http: ETag or
+# Last-Modified, gcs: generation); the size is always part of the tag too.
+_TAG_KEYS = ("ETag", "etag", "generation", "Last-Modified", "LastModified", "mtime")
+_EXTRA = "pip install 'mrecord[remote]'"
+
+
+@contextmanager
+def _wrapped(url: str, doing: str) -> Iterator[None]:
+    """Turn a third-party failure while ``doing`` something with ``url`` into our errors."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if _really_missing(exc):
+            raise DatasetNotFoundError(f"remote file {url!r} does not exist ({exc})") from exc
+        cause = exc.__cause__
+        raise RemoteStorageError(
+            f"{doing} {url!r} failed: {type(cause).__name__}: {cause}; check the URL and that "
+            "the server is up"
+        ) from exc
+    except (DatasetNotFoundError, RemoteStorageError):
+        raise
+    except Exception as exc:
+        raise RemoteStorageError(
+            f"{doing} {url!r} failed: {type(exc).__name__}: {exc}; check the URL, the "
+            "network and the credentials in storage_options"
+        ) from exc
+
+
+def _really_missing(exc: FileNotFoundError) -> bool:
+    """fsspec's HTTP backend reports *any* failure to stat a URL as FileNotFoundError, a
+    refused connection included; only a 404/410 answer (or no cause at all) is "missing"."""
+    cause = exc.__cause__
+    return cause is None or getattr(cause, "status", None) in (404, 410)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One remote object: its URL, its filesystem, size and a version tag (ETag or mtime)."""
+
+    url: str
+    fs: Any
+    path: str
+    size: int
+    tag: str
+
+    def download(self, local: Path) -> int:
+        """Copy the whole object to the file ``local``; returns the bytes written."""
+        with _wrapped(self.url, "downloading"):
+            self.fs.get_file(self.path, str(local))
+        return local.stat().st_size
+
+    def read_range(self, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of the object, with one range request."""
+        with _wrapped(self.url, "reading a range of"):
+            data = self.fs.cat_file(self.path, start=start, end=stop)
+        return bytes(data)
+
+
+def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ImportError(f"reading {url!r} needs fsspec: {_EXTRA}") from exc
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
+    except ImportError as exc:
+        raise ImportError(
+            f"reading {url!r} needs a package fsspec names: {exc}. {_EXTRA} installs s3fs and "
+            "the HTTP client; gs:// needs gcsfs"
+        ) from exc
+    except ValueError as exc:
+        raise ArgumentError(f"{url!r} is not a URL fsspec can open: {exc}") from exc
+    return fs, str(path)
+
+
+def remote_file(url: str, storage_options: Mapping[str, Any] | None = None) -> RemoteFile:
+    """Stat ``url`` (one request): DatasetNotFoundError when it is not there."""
+    fs, path = _filesystem(url, storage_options or {})
+    with _wrapped(url, "looking up"):
+        info = fs.info(path)
+    if info.get("type") == "directory":
+        raise DatasetNotFoundError(f"{url!r} is a folder, not a data file")
+    size = info.get("size")
+    if not isinstance(size, int):
+        raise RemoteStorageError(f"{url!r}: the server does not report the file's size")
+    tag = next(
+        (str(info[k]) for k in _TAG_KEYS if k in info),
+        "",
+    )
+    return RemoteFile(url=url, fs=fs, path=path, size=size, tag=f"{size}:{tag}")

@@ -1,0 +1,214 @@
+"""Opening a dataset by URL: fetch its shards and ``.db`` files into the cache, then read
+them memory-mapped exactly as local files (the hook ``DatasetReader.open`` calls)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mrecord.errors import (
+    ArgumentError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    MrecordError,
+)
+from mrecord.format.index_layout import DB_SUFFIX
+from mrecord.format.layout import TRAILER_SIZE
+from mrecord.remote.cache import CacheSession, RemoteCache
+from mrecord.remote.fs import RemoteFile, remote_file
+from mrecord.remote.ranged import RangeShardFile
+from mrecord.remote.urls import is_url, url_basename, url_parent
+from mrecord.storage.committed import check_consistent, open_committed
+from mrecord.storage.index_db import check_index_db
+from mrecord.storage.naming import PathArg
+from mrecord.storage.shard import ShardFile
+
+__all__ = ["fetch_dataset", "open_remote_shards"]
+
+
+def open_remote_shards(
+    dataset_files: PathArg,
+    *,
+    verify: str = "once",
+    check_index: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    cache: RemoteCache | None = None,
+) -> list[ShardFile]:
+    """``open_committed`` for URLs (``DatasetReader.open`` calls it): the shards as cached,
+    memory-mapped files, or, for one the cache cannot hold, read with range requests."""
+    options = dict(storage_options or {})
+    cache = cache or RemoteCache()
+    with cache.session() as session:
+        fetched, expand = _fetch(session, dataset_files, options, need_index=check_index)
+        if all(f.remote is None for f in fetched):
+            local = str(fetched[0].local) if expand else [str(f.local) for f in fetched]
+            return open_committed(local, verify=verify, check_index=check_index)
+        return _open_ranged(fetched, expand, verify, check_index)
+
+
+def fetch_dataset(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    cache: RemoteCache | None = None,
+) -> Path:
+    """Fetch a dataset (one shard's URL: all its siblings and ``.db`` files) into the cache;
+    returns the local path of that shard, for tools that want files (``mrecord verify``)."""
+    cache = cache or RemoteCache()
+    with cache.session() as session:
+        fetched, _ = _fetch(session, url, dict(storage_options or {}), need_index=False)
+    for f in fetched:
+        if f.remote is not None:
+            raise ArgumentError(
+                f"{f.remote.url!r} is {f.remote.size:,} bytes, more than the remote cache "
+                f"({cache.max_bytes:,} bytes, $MRECORD_CACHE_BYTES) can hold now; raise "
+                "MRECORD_CACHE_BYTES or point MRECORD_CACHE_DIR at a larger disk"
+            )
+    return fetched[0].local
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """One shard after fetching: its local path (for a shard read by range requests, where
+    its ``.db`` lies) and, when the cache could not hold it, the remote file to read."""
+
+    local: Path
+    remote: RemoteFile | None = None
+
+
+def _fetch(
+    session: CacheSession,
+    dataset_files: PathArg,
+    options: dict[str, Any],
+    need_index: bool,
+) -> tuple[list[_Fetched], bool]:
+    """Fetch the shards named (one URL: it and its siblings); returns them and whether
+    siblings were expanded."""
+    if isinstance(dataset_files, str):
+        first = _fetch_shard(session, dataset_files, options, need_index)
+        with _open_shard(first, "never") as shard:
+            names = shard.meta.shard_names
+        fetched = [first]
+        if len(names) > 1:
+            parent = url_parent(dataset_files)
+            for name in names:
+                if name != first.local.name:
+                    fetched.append(_fetch_shard(session, f"{parent}/{name}", options, need_index))
+        return fetched, True
+    urls = _as_list(dataset_files)
+    if not all(is_url(u) for u in urls):
+        raise ArgumentError(
+            f"dataset_files mixes URLs and local paths: {[str(u) for u in urls]!r}; "
+            "read them as two datasets"
+        )
+    return [_fetch_shard(session, str(u), options, need_index) for u in urls], False
+
+
+def _open_shard(fetched: _Fetched, verify: str) -> ShardFile:
+    if fetched.remote is None:
+        return ShardFile(fetched.local, verify=verify)
+    return RangeShardFile(fetched.remote, fetched.local, verify=verify)
+
+
+def _open_ranged(
+    fetched: list[_Fetched], expand: bool, verify: str, check_index: bool
+) -> list[ShardFile]:
+    """Cached and range-read shards, with the checks ``open_committed`` makes (one dataset
+    and commit, matching ``.db`` files)."""
+    shards: list[ShardFile] = []
+    try:
+        for f in fetched:
+            shards.append(_open_shard(f, verify))
+        if expand:
+            shards.sort(key=lambda s: s.meta.shard_index)
+        check_consistent(shards, expand)
+        if check_index:
+            for shard in shards:
+                check_index_db(shard.path, shard.meta)
+        return shards
+    except BaseException:
+        for shard in shards:
+            shard.close()
+        raise
+
+
+def _as_list(
+    dataset_files: PathArg,
+) -> list[str | os.PathLike[str]]:
+    if isinstance(dataset_files, os.PathLike):
+        return [dataset_files]
+    return list(dataset_files)
+
+
+def _fetch_shard(
+    session: CacheSession, url: str, options: dict[str, Any], need_index: bool
+) -> _Fetched:
+    """Fetch one shard (when the cache can hold it) and its ``.db`` into the cache."""
+    remote = _with_trailer(remote_file(url, options))
+    folder = session.cache.folder(url_parent(url), options)
+    local = session.fetch(remote, folder, lambda path: _check_shard(path, url))
+    fetched = _Fetched(folder / url_basename(url), remote) if local is None else _Fetched(local)
+    try:
+        db = remote_file(url + DB_SUFFIX, options)
+    except DatasetNotFoundError:
+        if need_index:
+            raise
+        return fetched  # the reader reports the missing .db when it needs it
+    # A .db is committed with its data file: a new data file means a new .db.
+    db = dataclasses.replace(db, tag=f"{db.tag}:{remote.tag}")
+    if session.fetch(db, folder, lambda path: _check_db(path, db.url)) is None:
+        raise ArgumentError(
+            f"{db.url!r} does not fit in the remote cache; raise MRECORD_CACHE_BYTES"
+        )
+    return fetched
+
+
+def _with_trailer(remote: RemoteFile) -> RemoteFile:
+    """Add the shard's trailer to its version tag (one small range request).
+
+    The trailer holds the metadata checksum, which changes with every commit
+    (dataset id, generation), so a rewritten shard is never taken for the cached
+    one, even where the server's ETag or Last-Modified cannot tell them apart.
+    """
+    if remote.size < TRAILER_SIZE:
+        return remote  # not a shard: the download check says so
+    trailer = remote.read_range(remote.size - TRAILER_SIZE, remote.size)
+    return dataclasses.replace(remote, tag=f"{remote.tag}:{trailer.hex()}")
+
+
+def _check_shard(path: Path, url: str) -> None:
+    """Every checksum of a downloaded shard (metadata and each chunk) must match."""
+    try:
+        with ShardFile(path, verify="always") as shard:
+            for page in range(shard.meta.num_pages):
+                for col in range(len(shard.meta.schema.fields)):
+                    shard.check_chunk(page, col)
+    except MrecordError as exc:
+        raise type(exc)(
+            f"downloaded {url!r} is damaged, nothing was cached: {exc}",
+            **_location(exc, url),
+        ) from exc
+
+
+def _location(exc: MrecordError, url: str) -> dict[str, Any]:
+    if isinstance(exc, CorruptFileError):
+        return {"path": url, "page": exc.page, "offset": exc.offset}
+    return {}
+
+
+def _check_db(path: Path, url: str) -> None:
+    """A downloaded ``.db`` must be a sound SQLite file (the reader then checks it matches)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            result = conn.execute("PRAGMA quick_check").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise CorruptFileError(f"downloaded index {url!r} is damaged: {exc}", path=url) from exc
+    if result is None or result[0] != "ok":
+        raise CorruptFileError(f"downloaded index {url!r} is damaged: {result!r}", path=url)
