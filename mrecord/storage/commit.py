@@ -22,6 +22,7 @@ the next one. Readers take the same lock only to roll a journal forward.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -263,17 +264,34 @@ def apply_tail(final: Path, append: TailAppend) -> None:
                 "records; the commit cannot be finished",
                 path=str(staged),
             )
-        offset = append.base_length
-        # At least two writes, so the crash harness can stop between them.
+        # At least two steps, so the crash harness can stop between them.
         step = min(_COPY_BLOCK, max(append.tail_length // 2, 1))
-        while block := src.read(step):
-            os.pwrite(dst.fileno(), block, offset)
-            offset += len(block)
-            if offset < end:
+        done = 0
+        while done < append.tail_length:
+            done += _copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
+            if done < append.tail_length:
                 _crash_point("tail_part")
         if os.fstat(dst.fileno()).st_size > end:
             os.ftruncate(dst.fileno(), end)
         os.fsync(dst.fileno())
+
+
+def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
+    """Copy up to ``count`` bytes in the kernel (``copy_file_range``: file systems that
+    share extents, XFS and btrfs, may not write them again); pread/pwrite elsewhere."""
+    copy = getattr(os, "copy_file_range", None)
+    if copy is not None:
+        try:
+            copied: int = copy(src, dst, count, src_offset, dst_offset)
+            if copied > 0:
+                return copied
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    block = os.pread(src, count, src_offset)
+    if not block:
+        raise CorruptFileError(f"tail ended early at byte {src_offset}", offset=src_offset)
+    return os.pwrite(dst, block, dst_offset)
 
 
 def read_journal(journal: Path) -> _Journal:
