@@ -29,6 +29,7 @@ from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
+from mrecord.storage.failures import sqlite_errno
 from mrecord.storage.naming import db_path
 
 __all__ = [
@@ -83,6 +84,7 @@ def write_index_db(
             f"cannot write index {str(target)!r} ({exc}); check free disk space and "
             "permissions, then write again",
             path=str(target),
+            errno=sqlite_errno(exc),
         ) from exc
     fd = os.open(target, os.O_RDONLY)
     try:
@@ -221,6 +223,7 @@ def merge_index_db(target: Path, staged: Path, generation: int) -> None:
             f"cannot add the new rows to index {str(target)!r} ({exc}); nothing of them is in "
             "it (SQLite rolled back); the next open of the dataset finishes the commit",
             path=str(target),
+            errno=sqlite_errno(exc),
         ) from exc
 
 

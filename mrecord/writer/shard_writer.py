@@ -190,6 +190,8 @@ class ShardWriter:
         with contextlib.suppress(OSError):  # the file is being thrown away
             self._wait_for_sync()
         if not self._file.closed:
-            self._file.close()
-        self.partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # flushing may fail (disk full): the fd closes
+                self._file.close()
+        with contextlib.suppress(OSError):  # a vanished or read-only folder: nothing to remove
+            self.partial.unlink(missing_ok=True)
 
