@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-thorough test-min-deps lint bench clean
+.PHONY: demo test test-thorough test-min-deps lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m mrecord.demo
 
-test: $(STAMP)
+# The browser test of `mrecord serve` drives Debian's chromium (Playwright cannot download its own).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 # The declared minimum numpy (pyproject: numpy>=1.24) on the core tests, in its own venv.
@@ -35,7 +39,7 @@ $(MIN_STAMP): pyproject.toml
 test-min-deps: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 
-test-thorough: $(STAMP)
+test-thorough: $(STAMP) browser
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)

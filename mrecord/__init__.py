@@ -9,10 +9,13 @@ Layers (docs/ARCHITECTURE.md): ``format`` (bytes), ``storage`` (files on disk),
 ``writer`` (FileWriter), ``reader`` (DatasetReader, MindPage), ``sampling`` (shuffles,
 sharding, samplers), ``pipeline`` (MindDataset and the other sources, map/batch/...),
 ``train`` (the sink and Model), ``maintenance`` (verify, inspect, reindex),
-``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command).
+``vision``/``transforms`` (ops), ``convert`` and ``cli`` (the ``mrecord`` command),
+``serve`` (``mrecord serve``; ``mrecord.RemoteDataset`` is imported on first use).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mrecord import config, errors, train, transforms, vision
 from mrecord.block import Block
@@ -76,6 +79,7 @@ __all__ = [
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "RunContext",
     "Sampler",
     "SequentialSampler",
@@ -97,3 +101,12 @@ __all__ = [
     "verify_dataset",
     "vision",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``mrecord.RemoteDataset``, imported on first use (``import mrecord`` loads no serve code)."""
+    if name == "RemoteDataset":
+        from mrecord.serve.remote import RemoteDataset
+
+        return RemoteDataset
+    raise AttributeError(f"module 'mrecord' has no attribute {name!r}")

@@ -37,7 +37,9 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
-    └── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
+    └── AuthenticationError(PermissionError) a dataset server refused the token
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "AuthenticationError",
     "ChecksumError",
     "ChunkFormatError",
     "ConversionError",
@@ -54,6 +57,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetLockedError",
     "DatasetNotFoundError",
+    "DatasetServerError",
     "DecodeError",
     "DecompressionError",
     "DiskFullError",
@@ -272,3 +276,11 @@ class ConversionError(MrecordError, ValueError):
 
 class DecodeError(MrecordError, ValueError):
     """Bytes given to an image decoder are not a readable image; the message says what they were."""
+
+
+class DatasetServerError(MrecordError, ConnectionError):
+    """A dataset server cannot be reached (after retries), or answered with an unexpected error."""
+
+
+class AuthenticationError(MrecordError, PermissionError):
+    """A dataset server refused the request: the bearer token is missing or wrong."""

@@ -28,6 +28,7 @@ EXPECTED = {
     "NumpySlicesDataset",
     "PKSampler",
     "RandomSampler",
+    "RemoteDataset",
     "Sampler",
     "SequentialSampler",
     "Shuffle",

@@ -27,6 +27,7 @@ Examples:
   mrecord stats train.mrecord --json
   mrecord cat train.mrecord --format jsonl > rows.jsonl
   mrecord bench train.mrecord
+  mrecord serve train.mrecord0 --port 8750
 
 \b
 Exit codes:
@@ -82,9 +83,10 @@ def _register() -> None:
     from mrecord.cli.cat import cat
     from mrecord.cli.convert import convert
     from mrecord.cli.inspect import head, info, reindex, verify
+    from mrecord.cli.serve import serve
     from mrecord.cli.stats import stats
 
-    for command in (convert, info, head, verify, reindex, stats, cat, bench):
+    for command in (convert, info, head, verify, reindex, stats, cat, bench, serve):
         cli.add_command(command)
 
 

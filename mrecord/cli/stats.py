@@ -1,4 +1,4 @@
-"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.cli._stats`)."""
+"""``mrecord stats PATH``: per-field statistics (see :mod:`mrecord.maintenance.stats`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, qui
     Example:
       mrecord stats train.mrecord --label label --json
     """
-    from mrecord.cli._stats import compute_stats
+    from mrecord.maintenance.stats import compute_stats
     from mrecord.reader.dataset_reader import DatasetReader
 
     with DatasetReader.open(path) as reader:

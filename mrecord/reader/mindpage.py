@@ -82,6 +82,11 @@ class MindPage:
         self, category_name: Any, page: int, num_row: int
     ) -> list[dict[str, Any]]:
         """Rows ``page*num_row ..`` whose category field equals ``category_name``."""
+        block = self._reader.read_rows(self.read_ids_at_page_by_name(category_name, page, num_row))
+        return list(block.iter_rows())
+
+    def read_ids_at_page_by_name(self, category_name: Any, page: int, num_row: int) -> np.ndarray:
+        """The global row ids of :meth:`read_at_page_by_name`'s rows (int64, ascending)."""
         field = self._need_field()
         for name, value in (("page", page), ("num_row", num_row)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -91,9 +96,7 @@ class MindPage:
                 f"page must be >= 0 and num_row >= 1, got page={page}, num_row={num_row}"
             )
         ids = self._global_ids(field, _sql_value(category_name))
-        chosen = ids[page * num_row : (page + 1) * num_row]
-        block = self._reader.read_rows(chosen)
-        return list(block.iter_rows())
+        return ids[page * num_row : (page + 1) * num_row]
 
     def close(self) -> None:
         """Release the dataset's files."""

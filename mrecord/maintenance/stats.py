@@ -1,4 +1,5 @@
-"""Per-field statistics of a dataset, computed a chunk of rows at a time.
+"""Per-field statistics of a dataset, computed a chunk of rows at a time (``mrecord stats``,
+and ``GET /api/datasets/{name}/stats`` of ``mrecord serve``).
 
 - every field: ``count``;
 - numbers (scalars and arrays, over all elements): ``min``, ``max``, ``mean``

@@ -1,0 +1,70 @@
+"""``mrecord serve``: serve datasets over HTTP (a web page and an API; docs/SERVE.md)."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.argument("datasets", nargs=-1, required=True, metavar="DATASET...")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8750, show_default=True)
+@click.option(
+    "--token",
+    envvar="MRECORD_SERVE_TOKEN",
+    default=None,
+    help="Require 'Authorization: Bearer TOKEN' (needed to listen beyond loopback). "
+    "Also read from MRECORD_SERVE_TOKEN, which keeps it out of `ps`.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Requests reading data at once (threads); the others wait their turn.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 4096),
+    default=64,
+    show_default=True,
+    help="Open connections at once (more get 503 and are retried by RemoteDataset); each "
+    "RemoteDataset keeps up to its num_parallel_workers + 2 open.",
+)
+def serve(
+    datasets: tuple[str, ...],
+    host: str,
+    port: int,
+    token: str | None,
+    workers: int,
+    max_connections: int,
+) -> None:
+    """Serve DATASET... read-only: a web page at / and a JSON + binary API.
+
+    Each DATASET is NAME=PATH, or a PATH named after its file (train.mrecord0 -> train).
+    Only these datasets are served; requests name them, never a path.
+
+    \b
+    Examples:
+      mrecord serve train.mrecord0                      # http://127.0.0.1:8750/
+      mrecord serve train=/data/train.mrecord0 val=/data/val.mrecord0 --port 9000
+      MRECORD_SERVE_TOKEN=s3cret mrecord serve train.mrecord0 --host 0.0.0.0
+    """
+    from mrecord.serve.registry import parse_dataset_args
+    from mrecord.serve.security import check_bind
+    from mrecord.serve.server import serve as run
+
+    paths = parse_dataset_args(datasets)
+    check_bind(host, token)
+    shown = "[::1]" if host == "::1" else host
+    click.echo(f"serving {', '.join(paths)} on http://{shown}:{port}/ (Ctrl-C stops)", err=True)
+    run(
+        paths,
+        host=host,
+        port=port,
+        token=token,
+        workers=workers,
+        max_connections=max_connections,
+    )

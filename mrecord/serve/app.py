@@ -1,0 +1,568 @@
+"""The ASGI application of ``mrecord serve``: the JSON API, the block endpoint and the page.
+
+Every route is listed in docs/SERVE.md with an example. Reading happens in a
+bounded pool of threads (``Limits.read_threads``), never on the event loop; every
+answer is bounded (rows per page, bytes per block, thumbnail size), and a client
+that stops reading a block is dropped after ``Limits.send_timeout_s``.
+Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with the codes of
+:data:`ERROR_CODES`; a traceback never leaves the server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
+from mrecord.format.schema import FieldKind
+from mrecord.serve._deps import anyio, starlette
+from mrecord.serve.registry import ServedDataset, parse_field_value
+from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, token_ok
+from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
+from mrecord.serve.values import block_to_json
+from mrecord.serve.wire import decode_request, encode_block
+
+__all__ = ["BLOCK_MEDIA_TYPE", "ERROR_CODES", "ApiError", "Limits", "create_app"]
+
+_log = logging.getLogger("mrecord.serve")
+T = TypeVar("T")
+
+BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
+
+ERROR_CODES = {
+    "bad_request": 400,
+    "bad_ids": 400,
+    "unknown_column": 400,
+    "unauthorized": 401,
+    "forbidden_host": 403,
+    "unknown_dataset": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "request_timeout": 408,
+    "too_large": 413,
+    "not_an_image": 415,
+    "corrupt_file": 500,
+    "dataset_error": 500,
+    "internal": 500,
+}
+"""Every error code the API returns, with its HTTP status (stable: clients match on them)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one request may ask for and on the server's concurrency."""
+
+    max_page_rows: int = 200
+    """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
+    max_page_bytes: int = 8 << 20
+    """Estimated raw bytes per ``/rows`` page (fewer rows for big rows)."""
+    max_search_rows: int = 100
+    max_block_rows: int = 65_536
+    max_block_bytes: int = 64 << 20
+    """Estimated bytes of one ``/blocks`` answer (413 beyond: ask for fewer ids)."""
+    max_body_bytes: int = 1 << 20
+    read_threads: int = 4
+    """Requests reading data at once; the others wait their turn (not a thread each)."""
+    thumb_max_side: int = 256
+    thumb_cache_bytes: int = 32 << 20
+    send_timeout_s: float = 60.0
+    """A client that reads nothing of a block for this long is disconnected."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive within this time."""
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status from :data:`ERROR_CODES`, a stable code, a message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = ERROR_CODES[code]
+        self.message = message
+
+
+def _error_response(code: str, message: str, headers: dict[str, str] | None = None) -> Any:
+    return starlette.responses.JSONResponse(
+        {"error": {"code": code, "message": message}},
+        status_code=ERROR_CODES[code],
+        headers=headers,
+    )
+
+
+def _classify(exc: BaseException, datasets: Iterable[ServedDataset]) -> tuple[str, str]:
+    """(code, message) for an exception raised while answering."""
+    if isinstance(exc, ApiError):
+        return exc.code, exc.message
+    text = str(exc)
+    for ds in datasets:  # name files, not the server's folders
+        for path in ds.reader.files:
+            text = text.replace(str(path.parent) + "/", "")
+    if isinstance(exc, CorruptFileError):
+        return "corrupt_file", text
+    if isinstance(exc, DecodeError):
+        return "not_an_image", text
+    if isinstance(exc, SchemaError):
+        return "unknown_column", text
+    if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, MrecordError):
+        return "bad_request", text
+    if isinstance(exc, MrecordError):
+        return "dataset_error", text
+    _log.error("internal error answering a request", exc_info=exc)
+    return "internal", f"internal error ({type(exc).__name__}); the server log has the details"
+
+
+# -- the application --------------------------------------------------------------------------
+
+
+def create_app(
+    datasets: dict[str, ServedDataset],
+    *,
+    token: str | None = None,
+    limits: Limits | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+) -> Any:
+    """The Starlette app serving ``datasets`` (already opened; the app does not close them).
+
+    ``token``: require ``Authorization: Bearer TOKEN`` on every ``/api/`` request.
+    ``allowed_hosts``: accepted ``Host`` names; by default loopback names only when
+    there is no token (DNS-rebinding guard), any host when there is one.
+    """
+    api = _Api(datasets, limits or Limits())
+    Route = starlette.routing.Route
+    routes = [
+        Route("/", api.page, methods=["GET"]),
+        Route("/static/{file}", api.static, methods=["GET"]),
+        Route("/api/datasets", api.list_datasets, methods=["GET"]),
+        Route("/api/datasets/{name}", api.info, methods=["GET"]),
+        Route("/api/datasets/{name}/rows", api.rows, methods=["GET"]),
+        Route("/api/datasets/{name}/rows/{row_id}/{column}.png", api.thumbnail, methods=["GET"]),
+        Route("/api/datasets/{name}/search", api.search, methods=["GET"]),
+        Route("/api/datasets/{name}/stats", api.stats, methods=["GET"]),
+        Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
+    ]
+
+    async def http_error(request: Any, exc: Any) -> Any:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        return _error_response(code, f"{request.method} {request.url.path}: {exc.detail}")
+
+    app = starlette.applications.Starlette(
+        routes=routes, exception_handlers={starlette.exceptions.HTTPException: http_error}
+    )
+    if allowed_hosts is None:
+        hosts = None if token else LOOPBACK_HOSTS
+    else:
+        hosts = frozenset(h.lower() for h in allowed_hosts)
+    return _Guard(app, token=token, hosts=hosts)
+
+
+class _Guard:
+    """ASGI middleware: Host check, bearer token on ``/api/``, security headers."""
+
+    _HEADERS: ClassVar[list[tuple[bytes, bytes]]] = [
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"no-referrer"),
+        (
+            b"content-security-policy",
+            b"default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
+            b"script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+        ),
+    ]
+
+    def __init__(self, app: Any, *, token: str | None, hosts: frozenset[str] | None) -> None:
+        self.app = app
+        self.token = token
+        self.hosts = hosts
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = None
+        if self.hosts is not None and not host_ok(headers.get("host"), self.hosts):
+            refusal = _error_response(
+                "forbidden_host",
+                f"Host {headers.get('host')!r} is not served; use http://127.0.0.1:PORT/ "
+                "(or start the server with --token to accept other host names)",
+            )
+        elif (
+            self.token
+            and scope["path"].startswith("/api/")
+            and not token_ok(headers.get("authorization"), self.token)
+        ):
+            refusal = _error_response(
+                "unauthorized",
+                "missing or wrong bearer token: send 'Authorization: Bearer TOKEN'",
+                headers={"www-authenticate": "Bearer"},
+            )
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [*message.get("headers", []), *self._HEADERS]
+            await send(message)
+
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+def _answers(method: Callable[..., Awaitable[Any]]) -> Handler:
+    """Turn any exception of an endpoint into its JSON error answer."""
+
+    @functools.wraps(method)
+    async def wrapper(self: _Api, request: Any) -> Any:
+        try:
+            return await method(self, request)
+        except Exception as exc:
+            code, message = _classify(exc, self.datasets.values())
+            return _error_response(code, message)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Api:
+    """The endpoints; state shared by all requests (datasets, limits, thread limiter, cache)."""
+
+    def __init__(self, datasets: dict[str, ServedDataset], limits: Limits) -> None:
+        self.datasets = datasets
+        self.limits = limits
+        self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
+        self._limiter: Any = None
+        self._static = _load_static()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking work on one of ``read_threads`` worker threads."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.limits.read_threads)
+        result: T = await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        return result
+
+    def _dataset(self, request: Any) -> ServedDataset:
+        name = request.path_params["name"]
+        ds = self.datasets.get(name)
+        if ds is None:
+            raise ApiError(
+                "unknown_dataset",
+                f"no dataset named {name!r}; GET /api/datasets lists {sorted(self.datasets)!r}",
+            )
+        return ds
+
+    # -- the page ------------------------------------------------------------------------------
+
+    async def page(self, request: Any) -> Any:
+        return self._static_response("index.html")
+
+    @_answers
+    async def static(self, request: Any) -> Any:
+        return self._static_response(request.path_params["file"])
+
+    def _static_response(self, name: str) -> Any:
+        if name not in self._static:
+            raise ApiError("not_found", f"no static file {name!r}")
+        body, media = self._static[name]
+        return starlette.responses.Response(
+            body, media_type=media, headers={"cache-control": "no-cache"}
+        )
+
+    # -- JSON API ------------------------------------------------------------------------------
+
+    @_answers
+    async def list_datasets(self, request: Any) -> Any:
+        return starlette.responses.JSONResponse(
+            {"datasets": [ds.summary() for ds in self.datasets.values()]}
+        )
+
+    @_answers
+    async def info(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        info = dict(await self._run(ds.info))
+        info["limits"] = asdict(self.limits)
+        return starlette.responses.JSONResponse(_finite(info))
+
+    @_answers
+    async def stats(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        return starlette.responses.JSONResponse(_finite(await self._run(ds.stats)))
+
+    @_answers
+    async def rows(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        q = request.query_params
+        n = ds.reader.num_rows
+        start = _int_param(q, "start", 0, low=0)
+        stop = _int_param(q, "stop", start + 50, low=0)
+        columns = _columns_param(q, ds)
+        summary = _view_param(q)
+        per_row = sum(_row_bytes(ds, c) for c in columns) * (1 if summary else 2) + 1
+        cap = max(1, min(self.limits.max_page_rows, int(self.limits.max_page_bytes // per_row)))
+        stop = min(stop, start + cap, n)
+        ids = np.arange(start, max(start, stop), dtype=np.int64)
+
+        def read() -> list[dict[str, Any]]:
+            return block_to_json(ds.reader.read_rows(ids, columns=columns), summary=summary)
+
+        rows = await self._run(read)
+        return starlette.responses.JSONResponse(
+            {
+                "dataset": ds.name,
+                "start": start,
+                "stop": start + len(rows),
+                "total": n,
+                "columns": columns,
+                "rows": rows,
+            }
+        )
+
+    @_answers
+    async def search(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        q = request.query_params
+        field = q.get("field")
+        if field not in ds.index_fields:
+            raise ApiError(
+                "bad_request",
+                f"field must be one of the indexed fields {ds.index_fields!r}, got {field!r}",
+            )
+        categories = await self._run(ds.categories, field)
+        value = q.get("value")
+        if value is None:
+            return starlette.responses.JSONResponse(_finite(categories))
+        page = _int_param(q, "page", 0, low=0)
+        num_row = _int_param(q, "num_row", 20, low=1)
+        num_row = min(num_row, self.limits.max_search_rows)
+        columns = _columns_param(q, ds)
+        summary = _view_param(q)
+
+        def find() -> dict[str, Any]:
+            ids = ds.search_ids(field, value, page, num_row)
+            block = ds.reader.read_rows(ids, columns=columns)
+            wanted = parse_field_value(ds.reader.schema[field], value)
+            if isinstance(wanted, bytes):
+                wanted = wanted.hex()  # categories list bytes values as hex
+            total = next((c["count"] for c in categories["categories"] if c["name"] == wanted), 0)
+            return {
+                "dataset": ds.name,
+                "field": field,
+                "value": value,
+                "page": page,
+                "num_row": num_row,
+                "total": total,
+                "columns": columns,
+                "rows": block_to_json(block, summary=summary),
+            }
+
+        return starlette.responses.JSONResponse(await self._run(find))
+
+    @_answers
+    async def thumbnail(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        row_id = _parse_row_id(request.path_params["row_id"], ds.reader.num_rows)
+        column = request.path_params["column"]
+        if column not in ds.reader.schema:
+            raise ApiError("unknown_column", f"{ds.name!r} has no column {column!r}")
+        size = _int_param(request.query_params, "size", 128, low=8)
+        size = min(size, self.limits.thumb_max_side)
+        key = (ds.name, row_id, column, size)
+        png = self.thumbs.get(key)
+        if png is None:
+
+            def make() -> bytes:
+                values = ds.reader.read_rows([row_id], columns=[column]).columns[column]
+                return thumbnail_png(values[0], size)
+
+            png = await self._run(make)
+            self.thumbs.put(key, png)
+        return starlette.responses.Response(
+            png, media_type="image/png", headers={"cache-control": "private, max-age=600"}
+        )
+
+    # -- the read path for programs ------------------------------------------------------------
+
+    @_answers
+    async def blocks(self, request: Any) -> Any:
+        ds = self._dataset(request)
+        body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
+        ids, columns = decode_request(body, self.limits.max_block_rows)
+        names = ds.reader.column_names if columns is None else columns
+        unknown = [c for c in names if c not in ds.reader.schema]
+        if unknown:
+            raise ApiError("unknown_column", f"{ds.name!r} has no column(s) {unknown!r}")
+        n = ds.reader.num_rows
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            bad = int(ids[(ids < 0) | (ids >= n)][0])
+            raise ApiError("bad_ids", f"row id {bad} is out of range: {ds.name!r} has {n} rows")
+        estimate = len(ids) * sum(_row_bytes(ds, c) for c in names)
+        if estimate > self.limits.max_block_bytes:
+            raise ApiError(
+                "too_large",
+                f"{len(ids)} rows of {names!r} are about {estimate:,.0f} bytes, more than "
+                f"{self.limits.max_block_bytes:,} per request; ask for fewer ids",
+            )
+        kinds = {c: _wire_kind(ds, c) for c in names}
+
+        def read() -> list[bytes | memoryview]:
+            block = ds.reader.read_rows(ids, columns=names, bytes_as_arrays=True)
+            return encode_block(block.columns, kinds, len(ids))
+
+        buffers = await self._run(read)
+        return _BuffersResponse(buffers, self.limits.send_timeout_s)
+
+
+class _BuffersResponse:
+    """Send a list of buffers as one body, in slices, dropping a client that stops reading."""
+
+    _SLICE = 1 << 20
+
+    def __init__(self, buffers: list[bytes | memoryview], timeout: float) -> None:
+        self.buffers = [memoryview(b).cast("B") for b in buffers]
+        self.timeout = timeout
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        total = sum(len(b) for b in self.buffers)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", BLOCK_MEDIA_TYPE.encode()),
+                    (b"content-length", str(total).encode()),
+                ],
+            }
+        )
+        try:
+            for buf in self.buffers:
+                for lo in range(0, len(buf), self._SLICE):
+                    with anyio.fail_after(self.timeout):
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": buf[lo : lo + self._SLICE],
+                                "more_body": True,
+                            }
+                        )
+        except TimeoutError:
+            _log.warning("dropped a client that read nothing for %.0f s", self.timeout)
+            raise
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+# -- request parsing ------------------------------------------------------------------------------
+
+
+def _int_param(q: Any, name: str, default: int, *, low: int) -> int:
+    raw = q.get(name)
+    if raw is None or raw == "":
+        return default
+    if len(raw) > 19 or not raw.lstrip("-").isdigit():
+        raise ApiError("bad_request", f"{name} must be an integer, got {raw[:40]!r}")
+    value = int(raw)
+    if value < low:
+        raise ApiError("bad_request", f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def _parse_row_id(raw: str, n: int) -> int:
+    if len(raw) > 19 or not raw.isdigit():
+        raise ApiError("bad_ids", f"row id must be a non-negative integer, got {raw[:40]!r}")
+    row_id = int(raw)
+    if row_id >= n:
+        raise ApiError("bad_ids", f"row id {row_id} is out of range: the dataset has {n} rows")
+    return row_id
+
+
+def _columns_param(q: Any, ds: ServedDataset) -> list[str]:
+    raw = q.get("columns")
+    if not raw:
+        return ds.reader.column_names
+    names = [c.strip() for c in raw.split(",") if c.strip()]
+    unknown = [c for c in names if c not in ds.reader.schema]
+    if unknown:
+        raise ApiError(
+            "unknown_column",
+            f"{ds.name!r} has no column(s) {unknown!r}; it has {ds.reader.schema.names!r}",
+        )
+    return list(dict.fromkeys(names))
+
+
+def _view_param(q: Any) -> bool:
+    view = q.get("view", "full")
+    if view not in ("full", "summary"):
+        raise ApiError("bad_request", f"view must be 'full' or 'summary', got {view[:40]!r}")
+    return bool(view == "summary")
+
+
+async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise ApiError("too_large", f"request body of {declared} bytes; at most {limit}")
+    body = bytearray()
+    try:
+        with anyio.fail_after(timeout):  # a client trickling its body cannot hold a slot
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise ApiError("too_large", f"request body over {limit} bytes")
+    except TimeoutError:
+        raise ApiError(
+            "request_timeout", f"the request body did not arrive within {timeout:.0f} s"
+        ) from None
+    return bytes(body)
+
+
+def _row_bytes(ds: ServedDataset, column: str) -> float:
+    """Average stored bytes per row of ``column`` (from metadata; no data is read)."""
+    col = ds.reader.schema.names.index(column)
+    total = 0
+    for shard in ds.reader.shards:
+        if shard.meta.num_pages:
+            total += int(shard.meta.chunks[:, col]["raw_length"].sum())
+    return total / max(1, ds.reader.num_rows)
+
+
+def _wire_kind(ds: ServedDataset, column: str) -> tuple[str, str, list[int]]:
+    fld = ds.reader.schema[column]
+    if fld.kind in (FieldKind.BYTES, FieldKind.STRING):
+        dtype = "|u1"
+    else:
+        dtype = fld.dtype.newbyteorder("<").str
+    return fld.kind.value, dtype, list(fld.shape or ())
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with NaN and infinities replaced by None (JSON has no such numbers)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+_MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+
+
+def _load_static() -> dict[str, tuple[bytes, str]]:
+    """The page's files, read once: only these names can ever be served."""
+    folder = resources.files("mrecord.serve") / "static"
+    out = {}
+    for entry in folder.iterdir():
+        suffix = Path(entry.name).suffix
+        if suffix in _MEDIA:
+            out[entry.name] = (entry.read_bytes(), _MEDIA[suffix])
+    return out

@@ -1,0 +1,62 @@
+"""The server's security rules, as small pure functions (docs/SERVE.md, "Security model").
+
+- :func:`check_bind`: a non-loopback address needs a token.
+- :func:`token_ok`: ``Authorization: Bearer TOKEN`` compared in constant time.
+- :func:`host_ok`: without a token the API only answers requests addressed to a
+  loopback name, so a web page elsewhere cannot reach it by DNS rebinding.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from mrecord.errors import ArgumentError
+
+__all__ = ["LOOPBACK_HOSTS", "check_bind", "host_ok", "is_loopback", "token_ok"]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen on a non-loopback address without a token (ArgumentError)."""
+    if token is not None and not token:
+        raise ArgumentError("--token must not be empty")
+    if not is_loopback(host) and not token:
+        raise ArgumentError(
+            f"refusing to serve on {host!r} without --token: anyone who can reach that "
+            "address could read the datasets. Pass --token (or MRECORD_SERVE_TOKEN), or bind "
+            "127.0.0.1"
+        )
+
+
+def token_ok(authorization: str | None, token: str) -> bool:
+    """True when the ``Authorization`` header carries ``Bearer <token>`` (constant-time)."""
+    if not authorization:
+        return False
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def host_ok(host_header: str | None, allowed: frozenset[str]) -> bool:
+    """True when the request's ``Host`` (port stripped) is one of ``allowed``."""
+    if not host_header:
+        return False
+    host = host_header
+    if host.startswith("["):
+        host = host[: host.find("]") + 1]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.lower() in allowed

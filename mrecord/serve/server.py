@@ -1,0 +1,158 @@
+"""Running the app with uvicorn: in the foreground (``mrecord serve``) or in a thread.
+
+::
+
+    with ServerThread({"demo": Path("demo.mrecord0")}) as server:   # 127.0.0.1, a free port
+        RemoteDataset(server.url, "demo")
+
+uvicorn bounds the open connections (``limit_concurrency``: beyond it a request gets
+503 at once instead of queueing) and closes idle keep-alive connections after a few
+seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mrecord.errors import DatasetServerError
+from mrecord.serve.app import Limits, create_app
+from mrecord.serve.registry import ServedDataset, open_datasets
+from mrecord.serve.security import check_bind
+
+__all__ = ["MAX_CONNECTIONS", "ServerThread", "serve"]
+
+MAX_CONNECTIONS = 64
+"""Default bound on open connections (and requests) at once; more get 503 straight away."""
+
+
+def _uvicorn() -> Any:
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - the serve extra is in dev
+        raise ImportError("mrecord serve needs uvicorn: pip install 'mrecord[serve]'") from exc
+    return uvicorn
+
+
+def _config(
+    app: Any, host: str, port: int, log_level: str, max_connections: int = MAX_CONNECTIONS
+) -> Any:
+    uvicorn = _uvicorn()
+    try:
+        import httptools  # noqa: F401  (the C HTTP parser: several times h11's speed)
+
+        http = "httptools"
+    except ImportError:  # pragma: no cover
+        http = "h11"
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=http,
+        log_level=log_level,
+        access_log=False,
+        limit_concurrency=max_connections,
+        timeout_keep_alive=5,
+        lifespan="off",
+    )
+
+
+def serve(
+    datasets: dict[str, Path],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8750,
+    token: str | None = None,
+    workers: int = 4,
+    max_connections: int = MAX_CONNECTIONS,
+    log_level: str = "info",
+) -> None:
+    """Serve ``datasets`` ({name: path}) until interrupted (what ``mrecord serve`` runs)."""
+    check_bind(host, token)
+    opened = open_datasets(datasets)
+    try:
+        app = create_app(opened, token=token, limits=Limits(read_threads=workers))
+        _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
+    finally:
+        for ds in opened.values():
+            ds.close()
+
+
+class ServerThread:
+    """A server on 127.0.0.1 on a free port, in a background thread (tests, benchmarks).
+
+    ``with ServerThread(...) as server:`` starts it and waits until it answers;
+    leaving the block stops it and closes the datasets it opened.
+    """
+
+    def __init__(
+        self,
+        datasets: dict[str, Path] | dict[str, ServedDataset],
+        *,
+        token: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self._given = datasets
+        self._token = token
+        self._limits = limits
+        self._opened: dict[str, ServedDataset] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerThread:
+        """Open the datasets, bind a free port, serve in a thread; returns when it listens."""
+        served: dict[str, ServedDataset] = {}
+        for name, item in self._given.items():
+            if isinstance(item, ServedDataset):
+                served[name] = item
+        paths = {n: p for n, p in self._given.items() if not isinstance(p, ServedDataset)}
+        self._opened = open_datasets(paths)
+        served.update(self._opened)
+        app = create_app(served, token=self._token, limits=self._limits)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self._server = _uvicorn().Server(_config(app, "127.0.0.1", self.port, "warning"))
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="mrecord-serve", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise DatasetServerError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wait for the thread, close the datasets this object opened."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for ds in self._opened.values():
+            ds.close()
+        self._opened = {}
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,211 @@
+"""The binary block format of ``POST /api/datasets/{name}/blocks`` (pure: bytes in, bytes out).
+
+Request body, one MessagePack map::
+
+    {"ids": <bytes: int64 little-endian global row ids>, "columns": [name, ...] | nil}
+
+Response body, a small MessagePack header followed by the raw column buffers::
+
+    [header length: uint32 LE] [header: MessagePack map] [buffer 0] [buffer 1] ...
+
+    header = {"rows": n, "columns": [{"name", "kind", "dtype", "shape", "sizes"}, ...]}
+
+Each column contributes ``len(sizes)`` buffers, in column order:
+
+- ``fixed``     (numbers of one shape): ``[values: n * prod(shape) * itemsize]``, C order;
+- ``bytes``, ``string`` (UTF-8):        ``[offsets: (n + 1) int64] [data: offsets[-1]]``;
+- ``vararray``  (numbers, shape per row): ``[offsets: (n + 1) int64, in bytes]
+  [shapes: n * ndim int64] [data: offsets[-1]]``.
+
+``dtype`` is numpy's explicit-endian string (``"<f4"``, ``"|u1"``); ``shape`` is the
+field's row shape (``-1`` for variable dimensions). Buffers are sent as they are in
+memory (no per-value encoding), and decoded as numpy views of one receive buffer, so
+the cost per row is a copy, not Python work. Why MessagePack rather than Arrow IPC:
+docs/SERVE.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from mrecord.block import BytesArray, ColumnValues
+from mrecord.errors import ArgumentError, DatasetServerError
+
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "decode_block",
+    "decode_request",
+    "encode_block",
+    "encode_request",
+]
+
+MAX_HEADER_BYTES = 1 << 20
+_LEN = struct.Struct("<I")
+_NUMERIC_KINDS = "biuf"
+_SEND_AS_IS = 16 << 10
+"""Mean bytes per value from which a bytes column is sent value by value, not joined."""
+
+
+def encode_request(ids: np.ndarray, columns: Sequence[str] | None) -> bytes:
+    """The request body asking for rows ``ids`` (and only ``columns`` when given)."""
+    data = np.ascontiguousarray(ids, dtype="<i8").tobytes()
+    return bytes(msgpack.packb({"ids": data, "columns": list(columns) if columns else None}))
+
+
+def decode_request(body: bytes, max_ids: int) -> tuple[np.ndarray, list[str] | None]:
+    """Parse a request body; ArgumentError saying what is wrong with it."""
+    try:
+        req = msgpack.unpackb(body, raw=False, max_bin_len=len(body), max_array_len=4096)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ArgumentError(f"request body is not a MessagePack block request ({exc})") from exc
+    if not isinstance(req, dict) or not isinstance(req.get("ids"), bytes):
+        raise ArgumentError('request body must be a map with "ids": int64 little-endian bytes')
+    raw = req["ids"]
+    if len(raw) % 8:
+        raise ArgumentError(f'"ids" holds {len(raw)} bytes, not a multiple of 8 (int64)')
+    if len(raw) // 8 > max_ids:
+        raise ArgumentError(f"asked for {len(raw) // 8} rows; at most {max_ids} per request")
+    columns = req.get("columns")
+    if columns is not None and (
+        not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
+    ):
+        raise ArgumentError(f'"columns" must be a list of names or nil, got {columns!r}')
+    return np.frombuffer(raw, dtype="<i8").astype(np.int64), columns
+
+
+def encode_block(
+    columns: dict[str, ColumnValues], kinds: dict[str, tuple[str, str, list[int]]], rows: int
+) -> list[bytes | memoryview]:
+    """The response body as a list of buffers (send them in order; nothing is joined).
+
+    ``kinds`` maps a column to (kind, dtype string, row shape) from the schema.
+    """
+    header_cols = []
+    buffers: list[bytes | memoryview] = []
+    for name, values in columns.items():
+        kind, dtype, shape = kinds[name]
+        # Each logical buffer is a list of pieces sent one after the other.
+        if kind == "fixed":
+            arr = np.ascontiguousarray(values, dtype=np.dtype(dtype))
+            parts: list[list[bytes | memoryview]] = [[_bytes_view(arr)]]
+        elif kind in ("bytes", "string"):
+            items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
+            offsets = _offsets(len(v) for v in items)
+            if kind == "bytes" and len(items) and offsets[-1] >= _SEND_AS_IS * len(items):
+                # big values (images): send the file's bytes as they are, no join copy
+                data: list[bytes | memoryview] = [memoryview(v) for v in items]
+            else:
+                data = [b"".join(items)]
+            parts = [[offsets.tobytes()], data]
+        else:
+            arrays = [np.ascontiguousarray(v, dtype=np.dtype(dtype)) for v in values]
+            shapes = np.array([a.shape for a in arrays], dtype="<i8")
+            shapes = shapes.reshape(len(arrays), len(shape))
+            parts = [
+                [_offsets(a.nbytes for a in arrays).tobytes()],
+                [shapes.tobytes()],
+                [b"".join(_bytes_view(a) for a in arrays)],
+            ]
+        header_cols.append(
+            {
+                "name": name,
+                "kind": kind,
+                "dtype": dtype,
+                "shape": shape,
+                "sizes": [sum(memoryview(p).nbytes for p in pieces) for pieces in parts],
+            }
+        )
+        for pieces in parts:
+            buffers.extend(pieces)
+    header = msgpack.packb({"rows": rows, "columns": header_cols})
+    return [_LEN.pack(len(header)), header, *buffers]
+
+
+def _bytes_view(arr: np.ndarray) -> memoryview:
+    """The bytes of a C-contiguous array, without a copy."""
+    return memoryview(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+
+
+def _offsets(lengths: Any) -> np.ndarray:
+    sizes = np.fromiter(lengths, dtype=np.int64)
+    out = np.zeros(len(sizes) + 1, dtype="<i8")
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+def decode_block(buf: bytearray | bytes) -> tuple[int, dict[str, ColumnValues]]:
+    """(rows, columns) of a response body; values view ``buf`` (no copy where possible).
+
+    Fixed-shape columns come as one array ``(n, *shape)``, bytes as ``BytesArray``
+    (uint8) views, strings as ``str``, variable-shape arrays as a list of arrays:
+    what ``MindDataset`` yields for the same rows.
+    """
+    try:
+        return _decode(memoryview(buf))
+    except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
+        raise DatasetServerError(f"the server sent a malformed block ({exc})") from exc
+
+
+def _decode(view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
+    (hlen,) = _LEN.unpack_from(view, 0)
+    if hlen > MAX_HEADER_BYTES or 4 + hlen > len(view):
+        raise ValueError(f"header length {hlen} does not fit a {len(view)}-byte body")
+    header = msgpack.unpackb(view[4 : 4 + hlen], raw=False)
+    n = int(header["rows"])
+    pos = 4 + hlen
+    out: dict[str, ColumnValues] = {}
+    for col in header["columns"]:
+        sizes = [int(s) for s in col["sizes"]]
+        if pos + sum(sizes) > len(view):
+            raise ValueError(f"column {col['name']!r} runs past the end of the body")
+        parts = []
+        for size in sizes:
+            parts.append(view[pos : pos + size])
+            pos += size
+        out[str(col["name"])] = _decode_column(col, parts, n)
+    return n, out
+
+
+def _numeric(dtype: str) -> np.dtype[Any]:
+    dt = np.dtype(dtype)
+    if dt.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"dtype {dtype!r} is not numeric")
+    return dt
+
+
+def _decode_column(col: dict[str, Any], parts: list[memoryview], n: int) -> ColumnValues:
+    kind = col["kind"]
+    if kind == "fixed":
+        shape = tuple(int(d) for d in col["shape"] or ())
+        return np.frombuffer(parts[0], dtype=_numeric(col["dtype"])).reshape((n, *shape))
+    offsets = np.frombuffer(parts[0], dtype="<i8")
+    if len(offsets) != n + 1:
+        raise ValueError(f"column {col['name']!r} has {len(offsets)} offsets for {n} rows")
+    bounds = offsets.tolist()
+    if kind == "bytes":
+        data = np.frombuffer(parts[1], dtype=np.uint8)
+        values: list[Any] = []
+        for a, b in itertools.pairwise(bounds):
+            value = data[a:b].view(BytesArray)
+            value.flags.writeable = False
+            values.append(value)
+        return values
+    if kind == "string":
+        text = bytes(parts[1])
+        return [str(text[a:b], "utf-8") for a, b in itertools.pairwise(bounds)]
+    if kind == "vararray":
+        dtype = _numeric(col["dtype"])
+        ndim = len(col["shape"])
+        shapes = np.frombuffer(parts[1], dtype="<i8").reshape(n, ndim).tolist()
+        blob = parts[2]
+        return [
+            np.frombuffer(blob[a:b], dtype=dtype).reshape(shape)
+            for a, b, shape in zip(bounds[:-1], bounds[1:], shapes, strict=True)
+        ]
+    raise ValueError(f"unknown column kind {kind!r}")

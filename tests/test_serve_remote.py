@@ -1,0 +1,326 @@
+"""RemoteDataset against a real uvicorn server on 127.0.0.1: the same rows, in the same order,
+as MindDataset on the files; plus what only a real server shows (raw paths, dropped clients,
+a server that goes away, a small load)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mrecord
+from mrecord import (
+    DistributedSampler,
+    FileWriter,
+    MindDataset,
+    PKSampler,
+    RandomSampler,
+    Shuffle,
+    SubsetRandomSampler,
+    config,
+)
+from mrecord.errors import (
+    AuthenticationError,
+    DatasetNotFoundError,
+    DatasetServerError,
+    SchemaError,
+)
+from mrecord.serve.app import Limits
+from mrecord.serve.loadtest import run_load
+from mrecord.serve.server import ServerThread
+
+ROWS = 301
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages."""
+    rng = np.random.default_rng(5)
+    path = tmp_path_factory.mktemp("mixed") / "mixed.mrecord"
+    with FileWriter(path, shard_num=3, overwrite=True) as writer:
+        writer.add_schema(
+            {
+                "id": {"type": "int64"},
+                "label": {"type": "int32"},
+                "vec": {"type": "float32", "shape": [4]},
+                "blob": {"type": "bytes"},
+                "text": {"type": "string"},
+                "points": {"type": "float64", "shape": [-1, 2]},
+            }
+        )
+        writer.add_index(["label"])
+        writer.set_page_size(1 << 12)
+        writer.write_raw_data(
+            {
+                "id": np.arange(ROWS, dtype=np.int64),
+                "label": (np.arange(ROWS) % 7).astype(np.int32),
+                "vec": rng.standard_normal((ROWS, 4)).astype(np.float32),
+                "blob": [rng.bytes(int(n)) for n in rng.integers(0, 40, ROWS)],
+                "text": [f"row {i} ✓" * (i % 3) for i in range(ROWS)],
+                "points": [rng.standard_normal((int(k), 2)) for k in rng.integers(0, 5, ROWS)],
+            }
+        )
+    return Path(str(path) + "0")
+
+
+@pytest.fixture(scope="module")
+def server(mixed: Path) -> Iterator[ServerThread]:
+    with ServerThread({"mixed": mixed}) as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> Iterator[None]:
+    old = config.get_seed()
+    config.set_seed(1234)
+    yield
+    config.set_seed(old)
+
+
+def _rows(ds: Any, epochs: int = 2) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in ds.create_tuple_iterator(num_epochs=epochs, output_numpy=True)]
+
+
+def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> None:
+    assert len(a) == len(b)
+    for ra, rb in zip(a, b, strict=True):
+        for va, vb in zip(ra, rb, strict=True):
+            assert type(va) is type(vb) or isinstance(va, np.ndarray) == isinstance(vb, np.ndarray)
+            np.testing.assert_array_equal(np.asarray(va), np.asarray(vb))
+
+
+MODES = [None, False, True, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE]
+
+
+@pytest.mark.parametrize("shuffle", MODES, ids=repr)
+@pytest.mark.parametrize("shard", [None, (3, 0), (3, 2), (4, 1)], ids=repr)
+def test_remote_reads_what_mind_dataset_reads(
+    server: ServerThread, mixed: Path, shuffle: Any, shard: tuple[int, int] | None
+) -> None:
+    kwargs: dict[str, Any] = {"shuffle": shuffle}
+    if shard is not None:
+        kwargs.update(num_shards=shard[0], shard_id=shard[1])
+    if shuffle is Shuffle.PARTIAL:
+        kwargs["partial_window"] = 50
+    local = MindDataset(mixed, **kwargs)
+    remote = mrecord.RemoteDataset(server.url, "mixed", **kwargs)
+    assert remote.get_dataset_size() == local.get_dataset_size()
+    want, got = _rows(local), _rows(remote)
+    _same(want, got)
+    ids = [int(r[0]) for r in got]
+    if shard is None and shuffle is not False:
+        assert sorted(ids[:ROWS]) == list(range(ROWS))  # each epoch a permutation
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DistributedSampler(3, 1, shuffle=True),
+        lambda: RandomSampler(num_samples=40),
+        lambda: SubsetRandomSampler([5, 9, 300, 0, 17]),
+        lambda: PKSampler(3, shuffle=True),
+    ],
+    ids=["distributed", "random", "subset_random", "pk"],
+)
+def test_remote_samplers_match_mind_dataset(server: ServerThread, mixed: Path, make: Any) -> None:
+    remote = mrecord.RemoteDataset(server.url, "mixed", sampler=make())
+    _same(_rows(MindDataset(mixed, sampler=make())), _rows(remote))
+
+
+def test_num_samples_columns_list_and_batches(server: ServerThread, mixed: Path) -> None:
+    cols = ["text", "vec", "id"]
+    local = MindDataset(mixed, columns_list=cols, shuffle=True, num_samples=77).batch(10)
+    remote = mrecord.RemoteDataset(
+        server.url, "mixed", columns_list=cols, shuffle=True, num_samples=77
+    ).batch(10)
+    a = [b[2] for b in local.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    b = [b[2] for b in remote.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    assert len(a) == len(b) == 8
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_argument_errors_are_mind_datasets(server: ServerThread) -> None:
+    with pytest.raises(SchemaError, match="nope"):
+        mrecord.RemoteDataset(server.url, "mixed", columns_list=["nope"])
+    with pytest.raises(ValueError, match="shard_id"):
+        mrecord.RemoteDataset(server.url, "mixed", num_shards=2, shard_id=2)
+    with pytest.raises(RuntimeError, match="sampler and shuffle"):
+        mrecord.RemoteDataset(server.url, "mixed", shuffle=True, sampler=RandomSampler())
+    with pytest.raises(DatasetNotFoundError, match="unknown_dataset"):
+        mrecord.RemoteDataset(server.url, "missing")
+
+
+def test_token_is_sent_and_checked(mixed: Path) -> None:
+    with ServerThread({"mixed": mixed}, token="s3cret") as srv:
+        with pytest.raises(AuthenticationError, match="token"):
+            mrecord.RemoteDataset(srv.url, "mixed")
+        with pytest.raises(AuthenticationError):
+            mrecord.RemoteDataset(srv.url, "mixed", token="wrong")
+        ds = mrecord.RemoteDataset(srv.url, "mixed", token="s3cret", columns_list=["id"])
+        assert [int(r[0]) for r in _rows(ds, 1)] == [
+            int(r[0]) for r in _rows(MindDataset(mixed, columns_list=["id"]), 1)
+        ]
+
+
+def test_a_server_that_goes_away_gives_a_clear_error(mixed: Path) -> None:
+    srv = ServerThread({"mixed": mixed}).start()
+    ds = mrecord.RemoteDataset(srv.url, "mixed", shuffle=False, retries=1)
+    assert len(_rows(ds, 1)) == ROWS
+    srv.stop()
+    with pytest.raises(DatasetServerError, match="did not answer"):
+        _rows(ds, 1)
+    with pytest.raises(DatasetServerError, match="mrecord serve"):
+        mrecord.RemoteDataset(srv.url, "mixed", retries=0)
+
+
+def _raw_get(port: int, target: str) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+        )
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/datasets/../../../../etc/passwd",
+        "/api/datasets/mixed/../../../etc/passwd",
+        "/static/../app.py",
+        "/static/../../../../etc/passwd",
+        "/static/%2e%2e/app.py",
+        "/api/datasets/%2Fetc%2Fpasswd/stats",
+        "//etc/passwd",
+    ],
+)
+def test_raw_traversal_paths_never_reach_a_file(server: ServerThread, target: str) -> None:
+    answer = _raw_get(server.port, target)
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (400, 404), answer[:200]
+    assert b"root:" not in answer and b"import " not in answer
+
+
+def test_a_client_that_stops_reading_is_dropped(tmp_path: Path) -> None:
+    rows = 400
+    path = tmp_path / "big.mrecord"
+    with FileWriter(path, overwrite=True) as writer:
+        writer.add_schema({"x": {"type": "uint8", "shape": [100, 100]}})
+        writer.write_raw_data({"x": np.zeros((rows, 100, 100), dtype=np.uint8)})
+    limits = Limits(send_timeout_s=0.5)
+    with ServerThread({"big": path}, limits=limits) as srv:
+        from mrecord.serve.wire import encode_request
+
+        body = encode_request(np.arange(rows), None)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", srv.port))
+        sock.sendall(
+            b"POST /api/datasets/big/blocks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(3)  # read nothing: the server gives up on us after send_timeout_s
+        sock.settimeout(20)
+        received = 0
+        while chunk := sock.recv(1 << 20):
+            received += len(chunk)
+        sock.close()
+        assert received < rows * 100 * 100  # cut short, and the connection closed
+        # the server still answers others
+        ds = mrecord.RemoteDataset(srv.url, "big", num_samples=3, shuffle=False)
+        assert len(_rows(ds, 1)) == 3
+
+
+def test_small_load_has_no_errors(server: ServerThread) -> None:
+    result = run_load(server.url, "mixed", clients=4, requests=15, num_rows=ROWS)
+    assert result.errors == []
+    assert len(result.latencies) == 60 and result.rows == 60 * 64
+
+
+def test_import_mrecord_loads_no_server_or_http_package() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mrecord; mrecord.RemoteDataset; "
+        "bad = [m for m in ('starlette', 'uvicorn', 'httpx', 'anyio', 'mrecord.serve.app') "
+        "if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_core_package_imports_serve() -> None:
+    import mrecord as pkg
+
+    root = Path(pkg.__file__).parent
+    for layer in ("format", "storage", "reader", "writer", "sampling", "pipeline"):
+        for source in (root / layer).rglob("*.py"):
+            text = source.read_text()
+            assert "mrecord.serve" not in text and "from mrecord import serve" not in text, source
+
+
+def test_a_client_that_trickles_its_body_gets_408(mixed: Path) -> None:
+    with ServerThread({"mixed": mixed}, limits=Limits(body_timeout_s=0.5)) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=20) as sock:
+            sock.sendall(
+                b"POST /api/datasets/mixed/blocks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Length: 100\r\n\r\n0123456789"
+            )
+            answer = b""
+            while b"}}" not in answer and (chunk := sock.recv(65536)):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b'"request_timeout"' in answer
+
+
+def test_the_serve_command_serves_until_stopped(mixed: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "mrecord.cli.main", "serve", f"m={mixed}", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/datasets") as answer:
+                    body = json.load(answer)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+        else:
+            raise AssertionError("mrecord serve did not answer")
+        assert [d["name"] for d in body["datasets"]] == ["m"]
+        assert body["datasets"][0]["rows"] == ROWS
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"serving m on http://127.0.0.1:{port}/" in err
+
+
+def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: Path) -> None:
+    from mrecord import ConcatDataset
+
+    def build(make: Any) -> Any:
+        ds = ConcatDataset([make(shuffle=True), make(shuffle=False, columns_list=None)])
+        ds.use_sampler(DistributedSampler(3, 1, shuffle=False))
+        return ds
+
+    local = build(lambda **kw: MindDataset(mixed, **kw))
+    remote = build(lambda **kw: mrecord.RemoteDataset(server.url, "mixed", **kw))
+    _same(_rows(local, 1), _rows(remote, 1))
