@@ -124,6 +124,7 @@ def measure(python: str, code: str, pythonpath: str | None = None) -> dict[str, 
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    os.sync()  # the dataset just built is still being written back: let it land first
     # Run outside the checkout: a "-c" script puts its working folder first on sys.path,
     # which would shadow the --old-src mrecord with this one.
     proc = subprocess.run(

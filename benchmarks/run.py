@@ -46,6 +46,7 @@ EXTRA_SUITES = {
     "sink": "benchmarks.bench_sink",
     "memory": "benchmarks.bench_pipeline_memory",
     "convert": "benchmarks.bench_convert",
+    "append": "benchmarks.bench_append",
     "serve": "benchmarks.bench_serve",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""
