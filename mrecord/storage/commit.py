@@ -7,12 +7,19 @@ generation, final basenames) is written under a partial name, fsync'ed and
 renamed into place. Only then are the partial files renamed over the finals, and
 the journal removed.
 
+An append is journaled the same way but publishes in place: each shard's partial is
+a *tail* (new pages, metadata, trailer) that goes after the shard's committed
+length, and each ``.db``'s partial holds only the new rows, merged in one SQLite
+transaction. The journal records every shard's committed length and tail length,
+so the roll-forward can run again after any crash; bytes before a committed
+length are never written (docs/FORMAT.md, *Commit*).
+
 A process killed at any instant therefore leaves either
 
 - no journal: the finals are the last committed generation; partial files are
   litter, removed by the next writer or recovery; or
 - a journal: every partial it names is complete, and :func:`recover` finishes
-  the renames (roll forward), after which the new generation is whole.
+  the renames, tails and merges (roll forward), after which the new generation is whole.
 
 Writers hold an exclusive ``flock`` on ``<dataset>.mrecord-lock`` for their whole
 life; the kernel drops it when the process dies, so a crashed writer never blocks
