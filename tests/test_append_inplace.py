@@ -260,3 +260,46 @@ def test_a_damaged_tail_journal_is_refused(tmp_path: Path) -> None:
         DatasetReader.open(first)
     assert first.stat().st_size == size
     os.unlink(journal)
+
+
+def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process opens the dataset while shard 0 ends in half a tail (no trailer at its
+    end yet): it waits for the publisher and reads the new generation whole, never an error."""
+    import subprocess
+    import sys
+    import time
+
+    first = _dataset(tmp_path, 80)
+    script = (
+        "import sys\n"
+        "from mrecord import DatasetReader\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        f"with DatasetReader.open({str(first)!r}) as r:\n"
+        "    r.read_rows(range(r.num_rows))\n"
+        "    print(r.num_rows, flush=True)\n"
+    )
+    reader = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert reader.stdin is not None and reader.stdout is not None
+    assert reader.stdout.readline().strip() == "ready"
+    calls = []
+
+    def hook(step: str) -> None:
+        if step == "tail_part" and not calls:
+            calls.append(step)
+            assert first.stat().st_size > 0
+            reader.stdin.write("go\n")  # type: ignore[union-attr]
+            reader.stdin.flush()  # type: ignore[union-attr]
+            time.sleep(0.5)  # the reader meets half a tail and the journal meanwhile
+
+    writer = FileWriter.open_for_append(first)
+    writer.write_raw_data([make_v1.row(i) for i in range(80, 120)])
+    monkeypatch.setattr(commit_mod, "crash_hook", hook)
+    writer.commit()
+    out, _ = reader.communicate(timeout=60)
+    assert reader.returncode == 0 and out.strip() == "120"
+    assert calls == ["tail_part"]
