@@ -47,6 +47,7 @@ EXTRA_SUITES = {
     "memory": "benchmarks.bench_pipeline_memory",
     "convert": "benchmarks.bench_convert",
     "append": "benchmarks.bench_append",
+    "ray": "benchmarks.bench_ray",
     "serve": "benchmarks.bench_serve",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""

@@ -37,6 +37,7 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── OffloadError(ValueError)           an offload constraint was violated
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
+    │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
     ├── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
     ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
     └── AuthenticationError(PermissionError) a dataset server refused the token
@@ -73,6 +74,7 @@ __all__ = [
     "OffloadError",
     "OperationError",
     "PipelineError",
+    "RawDataError",
     "RemoteStorageError",
     "RowIndexError",
     "RowValidationError",
@@ -272,6 +274,14 @@ class SinkTimeoutError(MrecordError, TimeoutError):
 
 class ConversionError(MrecordError, ValueError):
     """A conversion source is malformed (wrong magic number, truncated, missing)."""
+
+
+class RawDataError(ConversionError):
+    """A raw dataset (CIFAR-10, MNIST, an image folder) is missing, truncated or foreign.
+
+    Raised by the sources (``Cifar10Dataset``...) and the converters alike; a
+    ``ValueError``, as MindSpore raises for a missing ``dataset_dir``.
+    """
 
 
 class DecodeError(MrecordError, ValueError):

@@ -72,6 +72,35 @@ def _parse_resize(text: str | None) -> tuple[int, int] | None:
     return (size[0], size[1])
 
 
+def _convert_with_ray(
+    kind: str,
+    src: str,
+    dst: str,
+    source_options: dict[str, Any],
+    options: Any,
+    shard_num: int | None,
+) -> Any:
+    """``--engine ray``: the same conversion run by :func:`mrecord.ray.convert`."""
+    try:
+        from mrecord.ray import convert as ray_convert
+    except ImportError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    return ray_convert(
+        kind,
+        src,
+        dst,
+        source_options=source_options,
+        shard_num=shard_num,
+        index_fields=None if options.index_fields is None else list(options.index_fields),
+        compression=options.compression,
+        compress_fields=options.compress_fields,
+        compression_level=options.compression_level,
+        page_size=options.page_size,
+        overwrite=options.overwrite,
+        batch_rows=options.batch_rows,
+    )
+
+
 def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     for option, kinds in _ONLY_FOR.items():
         value = given[option]
@@ -108,9 +137,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--shards",
     "shard_num",
     type=click.IntRange(1, 1000),
-    default=1,
-    show_default=True,
-    help="Number of shard files.",
+    default=None,
+    help="Number of shard files (default 1; with --engine ray, one per Ray task).",
 )
 @click.option(
     "--page-size", type=SizeParam(), default=None, help="Target page size (e.g. 1M, 64K)."
@@ -168,13 +196,21 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DST.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="ray: parse the source in Ray tasks (one per image subfolder / CIFAR file) and "
+    "write through mrecord.ray's datasink; needs pip install 'mrecord[ray]'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @progress_options
 def convert(
     kind: str,
     src: str,
     dst: str,
-    shard_num: int,
+    shard_num: int | None,
     page_size: int | None,
     compression: str | None,
     compress_fields: tuple[str, ...],
@@ -183,6 +219,7 @@ def convert(
     no_index: bool,
     batch_rows: int,
     overwrite: bool,
+    engine: str,
     as_json: bool,
     progress: bool,
     quiet: bool,
@@ -196,7 +233,7 @@ def convert(
         raise CommandError("--index and --no-index exclude each other", EXIT_USAGE)
     source_options = _source_options(kind, given)
     options = WriteOptions(
-        shard_num=shard_num,
+        shard_num=shard_num or 1,
         page_size=page_size,
         compression=compression,
         compress_fields=list(compress_fields) or None,
@@ -206,11 +243,14 @@ def convert(
         batch_rows=batch_rows,
     )
     try:
-        with (
-            SOURCES[kind](src, **source_options) as source,
-            progress_bar(source.num_rows, kind, quiet, force=progress) as bar,
-        ):
-            summary = write_source(source, dst, options, progress=bar.update)
+        if engine == "ray":
+            summary = _convert_with_ray(kind, src, dst, source_options, options, shard_num)
+        else:
+            with (
+                SOURCES[kind](src, **source_options) as source,
+                progress_bar(source.num_rows, kind, quiet, force=progress) as bar,
+            ):
+                summary = write_source(source, dst, options, progress=bar.update)
     except DatasetExistsError as exc:
         raise CommandError(f"{exc} (mrecord convert: use --overwrite)", EXIT_USAGE) from None
     if as_json:

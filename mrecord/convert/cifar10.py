@@ -1,13 +1,10 @@
 """CIFAR-10, binary version, as a conversion source.
 
-Each file (``data_batch_1.bin`` … ``data_batch_5.bin``, ``test_batch.bin``) is a
-sequence of 10,000 records of 3,073 bytes::
-
-    [label: 1 byte, 0..9] [red: 1024] [green: 1024] [blue: 1024]   (each plane 32x32, row-major)
-
-A whole file is decoded with one ``np.frombuffer`` + reshape and one strided copy
-per colour plane to HWC (``uint8[32, 32, 3]``), or encoded to PNG with
-``png=True`` (in a thread pool).
+The files are read by the same parser as ``Cifar10Dataset``
+(:mod:`mrecord.rawdata.cifar10`, which documents the record layout): memory-mapped,
+a batch of records at a time, turned to HWC ``uint8[32, 32, 3]`` with one strided
+copy per colour plane, or encoded to PNG with ``png=True`` (in a thread pool).
+A split must be complete (``data_batch_1..5.bin`` or ``test_batch.bin``).
 """
 
 from __future__ import annotations
@@ -22,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
-from mrecord.errors import ArgumentError, ConversionError
+from mrecord.errors import ArgumentError, RawDataError
+from mrecord.rawdata.cifar10 import Cifar10Files, find_cifar10_files
 
-__all__ = ["CIFAR10_CLASSES", "RECORD_BYTES", "Cifar10Source", "decode_cifar10", "encode_png"]
+__all__ = ["CIFAR10_CLASSES", "Cifar10Source", "encode_png", "split_files"]
 
-RECORD_BYTES = 1 + 3 * 32 * 32
 CIFAR10_CLASSES = (
     "airplane",
     "automobile",
@@ -45,33 +42,6 @@ SPLIT_FILES = {
 }
 
 
-def decode_cifar10(data: bytes | np.ndarray, *, path: str) -> tuple[np.ndarray, np.ndarray]:
-    """Decode a CIFAR-10 binary file's bytes into ``(images HWC uint8, labels int32)``."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    if raw.size % RECORD_BYTES:
-        whole = raw.size // RECORD_BYTES
-        raise ConversionError(
-            f"{path!r} is not a CIFAR-10 binary file or is truncated: {raw.size} bytes is not "
-            f"a whole number of {RECORD_BYTES}-byte records (record {whole} is cut after "
-            f"{raw.size - whole * RECORD_BYTES} bytes)"
-        )
-    records = raw.reshape(-1, RECORD_BYTES)
-    labels = records[:, 0].astype(np.int32)
-    bad = np.flatnonzero(labels > 9)
-    if bad.size:
-        i = int(bad[0])
-        raise ConversionError(
-            f"{path!r} is not a CIFAR-10 binary file: record {i} (byte {i * RECORD_BYTES}) "
-            f"has label {int(labels[i])}, CIFAR-10 labels are 0..9"
-        )
-    # CHW -> HWC: one strided copy per colour plane (about 2x faster than a
-    # 4-D transpose + ascontiguousarray, which walks memory with a bad stride).
-    images = np.empty((len(records), 32, 32, 3), dtype=np.uint8)
-    for c in range(3):
-        images[..., c] = records[:, 1 + 1024 * c : 1 + 1024 * (c + 1)].reshape(-1, 32, 32)
-    return images, labels
-
-
 def encode_png(image: np.ndarray) -> bytes:
     """Encode one HWC uint8 image as PNG bytes (needs Pillow)."""
     from mrecord.convert._pillow import require_pillow
@@ -82,25 +52,22 @@ def encode_png(image: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def find_cifar10_files(src: str | os.PathLike[str], split: str) -> list[Path]:
+def split_files(src: str | os.PathLike[str], split: str) -> list[Path]:
     """The binary files of ``split`` under ``src`` (a folder), or ``[src]`` for one file."""
     if split not in SPLIT_FILES:
         raise ArgumentError(f"split must be 'train' or 'test', got {split!r}")
     root = Path(src)
     if root.is_file():
         return [root]
-    if not root.is_dir():
-        raise ConversionError(f"CIFAR-10 source {str(root)!r} does not exist")
-    if not (root / SPLIT_FILES[split][0]).exists() and (root / "cifar-10-batches-bin").is_dir():
-        root = root / "cifar-10-batches-bin"
-    files = [root / name for name in SPLIT_FILES[split]]
-    missing = [str(f) for f in files if not f.is_file()]
+    files = find_cifar10_files(root, split)
+    names = {f.name for f in files}
+    missing = [str(files[0].parent / n) for n in SPLIT_FILES[split] if n not in names]
     if missing:
-        raise ConversionError(
+        raise RawDataError(
             f"CIFAR-10 {split} split is incomplete: missing {missing} (expected the binary "
             "version, folder cifar-10-batches-bin)"
         )
-    return files
+    return [f for f in files if f.name in SPLIT_FILES[split]]
 
 
 def _class_names(folder: Path) -> list[str]:
@@ -126,8 +93,8 @@ class Cifar10Source(Source):
         png: bool = False,
         workers: int | None = None,
     ):
-        self.files = find_cifar10_files(src, split)
-        sizes = [f.stat().st_size for f in self.files]
+        self.files = split_files(src, split)
+        self._data = Cifar10Files(self.files)
         self.png = png
         self.workers = workers
         classes = _class_names(self.files[0].parent)
@@ -142,7 +109,7 @@ class Cifar10Source(Source):
             name=str(src),
             schema={"image": image, "label": {"type": "int32"}},
             desc=json.dumps(desc),
-            num_rows=sum(s // RECORD_BYTES for s in sizes),
+            num_rows=self._data.num_rows,
             index_fields=["label"],
         )
 
@@ -151,16 +118,16 @@ class Cifar10Source(Source):
         check_batch_rows(batch_rows)
         pool = ThreadPoolExecutor(self.workers or os.cpu_count() or 1) if self.png else None
         try:
-            for f in self.files:
-                images, labels = decode_cifar10(f.read_bytes(), path=str(f))
-                for start in range(0, len(labels), batch_rows):
-                    imgs = images[start : start + batch_rows]
-                    batch: Batch = {"label": labels[start : start + batch_rows]}
-                    if pool is not None:
-                        batch["image"] = list(pool.map(encode_png, imgs))
-                    else:
-                        batch["image"] = imgs
-                    yield {"image": batch["image"], "label": batch["label"]}
+            total = self._data.num_rows
+            for start in range(0, total, batch_rows):
+                ids = np.arange(start, min(start + batch_rows, total), dtype=np.int64)
+                imgs, labels = self._data.read(ids)
+                batch: Batch = {"label": labels.astype(np.int32)}
+                if pool is not None:
+                    batch["image"] = list(pool.map(encode_png, imgs))
+                else:
+                    batch["image"] = imgs
+                yield {"image": batch["image"], "label": batch["label"]}
         finally:
             if pool is not None:
                 pool.shutdown()

@@ -5,6 +5,10 @@
     root/cat/001.jpg   -> label 0   (class subfolders sorted by name)
     root/dog/a/7.png   -> label 1   (files found recursively, sorted)
 
+The folder is walked by the same code as ``ImageFolderDataset``
+(:func:`mrecord.rawdata.imagefolder.walk_image_folder`), keeping the files with an
+image extension (any case).
+
 Rows: ``image`` (the file's bytes as they are, unless ``resize``/``reencode``),
 ``label`` (int32) and ``file_name`` (path relative to ``root``, with ``/``).
 The class ↔ label mapping is stored as JSON in the dataset description.
@@ -29,39 +33,15 @@ import numpy as np
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError, ConversionError
+from mrecord.rawdata.imagefolder import walk_image_folder
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource", "list_image_folder"]
+__all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
 _FORMATS = {"jpeg": "JPEG", "jpg": "JPEG", "png": "PNG", "webp": "WEBP", "bmp": "BMP"}
 _MAX_LISTED = 20
-
-
-def list_image_folder(root: Path) -> tuple[list[str], list[tuple[Path, int]], list[Path]]:
-    """``(classes, [(file, label)], ignored non-image files)`` of an image folder."""
-    if not root.is_dir():
-        raise ConversionError(f"image folder {str(root)!r} does not exist or is not a folder")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise ConversionError(
-            f"image folder {str(root)!r} has no class subfolders (expected root/CLASS/IMAGE)"
-        )
-    items: list[tuple[Path, int]] = []
-    ignored: list[Path] = []
-    for label, cls in enumerate(classes):
-        for dirpath, dirnames, filenames in os.walk(root / cls):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for fname in sorted(filenames):
-                path = Path(dirpath) / fname
-                if fname.startswith("."):
-                    continue
-                if path.suffix.lower() in IMAGE_EXTENSIONS:
-                    items.append((path, label))
-                else:
-                    ignored.append(path)
-    return classes, items, ignored
 
 
 def _parse_resize(resize: int | Sequence[int] | None) -> tuple[int, int] | None:
@@ -88,7 +68,11 @@ class ImageFolderSource(Source):
         on_error: str = "raise",
         check: bool = True,
         workers: int | None = None,
+        items: Sequence[tuple[Path, int]] | None = None,
+        classes: Sequence[str] | None = None,
     ):
+        """``items``/``classes``: convert just these ``(file, label)`` pairs of the folder's
+        listing (a distributed conversion splits one listing among tasks); listed when None."""
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if reencode is not None and reencode.lower() not in _FORMATS:
@@ -100,7 +84,13 @@ class ImageFolderSource(Source):
         self.on_error = on_error
         self.check = check or self.resize is not None or self.reencode is not None
         self.workers = workers
-        self.classes, self.items, ignored = list_image_folder(self.root)
+        if items is None or classes is None:
+            listing = walk_image_folder(self.root, extensions=IMAGE_EXTENSIONS, ignore_case=True)
+            self.classes = list(listing.classes)
+            self.items = list(zip(listing.files, listing.labels, strict=True))
+            ignored = listing.ignored
+        else:
+            self.classes, self.items, ignored = list(classes), list(items), []
         self.bad_files: list[tuple[str, str]] = []
         desc = {
             "source": "imagefolder",

@@ -21,7 +21,14 @@ from mrecord.pipeline.repeat import RepeatDataset
 from mrecord.pipeline.shuffle import ShuffleDataset
 from mrecord.pipeline.skip import SkipDataset
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.sources import GeneratorDataset, MindDataset, NumpySlicesDataset
+from mrecord.pipeline.sources import (
+    Cifar10Dataset,
+    GeneratorDataset,
+    ImageFolderDataset,
+    MindDataset,
+    MnistDataset,
+    NumpySlicesDataset,
+)
 from mrecord.pipeline.take import TakeDataset
 from mrecord.pipeline.zip import ZipDataset, zip
 
@@ -29,13 +36,16 @@ __all__ = [
     "BatchDataset",
     "BatchInfo",
     "BlockIterator",
+    "Cifar10Dataset",
     "ConcatDataset",
     "Dataset",
     "DictIterator",
     "FilterDataset",
     "GeneratorDataset",
+    "ImageFolderDataset",
     "MapDataset",
     "MindDataset",
+    "MnistDataset",
     "NumpySlicesDataset",
     "Plan",
     "ProjectDataset",

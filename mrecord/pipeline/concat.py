@@ -65,6 +65,9 @@ class ConcatDataset(Dataset):
                 )
         self._sampler = sampler
 
+    def _use_sampler(self, sampler: Any) -> None:
+        self.use_sampler(sampler)
+
     def _leaves(self) -> list[Dataset]:
         """The children with nested concats flattened (``a + b + c`` has three leaves)."""
         leaves: list[Dataset] = []

@@ -207,6 +207,54 @@ class Dataset:
 
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
+    def padded_batch(
+        self,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_workers: int | None = None,
+        pad_info: dict[str, tuple[Sequence[int | None] | None, Any]] | None = None,
+    ) -> BatchDataset:
+        """``batch``, padding each row's arrays to one shape per column first (MindSpore 2.x).
+
+        ``pad_info``: ``{column: (shape, value)}``; a None shape (or None entry) pads to
+        the batch's largest; columns not named are padded to the largest with 0;
+        ``{}`` pads every column; None pads nothing (a plain batch).
+        """
+        from mrecord.pipeline.padded_batch import PaddedBatchDataset
+
+        return PaddedBatchDataset(
+            self,
+            batch_size,
+            drop_remainder=drop_remainder,
+            num_parallel_workers=num_parallel_workers,
+            pad_info=pad_info,
+        )
+
+    def use_sampler(self, new_sampler: Any) -> None:
+        """Read this dataset's source through ``new_sampler`` instead of its own order.
+
+        MindSpore's rule: the sampler replaces the source's shuffle/sharding/num_samples
+        (keeping the old sampler's child). On an op, it applies to the source below.
+        """
+        from mrecord.sampling import Sampler
+
+        if new_sampler is None:
+            raise TypeError("Input sampler can not be None.")
+        if not isinstance(new_sampler, Sampler):
+            raise TypeError(f"Input sampler is not an instance of a sampler, got {new_sampler!r}")
+        self._use_sampler(new_sampler)
+
+    def _use_sampler(self, sampler: Any) -> None:
+        """Replace the sampler (sources); ops pass it to their only child."""
+        if len(self.children) != 1:
+            from mrecord.errors import PipelineError
+
+            raise PipelineError(
+                f"{self!r} has {len(self.children)} inputs; call use_sampler on the source "
+                "that should be sampled"
+            )
+        self.children[0]._use_sampler(sampler)
+
     # ------------------------------------------------------------------ iterators
     def create_dict_iterator(self, num_epochs: int = -1, output_numpy: bool = True) -> DictIterator:
         """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""

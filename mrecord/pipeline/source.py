@@ -20,10 +20,10 @@ A source whose row count is only known by reading may return -1 from
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import ArgumentError, PipelineError
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -50,6 +50,13 @@ class SourceDataset(Dataset):
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Yield the blocks of ``epoch`` (settings such as the seed come from ``ctx``)."""
         raise NotImplementedError
+
+    def _use_sampler(self, sampler: Any) -> None:
+        raise ArgumentError(
+            f"{self!r} cannot take a sampler: it reads its rows in its own order "
+            "(random-access sources such as MindDataset, Cifar10Dataset or a GeneratorDataset "
+            "over an object with __getitem__ and __len__ can)"
+        )
 
     def _column_names(self) -> list[str]:
         return list(self._source_column_names())

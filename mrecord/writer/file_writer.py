@@ -58,7 +58,7 @@ from mrecord.storage.naming import (
 from mrecord.storage.shard import read_shard_metadata
 from mrecord.writer.shard_writer import ShardWriter
 
-__all__ = ["FileWriter"]
+__all__ = ["FileWriter", "check_index_fields"]
 
 DEFAULT_PAGE_SIZE = 1 << 20
 MIN_PAGE_SIZE = 1 << 10
@@ -81,6 +81,21 @@ def _acquire(lock: DatasetLock, what: str) -> None:
             exc, operation=f"{what} dataset: failed on lock file", path=lock.path,
             state=_UNTOUCHED,
         ) from exc
+
+
+def check_index_fields(schema: Schema, index_fields: Sequence[str]) -> tuple[str, ...]:
+    """``index_fields`` without repeats, if each is a scalar or string field of ``schema``."""
+    for name in index_fields:
+        if name not in schema:
+            raise SchemaError(f"index field {name!r} is not in the schema {schema.names!r}")
+        field = schema[name]
+        if not (field.is_scalar or field.kind is FieldKind.STRING):
+            raise SchemaError(
+                f"index field {name!r} is {field.type}"
+                f"{'' if field.shape is None else ' with shape ' + str(list(field.shape))}; "
+                "only scalar numbers and strings can be indexed"
+            )
+    return tuple(dict.fromkeys(index_fields))
 
 
 class FileWriter:
@@ -177,17 +192,7 @@ class FileWriter:
             raise SchemaError(
                 f"index_fields must be a non-empty list of field names, got {index_fields!r}"
             )
-        for name in index_fields:
-            if name not in schema:
-                raise SchemaError(f"index field {name!r} is not in the schema {schema.names!r}")
-            field = schema[name]
-            if not (field.is_scalar or field.kind is FieldKind.STRING):
-                raise SchemaError(
-                    f"index field {name!r} is {field.type}"
-                    f"{'' if field.shape is None else ' with shape ' + str(list(field.shape))}; "
-                    "only scalar numbers and strings can be indexed"
-                )
-        self._index_fields = tuple(dict.fromkeys(index_fields))
+        self._index_fields = check_index_fields(schema, index_fields)
 
     def set_page_size(self, page_size: int) -> None:
         """Set the target page size in bytes (default 1 MiB)."""

@@ -30,6 +30,7 @@ from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.columns import as_name_list, column_from_values
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.workers import ThreadPool, ordered_map
 from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
 
@@ -120,11 +121,7 @@ class GeneratorDataset(SourceDataset):
                     f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
                 )
             sampler = SubsetSampler(list(sampler))
-        if isinstance(sampler, PKSampler):
-            raise ArgumentError(
-                "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "
-                "per class in your source's __getitem__, or use MindDataset"
-            )
+        _refuse_pk(sampler)
         num_samples = self.num_samples
         if sampler is not None and num_samples is not None:
             raise ArgumentError("sampler and num_samples cannot be specified at the same time.")
@@ -135,6 +132,12 @@ class GeneratorDataset(SourceDataset):
             num_samples=num_samples,
             sampler=sampler,
         )
+
+    def _use_sampler(self, sampler: Any) -> None:
+        if not self.random_access:
+            super()._use_sampler(sampler)
+        _refuse_pk(sampler)
+        self._sampler = replace_sampler(self._sampler, sampler)
 
     # ------------------------------------------------------------------ source contract
     def _source_column_names(self) -> list[str]:
@@ -266,6 +269,14 @@ class GeneratorDataset(SourceDataset):
                 values = [np.asarray(v, dtype=dtype) for v in values]
             cols[name] = column_from_values(values)
         return Block(cols, np.asarray(ids, dtype=np.int64))
+
+
+def _refuse_pk(sampler: Any) -> None:
+    if isinstance(sampler, PKSampler):
+        raise ArgumentError(
+            "GeneratorDataset does not support PKSampler (as MindSpore): choose the rows "
+            "per class in your source's __getitem__, or use MindDataset"
+        )
 
 
 def _short(source: object) -> str:

@@ -17,32 +17,23 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from mrecord import config
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import FieldKind
-from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
-
-if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+from mrecord.sampling import Sampler, Shuffle
 
 __all__ = ["MindDataset"]
 
-_TARGET_BLOCK_BYTES = 4 << 20
-_MIN_BLOCK_ROWS = 16
-_MAX_BLOCK_ROWS = 8192
 
-
-class MindDataset(SourceDataset):
+class MindDataset(RandomAccessSource):
     """Read an mrecord dataset (MindSpore's ``MindDataset`` arguments and rules).
 
     Args:
@@ -83,15 +74,14 @@ class MindDataset(SourceDataset):
         adaptive_threshold: int = 100_000_000,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self._workers = _check_workers(num_parallel_workers)
         _check_padding_args(padded_sample, num_padded, columns_list)
-        self._sampler = sampler_from_args(
+        super().__init__(
+            num_parallel_workers=num_parallel_workers,
             shuffle=shuffle,
             num_shards=num_shards,
             shard_id=shard_id,
-            num_samples=num_samples,
             sampler=sampler,
+            num_samples=num_samples,
             num_padded=num_padded or 0,
             partial_window=partial_window,
             adaptive_threshold=adaptive_threshold,
@@ -100,53 +90,23 @@ class MindDataset(SourceDataset):
             dataset_files, columns=columns_list, verify=verify, storage_options=storage_options
         )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
-        self._num_padded = num_padded or 0
-        self._labels_cache: dict[str, np.ndarray] = {}
-        # Validates padding divisibility and sampler bounds now, not at first iteration.
-        self._rows_per_epoch = self._sampler.num_rows_for(
-            self._reader.num_rows, labels=self._class_labels
-        )
+        self._count_rows()
         self._block_rows = _block_rows(self._reader)
 
-    # -- source contract ----------------------------------------------------------------------
-
-    def _source_num_rows(self) -> int:
-        return self._rows_per_epoch
+    # -- random-access source contract --------------------------------------------------------
 
     def _source_column_names(self) -> list[str]:
         return self._reader.column_names
 
-    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        order = self._order(ctx.seed, epoch)
-        chunks = order.iter_chunks(self._block_rows)
-        if self._workers <= 1:
-            for ids in chunks:
-                yield self._read(ids)
-            return
-        # Read up to `workers` blocks ahead on the pipeline's pool for this node (made once,
-        # shut down with the iterator); ordered_map yields them in order and honours stop.
-        workers = self._workers
-        pool = ctx.pool(self, lambda: ThreadPool(self._read, workers, "mrecord-read"))
-        for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
-            yield block
+    def _file_row_counts(self) -> list[int]:
+        return self._reader.file_row_counts
 
-    def _order(self, seed: int, epoch: int) -> Order:
-        """This epoch's row order (a pure function of file sizes, seed and epoch)."""
-        return self._sampler.build_order(
-            self._reader.file_row_counts,
-            seed=seed,
-            epoch=epoch,
-            labels=self._class_labels,
-        )
+    def _read_rows(self, ids: np.ndarray) -> Block:
+        return self._reader.read_rows(ids, bytes_as_arrays=True)
 
-    def _iter_blocks_range(
-        self, ctx: ExecContext, epoch: int, start: int, stop: int
-    ) -> Iterator[Block]:
-        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
-        order = self._order(ctx.seed, epoch)
-        for first in range(start, stop, self._block_rows):
-            positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
-            yield self._read(order.take(positions))
+    def _column_values(self, column: str) -> np.ndarray:
+        ids = np.arange(self._reader.num_rows, dtype=np.int64)
+        return np.asarray(self._reader.read_rows(ids, columns=[column]).columns[column])
 
     def _describe(self) -> str:
         files = [f.name for f in self._reader.files]
@@ -160,32 +120,7 @@ class MindDataset(SourceDataset):
         """The underlying :class:`DatasetReader` (random access by global row id)."""
         return self._reader
 
-    @property
-    def sampler(self) -> Sampler:
-        """The sampler that orders every epoch."""
-        return self._sampler
-
     # -- internals --------------------------------------------------------------------------------
-
-    def _read(self, ids: np.ndarray) -> Block:
-        n = self._reader.num_rows
-        padded = ids >= n
-        if not padded.any():
-            return self._reader.read_rows(ids, bytes_as_arrays=True)
-        assert self._padded is not None  # padded ids exist only when num_padded > 0
-        real_pos = np.flatnonzero(~padded)
-        pad_pos = np.flatnonzero(padded)
-        parts = (
-            [self._reader.read_rows(ids[real_pos], bytes_as_arrays=True)] if len(real_pos) else []
-        )
-        parts.append(self._padded.take(np.zeros(len(pad_pos), dtype=np.int64)))
-        merged = Block.concat(parts)
-        # Put every row back where the order wants it.
-        inverse = np.empty(len(ids), dtype=np.int64)
-        inverse[np.concatenate([real_pos, pad_pos])] = np.arange(len(ids))
-        block = merged.take(inverse)
-        block.row_ids = np.where(padded, -1, ids)
-        return block
 
     def _padded_block(self, sample: Mapping[str, Any]) -> Block:
         columns = self._reader.column_names
@@ -204,23 +139,6 @@ class MindDataset(SourceDataset):
         cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
         return Block(cols, np.full(1, -1, dtype=np.int64))
 
-    def _class_labels(self) -> np.ndarray:
-        """Values of the PKSampler's class column for every row (read once, on demand)."""
-        column = _class_column(self._sampler)
-        if column not in self._labels_cache:
-            ids = np.arange(self._reader.num_rows, dtype=np.int64)
-            values = self._reader.read_rows(ids, columns=[column]).columns[column]
-            self._labels_cache[column] = np.asarray(values)
-        return self._labels_cache[column]
-
-
-def _class_column(sampler: Sampler | None) -> str:
-    while sampler is not None:
-        if isinstance(sampler, PKSampler):
-            return sampler.class_column
-        sampler = sampler.get_child()
-    return "label"
-
 
 def _block_rows(reader: DatasetReader) -> int:
     raw = 0
@@ -232,21 +150,7 @@ def _block_rows(reader: DatasetReader) -> int:
                     raw += int(chunks[:, col]["raw_length"].sum())
                     if fld.kind is not FieldKind.FIXED:
                         raw -= 8 * shard.meta.num_rows
-    per_row = max(1, raw // max(1, reader.num_rows))
-    return int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
-
-
-def _check_workers(num: int | None) -> int:
-    if num is None:
-        return config.get_num_parallel_workers()
-    if isinstance(num, bool) or not isinstance(num, int):
-        raise TypeError(f"num_parallel_workers must be an int, got {num!r}")
-    if not 1 <= num <= (os.cpu_count() or 1) * 4:
-        raise ArgumentError(
-            f"Input num_parallel_workers is not within the required interval of "
-            f"[1, {(os.cpu_count() or 1) * 4}], got {num!r}."
-        )
-    return num
+    return block_rows_for(raw // max(1, reader.num_rows))
 
 
 def _check_padding_args(

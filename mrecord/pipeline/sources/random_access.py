@@ -1,0 +1,242 @@
+"""The base of every source read by row id: ``MindDataset``, ``Cifar10Dataset``, ...
+
+A random-access source only says how many rows each of its files holds and how
+to read a batch of rows by global id (file 0's rows first, then file 1's...).
+Everything else is here, once, so every such source behaves the same:
+
+- ``shuffle``/``num_shards``/``shard_id``/``num_samples``/``sampler`` go through
+  :func:`~mrecord.sampling.sampler_from_args` (MindSpore's argument rules
+  and messages); each epoch's order is a pure function of (file row counts, seed,
+  epoch) built by the sampler;
+- padded ids (``>= N``, MindDataset's ``padded_sample``) are filled in from the
+  source's padding block;
+- blocks are read ahead by ``num_parallel_workers`` threads of the pipeline's pool
+  (``ctx.pool``) and delivered in order; the order is built from ``ctx.seed``;
+- ``use_sampler`` replaces the sampler; ``ConcatDataset.use_sampler`` reads a range
+  of the order directly (``_iter_blocks_range``).
+
+Subclasses implement ``_file_row_counts``, ``_read_rows`` (real ids only),
+``_source_column_names`` and, for PKSampler, ``_column_values``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mrecord import config
+from mrecord.block import Block
+from mrecord.errors import ArgumentError
+from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
+
+__all__ = [
+    "RandomAccessSource",
+    "block_rows_for",
+    "check_bool_shuffle",
+    "check_source_workers",
+    "replace_sampler",
+]
+
+_TARGET_BLOCK_BYTES = 4 << 20
+_MIN_BLOCK_ROWS = 16
+_MAX_BLOCK_ROWS = 8192
+
+
+def block_rows_for(bytes_per_row: int) -> int:
+    """Rows per block so that a block holds about 4 MiB (16 to 8192 rows)."""
+    per_row = max(1, int(bytes_per_row))
+    return int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
+
+
+def check_source_workers(num: int | None) -> int:
+    """A source's ``num_parallel_workers`` (None: ``config.get_num_parallel_workers()``)."""
+    if num is None:
+        return config.get_num_parallel_workers()
+    if isinstance(num, bool) or not isinstance(num, int):
+        raise TypeError(f"num_parallel_workers must be an int, got {num!r}")
+    if not 1 <= num <= (os.cpu_count() or 1) * 4:
+        raise ArgumentError(
+            f"Input num_parallel_workers is not within the required interval of "
+            f"[1, {(os.cpu_count() or 1) * 4}], got {num!r}."
+        )
+    return num
+
+
+def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
+    """``new``, given ``old``'s child if it has none (MindSpore's ``use_sampler`` rule)."""
+    child = old.get_child() if old is not None else None
+    if child is not None and new.get_child() is None:
+        new.add_child(child)
+    return new
+
+
+def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:
+    """``shuffle`` of a source that knows only True/False (MindSpore's non-MindRecord sources).
+
+    None means True (a global shuffle) unless a ``sampler`` is given, as in MindSpore.
+    """
+    if shuffle is not None and not isinstance(shuffle, bool):
+        raise TypeError(
+            f"Argument shuffle with value {shuffle} is not of type [<class 'bool'>], "
+            f"but got {type(shuffle)}."
+        )
+    if shuffle is None and sampler is None:
+        return True
+    return shuffle
+
+
+class RandomAccessSource(SourceDataset):
+    """Base of the sources read by row id in a sampler's order (see the module docstring).
+
+    A subclass calls ``super().__init__(...)`` with the dataset's arguments first
+    (so argument conflicts are reported before any file is opened), opens its
+    data, then calls :meth:`_count_rows`.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_parallel_workers: int | None,
+        shuffle: bool | Shuffle | None,
+        num_shards: int | None,
+        shard_id: int | None,
+        sampler: Sampler | None,
+        num_samples: int | None,
+        num_padded: int = 0,
+        partial_window: int = 1_000_000,
+        adaptive_threshold: int = 100_000_000,
+    ) -> None:
+        super().__init__()
+        self._workers = check_source_workers(num_parallel_workers)
+        self._sampler = sampler_from_args(
+            shuffle=shuffle,
+            num_shards=num_shards,
+            shard_id=shard_id,
+            num_samples=num_samples,
+            sampler=sampler,
+            num_padded=num_padded,
+            partial_window=partial_window,
+            adaptive_threshold=adaptive_threshold,
+        )
+        self._num_padded = num_padded
+        self._padded: Block | None = None
+        self._labels_cache: dict[str, np.ndarray] = {}
+        self._rows_per_epoch = -1
+        self._block_rows = 256
+
+    # -- what a subclass provides -------------------------------------------------------------
+
+    def _file_row_counts(self) -> Sequence[int]:
+        """Rows per file, in file order (global ids number them in that order)."""
+        raise NotImplementedError
+
+    def _read_rows(self, ids: np.ndarray) -> Block:
+        """The rows ``ids`` (all ``< N``, any order, repeats allowed) as a block."""
+        raise NotImplementedError
+
+    def _column_values(self, column: str) -> np.ndarray:
+        """Every row's value of a scalar ``column`` (PKSampler's class column)."""
+        ids = np.arange(self._total_rows(), dtype=np.int64)
+        return np.asarray(self._read_rows(ids).columns[column])
+
+    # -- shared machinery ---------------------------------------------------------------------
+
+    def _total_rows(self) -> int:
+        return int(sum(self._file_row_counts()))
+
+    def _count_rows(self) -> None:
+        """Rows per epoch from the sampler; validates padding and sampler bounds now."""
+        self._rows_per_epoch = self._sampler.num_rows_for(
+            self._total_rows(), labels=self._class_labels
+        )
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler that orders every epoch."""
+        return self._sampler
+
+    def _use_sampler(self, sampler: Sampler) -> None:
+        if self._num_padded:
+            raise ArgumentError(
+                f"{self!r}: use_sampler cannot replace the sampler of a padded dataset "
+                "(padded_sample/num_padded need num_shards and shard_id)"
+            )
+        self._sampler = replace_sampler(self._sampler, sampler)
+        self._count_rows()
+
+    def _source_num_rows(self) -> int:
+        return self._rows_per_epoch
+
+    def _order(self, seed: int, epoch: int) -> Order:
+        """This epoch's row order (a pure function of file sizes, seed and epoch)."""
+        return self._sampler.build_order(
+            list(self._file_row_counts()),
+            seed=seed,
+            epoch=epoch,
+            labels=self._class_labels,
+        )
+
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        chunks = self._order(ctx.seed, epoch).iter_chunks(self._block_rows)
+        if self._workers <= 1:
+            for ids in chunks:
+                yield self._read(ids)
+            return
+        # Read up to `workers` blocks ahead on the pipeline's pool for this node (made once,
+        # shut down with the iterator); ordered_map yields them in order and honours stop.
+        workers = self._workers
+        pool = ctx.pool(self, lambda: ThreadPool(self._read, workers, "mrecord-read"))
+        for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
+            yield block
+
+    def _iter_blocks_range(
+        self, ctx: ExecContext, epoch: int, start: int, stop: int
+    ) -> Iterator[Block]:
+        """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
+        order = self._order(ctx.seed, epoch)
+        for first in range(start, stop, self._block_rows):
+            positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
+            yield self._read(order.take(positions))
+
+    def _read(self, ids: np.ndarray) -> Block:
+        """Rows ``ids`` where ids ``>= N`` are padded samples."""
+        n = self._total_rows()
+        padded = ids >= n
+        if not padded.any():
+            return self._read_rows(ids)
+        if self._padded is None:
+            raise ArgumentError(f"{self!r}: the order holds padded ids but no padded sample")
+        real_pos = np.flatnonzero(~padded)
+        pad_pos = np.flatnonzero(padded)
+        parts = [self._read_rows(ids[real_pos])] if len(real_pos) else []
+        parts.append(self._padded.take(np.zeros(len(pad_pos), dtype=np.int64)))
+        merged = Block.concat(parts)
+        # Put every row back where the order wants it.
+        inverse = np.empty(len(ids), dtype=np.int64)
+        inverse[np.concatenate([real_pos, pad_pos])] = np.arange(len(ids))
+        block = merged.take(inverse)
+        block.row_ids = np.where(padded, -1, ids)
+        return block
+
+    def _class_labels(self) -> np.ndarray:
+        """Values of the PKSampler's class column for every row (read once, on demand)."""
+        column = _class_column(self._sampler)
+        if column not in self._labels_cache:
+            self._labels_cache[column] = self._column_values(column)
+        return self._labels_cache[column]
+
+
+def _class_column(sampler: Sampler | None) -> str:
+    while sampler is not None:
+        if isinstance(sampler, PKSampler):
+            return sampler.class_column
+        sampler = sampler.get_child()
+    return "label"
