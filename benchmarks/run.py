@@ -49,6 +49,7 @@ EXTRA_SUITES = {
     "append": "benchmarks.bench_append",
     "ray": "benchmarks.bench_ray",
     "serve": "benchmarks.bench_serve",
+    "torch": "benchmarks.bench_torch",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""
 

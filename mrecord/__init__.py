@@ -17,8 +17,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from mrecord import config, errors, train, transforms, vision
+from mrecord import config, dtype, errors, train, transforms, vision
 from mrecord.block import Block
+from mrecord.dtype import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    string,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from mrecord.errors import MrecordError
 from mrecord.hf import from_hf, to_hf
 from mrecord.maintenance.reindex import reindex
@@ -33,7 +48,10 @@ from mrecord.pipeline import (
     MindDataset,
     MnistDataset,
     NumpySlicesDataset,
+    Schema,
     SourceDataset,
+    Tensor,
+    zip,
 )
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.mindpage import MindPage
@@ -62,6 +80,8 @@ from mrecord.writer.file_writer import FileWriter
 
 __version__ = "0.1.0"
 
+mstype = dtype  # ``from mindspore import dtype as mstype`` -> ``from mrecord import mstype``
+
 __all__ = [
     "BatchInfo",
     "Block",
@@ -88,24 +108,42 @@ __all__ = [
     "RemoteDataset",
     "RunContext",
     "Sampler",
+    "Schema",
     "SequentialSampler",
     "Shuffle",
     "SourceDataset",
     "SubsetRandomSampler",
     "SubsetSampler",
+    "Tensor",
     "TimeMonitor",
     "WeightedRandomSampler",
     "__version__",
+    "bool_",
     "config",
     "data_sink",
+    "dtype",
     "errors",
+    "float16",
+    "float32",
+    "float64",
     "from_hf",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "mstype",
     "reindex",
+    "string",
     "to_hf",
     "train",
     "transforms",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "verify_dataset",
     "vision",
+    "zip",
 ]
 
 

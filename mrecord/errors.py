@@ -1,13 +1,15 @@
 """Every error mrecord raises, in one tree.
 
-Each leaf also inherits the builtin exception a Python user would expect, so
-``except ValueError`` keeps working for code written against MindSpore::
+Each leaf also inherits the builtin exception a Python user would expect and, where
+MindSpore 2.10 raises another builtin in that situation, that one too (checked against
+MindSpore in tests/test_conformance.py), so ``except ValueError`` / ``except
+RuntimeError`` code written against MindSpore keeps working::
 
     MrecordError
-    ├── SchemaError(ValueError)            bad schema: unknown type, bad shape, bad name, ...
+    ├── SchemaError(ValueError, RuntimeError) bad schema, unknown column or index field
     ├── RowValidationError(ValueError)     a row does not fit the schema (names row and field)
-    ├── DatasetExistsError(FileExistsError) output files exist and overwrite=False
-    ├── DatasetNotFoundError(FileNotFoundError) a data file is missing
+    ├── DatasetExistsError(FileExistsError, RuntimeError) output files exist, overwrite=False
+    ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── StorageError(OSError)              the machine failed a write (keeps errno; names
@@ -15,7 +17,7 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     │   ├── DiskFullError                  ENOSPC, EDQUOT
     │   ├── StoragePermissionError(PermissionError)  EACCES, EPERM, EROFS
     │   └── IndexWriteError                SQLite could not write a .db
-    ├── CorruptFileError(ValueError)       damaged or truncated bytes (names file, page, offset)
+    ├── CorruptFileError(ValueError, RuntimeError) damaged or truncated bytes (file, page, offset)
     │   ├── ChecksumError                  a checksum did not match
     │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
     ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
@@ -38,7 +40,8 @@ Each leaf also inherits the builtin exception a Python user would expect, so
     ├── SinkTimeoutError(TimeoutError)     get_next waited longer than op_timeout
     ├── ConversionError(ValueError)        a conversion source is malformed
     │   └── RawDataError                   CIFAR-10 / MNIST / image-folder input missing or bad
-    ├── DecodeError(ValueError)            bytes given to vision.Decode are not a readable image
+    ├── CheckpointError(ValueError)        a resume checkpoint is malformed or from another dataset
+    ├── DecodeError(ValueError, RuntimeError) bytes given to vision.Decode are not an image
     ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
     └── AuthenticationError(PermissionError) a dataset server refused the token
 
@@ -51,6 +54,7 @@ from __future__ import annotations
 __all__ = [
     "ArgumentError",
     "AuthenticationError",
+    "CheckpointError",
     "ChecksumError",
     "ChunkFormatError",
     "ConversionError",
@@ -92,7 +96,7 @@ class MrecordError(Exception):
     """Root of every error raised by mrecord."""
 
 
-class SchemaError(MrecordError, ValueError):
+class SchemaError(MrecordError, ValueError, RuntimeError):
     """A schema is invalid; the message names the field and the offending value."""
 
 
@@ -109,11 +113,11 @@ class RowValidationError(MrecordError, ValueError):
         self.field = field
 
 
-class DatasetExistsError(MrecordError, FileExistsError):
+class DatasetExistsError(MrecordError, FileExistsError, RuntimeError):
     """Output files already exist and ``overwrite`` was not requested."""
 
 
-class DatasetNotFoundError(MrecordError, FileNotFoundError):
+class DatasetNotFoundError(MrecordError, FileNotFoundError, ValueError):
     """A data file of the dataset does not exist."""
 
 
@@ -125,7 +129,7 @@ class IndexMismatchError(MrecordError, ValueError):
     """A ``.db`` index does not match its data file (other generation or dataset)."""
 
 
-class CorruptFileError(MrecordError, ValueError):
+class CorruptFileError(MrecordError, ValueError, RuntimeError):
     """A file is damaged or truncated; the message names the file, page and byte offset."""
 
     def __init__(
@@ -284,7 +288,11 @@ class RawDataError(ConversionError):
     """
 
 
-class DecodeError(MrecordError, ValueError):
+class CheckpointError(MrecordError, ValueError):
+    """A resume checkpoint is malformed, or was written for another dataset or order."""
+
+
+class DecodeError(MrecordError, ValueError, RuntimeError):
     """Bytes given to an image decoder are not a readable image; the message says what they were."""
 
 

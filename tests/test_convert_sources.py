@@ -160,9 +160,13 @@ def test_mnist_round_trip(tmp_path: Path, gz: bool, split: str) -> None:
     write_idx(tmp_path / f"{prefix}-images-idx3-ubyte", 2051, images, gz=gz)
     write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", 2049, labels, gz=gz)
     src = MnistSource(tmp_path, split=split)
-    assert src.schema == {"image": {"type": "uint8", "shape": [28, 28]}, "label": {"type": "int32"}}
+    # [28, 28, 1]: the channel axis MindSpore's MNIST images have (issue 17)
+    assert src.schema == {
+        "image": {"type": "uint8", "shape": [28, 28, 1]},
+        "label": {"type": "int32"},
+    }
     block = collect(src)
-    np.testing.assert_array_equal(block.columns["image"], images)
+    np.testing.assert_array_equal(block.columns["image"], images[:, :, :, None])
     assert block.columns["label"].dtype == np.int32
     assert block.columns["label"].tolist() == labels.tolist()
 

@@ -46,3 +46,14 @@ def test_slicing_doc_create_dataset_runs_as_written(
     assert set(batches[0]) == {"img5", "label"}
     assert batches[0]["img5"].shape == (256, 3, 224, 28)
     assert str(batches[0]["label"].dtype) == "int32" and batches[0]["label"].shape == (256,)
+
+
+def test_sink_doc_fake_dataset_example_runs_as_written() -> None:
+    """docs/SINK.md's FakeDataset example (a public test kit for users' callbacks)."""
+    doc = (README.parent / "docs" / "SINK.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "FakeDataset" in b
+    ]
+    scope: dict[str, object] = {}
+    exec(compile(block, "docs/SINK.md", "exec"), scope)  # the block asserts what the step saw
+    assert scope["steps"] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]

@@ -48,6 +48,25 @@ EXPECTED = {
     "transforms",
     "verify_dataset",
     "vision",
+    # issue 17: MindSpore names a switched user reaches for
+    "Schema",
+    "Tensor",
+    "zip",
+    "dtype",
+    "mstype",
+    "bool_",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "string",
 }
 
 
@@ -63,7 +82,14 @@ def test_every_exported_name_exists_and_has_a_docstring() -> None:
 
 
 def test_shuffle_modes_are_mindspores() -> None:
-    assert {m.name for m in mrecord.Shuffle} == {"GLOBAL", "PARTIAL", "FILES", "INFILE", "ADAPTIVE"}
+    assert {m.name for m in mrecord.Shuffle} == {
+        "FALSE",
+        "GLOBAL",
+        "PARTIAL",
+        "FILES",
+        "INFILE",
+        "ADAPTIVE",
+    }
 
 
 def test_mindspore_vision_and_transforms_names_exist() -> None:
@@ -84,10 +110,46 @@ def test_mindspore_vision_and_transforms_names_exist() -> None:
         "SlicePatches",
         "Inter",
         "SliceMode",
+        # issue 17
+        "ToTensor",
+        "ToPIL",
+        "Pad",
+        "Crop",
+        "Grayscale",
+        "Rotate",
+        "Invert",
+        "ConvertColor",
+        "ConvertMode",
+        "ResizedCrop",
+        "PadToSize",
+        "ToType",
     ]:
         assert hasattr(mrecord.vision, name), name
-    for name in ["TypeCast", "Compose", "OneHot", "Fill", "Duplicate"]:
+        assert name in mrecord.vision.__all__, name
+        assert getattr(mrecord.vision, name).__doc__, name
+    for name in [
+        "TypeCast",
+        "Compose",
+        "OneHot",
+        "Fill",
+        "Duplicate",
+        # issue 17
+        "Concatenate",
+        "PadEnd",
+        "Slice",
+        "Mask",
+        "Relational",
+        "Unique",
+        "RandomApply",
+        "RandomChoice",
+    ]:
         assert hasattr(mrecord.transforms, name), name
+        assert name in mrecord.transforms.__all__, name
+        assert getattr(mrecord.transforms, name).__doc__, name
+    for name in ["split", "apply", "flat_map", "bucket_batch_by_length", "add_sampler"]:
+        assert getattr(mrecord.Dataset, name).__doc__, name
+    assert mrecord.Dataset.num_classes.__doc__
+    assert mrecord.Shuffle.FALSE.value == "false"
     for name in [
         "set_seed",
         "get_seed",

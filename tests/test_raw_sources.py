@@ -345,4 +345,5 @@ def test_converters_read_the_same_rows_as_the_sources(tmp_path: Path) -> None:
     np.testing.assert_array_equal(batch["image"], np.stack([r["image"] for r in source]))
     (mbatch,) = MnistSource(tmp_path / "m", split="test").iter_batches()
     msource = rows(MnistDataset(tmp_path / "m", shuffle=False))
-    np.testing.assert_array_equal(mbatch["image"], np.stack([r["image"][..., 0] for r in msource]))
+    # both [28, 28, 1] since issue 17 (the converter used to drop the channel axis)
+    np.testing.assert_array_equal(mbatch["image"], np.stack([r["image"] for r in msource]))

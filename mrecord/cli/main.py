@@ -28,11 +28,12 @@ Examples:
   mrecord cat train.mrecord --format jsonl > rows.jsonl
   mrecord bench train.mrecord
   mrecord serve train.mrecord0 --port 8750
+  mrecord audit runs/audit
 
 \b
 Exit codes:
   0    success
-  1    verify found damage
+  1    verify found damage, or audit found a sample delivered twice or never
   2    usage error (bad option, output exists without --overwrite)
   3    bad input file (missing, truncated, wrong format, corrupt)
   4    other failure (I/O error while writing, dataset locked, ...)
@@ -79,6 +80,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
+    from mrecord.cli.audit import audit_command
     from mrecord.cli.bench import bench
     from mrecord.cli.cat import cat
     from mrecord.cli.convert import convert
@@ -86,7 +88,7 @@ def _register() -> None:
     from mrecord.cli.serve import serve
     from mrecord.cli.stats import stats
 
-    for command in (convert, info, head, verify, reindex, stats, cat, bench, serve):
+    for command in (convert, info, head, verify, reindex, stats, cat, bench, serve, audit_command):
         cli.add_command(command)
 
 

@@ -13,13 +13,13 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError, RawDataError
+from mrecord.pool import ThreadPool
 from mrecord.rawdata.cifar10 import Cifar10Files, find_cifar10_files
 
 __all__ = ["CIFAR10_CLASSES", "Cifar10Source", "encode_png", "split_files"]
@@ -116,7 +116,8 @@ class Cifar10Source(Source):
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield rows file by file, ``batch_rows`` at a time."""
         check_batch_rows(batch_rows)
-        pool = ThreadPoolExecutor(self.workers or os.cpu_count() or 1) if self.png else None
+        workers = self.workers or os.cpu_count() or 1
+        pool = ThreadPool(encode_png, workers, "mrecord-png") if self.png else None
         try:
             total = self._data.num_rows
             for start in range(0, total, batch_rows):
@@ -124,7 +125,7 @@ class Cifar10Source(Source):
                 imgs, labels = self._data.read(ids)
                 batch: Batch = {"label": labels.astype(np.int32)}
                 if pool is not None:
-                    batch["image"] = list(pool.map(encode_png, imgs))
+                    batch["image"] = list(pool.map(imgs))
                 else:
                     batch["image"] = imgs
                 yield {"image": batch["image"], "label": batch["label"]}

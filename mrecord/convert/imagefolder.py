@@ -25,7 +25,6 @@ import io
 import json
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ import numpy as np
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError, ConversionError
+from mrecord.pool import ThreadPool
 from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
@@ -150,10 +150,11 @@ class ImageFolderSource(Source):
         """Yield rows in (class, path) order; files are read and checked in a thread pool."""
         check_batch_rows(batch_rows)
         self.bad_files = []
-        with ThreadPoolExecutor(self.workers or min(8, (os.cpu_count() or 1) * 2)) as pool:
+        workers = self.workers or min(8, (os.cpu_count() or 1) * 2)
+        with ThreadPool(self._load, workers, "mrecord-images") as pool:
             for start in range(0, len(self.items), batch_rows):
                 chunk = self.items[start : start + batch_rows]
-                loaded = list(pool.map(self._load, (p for p, _ in chunk)))
+                loaded = list(pool.map(p for p, _ in chunk))
                 images: list[bytes] = []
                 labels: list[int] = []
                 names: list[str] = []

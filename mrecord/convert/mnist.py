@@ -22,7 +22,8 @@ __all__ = ["MnistSource"]
 
 
 class MnistSource(Source):
-    """MNIST idx files → rows ``image`` (uint8[rows, cols]) and ``label`` (int32)."""
+    """MNIST idx files → rows ``image`` (uint8[rows, cols, 1]: HWC, as MindSpore's
+    MnistDataset gives them and LeNet's first convolution expects) and ``label`` (int32)."""
 
     kind = "mnist"
 
@@ -36,7 +37,7 @@ class MnistSource(Source):
         super().__init__(
             name=str(src),
             schema={
-                "image": {"type": "uint8", "shape": [rows, cols]},
+                "image": {"type": "uint8", "shape": [rows, cols, 1]},
                 "label": {"type": "int32"},
             },
             desc=json.dumps(desc),
@@ -50,4 +51,4 @@ class MnistSource(Source):
         total = self._data.num_rows
         for start in range(0, total, batch_rows):
             images, labels = self._data.read(np.arange(start, min(start + batch_rows, total)))
-            yield {"image": images, "label": labels.astype(np.int32)}
+            yield {"image": images[:, :, :, None], "label": labels.astype(np.int32)}

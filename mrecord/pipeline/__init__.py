@@ -28,8 +28,10 @@ from mrecord.pipeline.sources import (
     MindDataset,
     MnistDataset,
     NumpySlicesDataset,
+    Schema,
 )
 from mrecord.pipeline.take import TakeDataset
+from mrecord.pipeline.tensor import Tensor
 from mrecord.pipeline.zip import ZipDataset, zip
 
 __all__ = [
@@ -51,10 +53,12 @@ __all__ = [
     "ProjectDataset",
     "RenameDataset",
     "RepeatDataset",
+    "Schema",
     "ShuffleDataset",
     "SkipDataset",
     "SourceDataset",
     "TakeDataset",
+    "Tensor",
     "TupleIterator",
     "ZipDataset",
     "zip",

@@ -21,7 +21,7 @@ from mrecord.pipeline.columns import as_name_list, batch_column, map_column_orde
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.map import check_workers
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -51,22 +51,22 @@ class BatchDataset(Dataset):
     def __init__(
         self,
         child: Dataset,
-        batch_size: int,
+        batch_size: int | Callable[[BatchInfo], int],
         drop_remainder: bool = False,
         num_parallel_workers: int | None = None,
         per_batch_map: Callable[..., Any] | None = None,
         input_columns: str | Sequence[str] | None = None,
         output_columns: str | Sequence[str] | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
-        if not 1 <= batch_size <= 2**31 - 1:
-            raise ValueError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
+        self.size_fn: Callable[[BatchInfo], int] | None = (
+            batch_size if callable(batch_size) else None
+        )
         if not isinstance(drop_remainder, bool):
             raise TypeError(f"drop_remainder must be a bool, got {drop_remainder!r}")
         if per_batch_map is not None and not callable(per_batch_map):
             raise TypeError(f"per_batch_map must be callable, got {per_batch_map!r}")
-        self.batch_size = batch_size
+        # with a size function, 1 stands for "varies" (get_batch_size)
+        self.batch_size = 1 if callable(batch_size) else _check_batch_size(batch_size)
         self.drop_remainder = drop_remainder
         self.num_parallel_workers = check_workers(num_parallel_workers)
         self.per_batch_map = per_batch_map
@@ -114,11 +114,14 @@ class BatchDataset(Dataset):
         rows = self.child._num_rows()
         if rows is None or rows < 0:
             return rows
+        if self.size_fn is not None:
+            return None  # each batch's size is only known when it is made
         full, rest = divmod(rows, self.batch_size)
         return full + (1 if rest and not self.drop_remainder else 0)
 
     def _describe(self) -> str:
-        parts = [f"batch_size={self.batch_size}", f"drop_remainder={self.drop_remainder}"]
+        size = self.size_fn if self.size_fn is not None else self.batch_size
+        parts = [f"batch_size={size!r}", f"drop_remainder={self.drop_remainder}"]
         if self.per_batch_map is not None:
             parts.append(f"per_batch_map={self.per_batch_map!r}")
         if self.input_columns is not None:
@@ -127,11 +130,15 @@ class BatchDataset(Dataset):
             parts.append(f"output_columns={self.output_columns!r}")
         return f"Batch({', '.join(parts)})"
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return [(epoch, rows * self.batch_size)]
+
     def _batches(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Blocks of exactly ``batch_size`` rows (the last one shorter unless dropped)."""
         pending: list[Block] = []
         count = 0
-        size = self.batch_size
+        made = 0
+        size = self._size_of(0, ctx.epoch)
         for block in self.child._execute(ctx, epoch):
             pending.append(block)
             count += len(block)
@@ -142,12 +149,28 @@ class BatchDataset(Dataset):
             while count - start >= size:
                 yield rows.slice(start, start + size)
                 start += size
+                made += 1
+                size = self._size_of(made, ctx.epoch)
             pending = [rows.slice(start, count)] if start < count else []
             count -= start
         if count and not self.drop_remainder:
             yield Block.concat(pending)
 
+    def _size_of(self, number: int, epoch: int) -> int:
+        """The size of batch ``number``: fixed, or the callable's answer."""
+        if self.size_fn is None:
+            return self.batch_size
+        try:
+            size = self.size_fn(BatchInfo(number, epoch))
+        except Exception as exc:
+            raise OperationError(
+                f"{self!r}: batch_size function {self.size_fn!r} raised "
+                f"{type(exc).__name__}: {exc} (batch {number})"
+            ) from exc
+        return _check_batch_size(size)
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        first = self._take_resume(epoch)  # batch number BatchInfo starts at
         if self.per_batch_map is None:
             for rows in self._batches(ctx, epoch):
                 yield _stack(rows.columns, rows)
@@ -156,11 +179,11 @@ class BatchDataset(Dataset):
         fn = self.per_batch_map
         label = f"batch #{ctx.position(self)} {self!r}"
 
-        def run(task: tuple[int, Block]) -> Block:
-            number, rows = task
+        def run(task: tuple[int, int, Block]) -> Block:
+            number, outer_epoch, rows = task
             args = [list(rows.columns[name]) for name in ins]
             try:
-                result = fn(*args, BatchInfo(number, epoch))
+                result = fn(*args, BatchInfo(number, outer_epoch))
             except Exception as exc:
                 raise OperationError(
                     f"{label}: per_batch_map {fn!r} raised {type(exc).__name__}: {exc} "
@@ -182,9 +205,21 @@ class BatchDataset(Dataset):
         workers = self.num_parallel_workers or 1
         name = f"mrecord-batch{ctx.position(self)}"
         pool = ctx.pool(self, lambda: ThreadPool(run, workers, name))
-        numbered = enumerate(self._batches(ctx, epoch))
+        # The pool (and so ``run``) outlives this epoch: the epoch travels with each task.
+        outer = ctx.epoch
+        numbered = (
+            (n, outer, rows) for n, rows in enumerate(self._batches(ctx, epoch), start=first)
+        )
         for _task, batch in ordered_map(pool, numbered, max(workers, ctx.prefetch), ctx.stop):
             yield batch
+
+
+def _check_batch_size(batch_size: object) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+    if not 1 <= batch_size <= 2**31 - 1:
+        raise ValueError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
+    return batch_size
 
 
 def _stack(columns: dict[str, Any], rows: Block) -> Block:

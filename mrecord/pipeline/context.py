@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mrecord import config
+from mrecord.pool import PoolStopped
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
@@ -28,8 +29,9 @@ def close_iterator(it: object) -> None:
         close()
 
 
-class PipelineStopped(Exception):
-    """Raised inside the pipeline's own threads to unwind them once stop is requested."""
+PipelineStopped = PoolStopped
+"""Raised inside the pipeline's own threads to unwind them once stop is requested (the
+pool's :class:`~mrecord.pool.PoolStopped`, so a pool's stop unwinds the pipeline too)."""
 
 
 class Pool(Protocol):
@@ -48,6 +50,8 @@ class ExecContext:
         self.prefetch = config.get_prefetch_size()
         self.default_workers = config.get_num_parallel_workers()
         self.stop = threading.Event()
+        # The iterator's epoch (repeats inside it do not count): BatchInfo.get_epoch_num().
+        self.epoch = 0
         self._pools: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._closed = False

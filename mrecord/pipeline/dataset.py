@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import PipelineError
 from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
@@ -22,7 +23,7 @@ from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 # at the top would be an import cycle. Type checkers see them through this block (grain's
 # dataset.py does the same).
 if TYPE_CHECKING:
-    from mrecord.pipeline.batch import BatchDataset
+    from mrecord.pipeline.batch import BatchDataset, BatchInfo
     from mrecord.pipeline.concat import ConcatDataset
     from mrecord.pipeline.context import ExecContext
     from mrecord.pipeline.filter import FilterDataset
@@ -50,6 +51,7 @@ class Dataset:
             if not isinstance(child, Dataset):
                 raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
+        self._resume: tuple[int, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Weak references do not pickle; __setstate__ of each parent re-links its children.
@@ -93,6 +95,61 @@ class Dataset:
     def __repr__(self) -> str:
         return self._describe()
 
+    # ------------------------------------------------------------------ resume (node state)
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        """Where each child must start so that this node starts after ``rows`` output rows
+        of ``epoch``: one ``(child epoch, child rows)`` per child. Nodes that can resume
+        mid-epoch override it; the others cannot say, and refuse."""
+        raise PipelineError(
+            f"{self!r} cannot resume mid-epoch: only chains of MindDataset (or another "
+            "random-access source) -> map / batch / repeat / project / rename can; resume at "
+            "an epoch boundary (rows=0) instead"
+        )
+
+    def get_state(self, epoch: int, rows: int) -> dict[str, Any]:
+        """This node's state once ``rows`` output rows (batches after ``batch``) of
+        ``epoch`` were delivered: a JSON-serialisable tree over the node and its children."""
+        # At an epoch boundary nothing is skipped, so every node can "resume" there.
+        children = self._child_positions(epoch, rows) if rows else []
+        return {
+            "node": type(self).__name__,
+            "epoch": epoch,
+            "rows": rows,
+            "children": [
+                child.get_state(e, r)
+                for child, (e, r) in zip(self.children, children, strict=False)
+            ],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Make the next run of ``state['epoch']`` start after ``state['rows']`` output rows.
+
+        ``state`` comes from :meth:`get_state` on the same pipeline; PipelineError when
+        it was taken from another pipeline shape.
+        """
+        if not isinstance(state, dict) or state.get("node") != type(self).__name__:
+            got = state.get("node") if isinstance(state, dict) else state
+            raise PipelineError(
+                f"the saved state is for a {got!r} node, this pipeline has {self!r} there; "
+                "load a state saved from the same pipeline"
+            )
+        epoch, rows = int(state["epoch"]), int(state["rows"])
+        children = state.get("children", [])
+        if rows and len(children) != len(self.children):
+            raise PipelineError(f"the saved state of {self!r} has {len(children)} children")
+        self._resume = (epoch, rows) if rows else None
+        for i, child in enumerate(self.children):
+            at_start = {"node": type(child).__name__, "epoch": epoch, "rows": 0, "children": []}
+            child.set_state(children[i] if i < len(children) else at_start)
+
+    def _take_resume(self, epoch: int) -> int:
+        """Rows of ``epoch`` to skip, set by :meth:`set_state` (used once, then cleared)."""
+        resume = self._resume
+        if resume is None or resume[0] != epoch:
+            return 0
+        self._resume = None
+        return resume[1]
+
     # ------------------------------------------------------------------ ops
     def map(
         self,
@@ -118,14 +175,17 @@ class Dataset:
 
     def batch(
         self,
-        batch_size: int,
+        batch_size: int | Callable[[BatchInfo], int],
         drop_remainder: bool = False,
         num_parallel_workers: int | None = None,
         per_batch_map: Callable[..., Any] | None = None,
         input_columns: str | Sequence[str] | None = None,
         output_columns: str | Sequence[str] | None = None,
     ) -> BatchDataset:
-        """Group ``batch_size`` consecutive rows into one (each column stacked)."""
+        """Group ``batch_size`` consecutive rows into one (each column stacked).
+
+        ``batch_size`` may be a callable ``f(batch_info) -> int`` giving each batch's size.
+        """
         from mrecord.pipeline.batch import BatchDataset
 
         return BatchDataset(
@@ -207,6 +267,82 @@ class Dataset:
 
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
+    # ------------------------------------------------------------------ issue 17's ops
+    def split(self, sizes: Sequence[int | float], randomize: bool = True) -> list[Dataset]:
+        """Non-overlapping parts: ``sizes`` as row counts (summing to the dataset size) or
+        fractions (summing to 1; rounded as MindSpore does). ``randomize`` assigns rows to
+        parts at random (seeded by ``config.get_seed()``); each part keeps this dataset's
+        row order. Each part reads this dataset in a nested pipeline of its own."""
+        from mrecord.pipeline.split import split
+
+        return split(self, sizes, randomize)
+
+    def apply(self, apply_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """``apply_func(self)``, which must return a dataset (a reusable chain of ops)."""
+        result = apply_func(self)
+        if not isinstance(result, Dataset):
+            raise TypeError(
+                f"apply_func must return a Dataset, got {type(result).__name__} from "
+                f"{apply_func!r}"
+            )
+        return result
+
+    def flat_map(self, func: Callable[..., Dataset]) -> Dataset:
+        """Each row's values to ``func(*values)``, which returns a dataset; its rows
+        replace the row (all such datasets must have the same columns)."""
+        from mrecord.pipeline.flat_map import FlatMapDataset
+
+        return FlatMapDataset(self, func)
+
+    def bucket_batch_by_length(
+        self,
+        column_names: str | Sequence[str],
+        bucket_boundaries: Sequence[int],
+        bucket_batch_sizes: Sequence[int],
+        element_length_function: Callable[..., int] | None = None,
+        pad_info: dict[str, tuple[Sequence[int | None] | None, Any]] | None = None,
+        pad_to_bucket_boundary: bool = False,
+        drop_remainder: bool = False,
+    ) -> Dataset:
+        """Batch rows of similar length together (MindSpore's rules; see
+        :class:`mrecord.pipeline.bucket.BucketBatchDataset`)."""
+        from mrecord.pipeline.bucket import BucketBatchDataset
+
+        return BucketBatchDataset(
+            self,
+            column_names,
+            bucket_boundaries,
+            bucket_batch_sizes,
+            element_length_function=element_length_function,
+            pad_info=pad_info,
+            pad_to_bucket_boundary=pad_to_bucket_boundary,
+            drop_remainder=drop_remainder,
+        )
+
+    def add_sampler(self, new_sampler: Any) -> None:
+        """Sample the ids this source's sampler gives with ``new_sampler`` (MindSpore's
+        ``add_sampler``: the current sampler becomes ``new_sampler``'s child). Sources
+        that sample by index (MindDataset, a random-access GeneratorDataset) support it."""
+        add = getattr(self, "_add_sampler", None)
+        if add is None:
+            from mrecord.errors import PipelineError
+
+            raise PipelineError(
+                f"{self!r} has no sampler to add to: add_sampler works on a source that "
+                "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
+            )
+        add(new_sampler)
+
+    def num_classes(self) -> int | None:
+        """Number of classes the source knows of (as MindSpore: None when it knows none)."""
+        node: Dataset | None = self
+        while node is not None:
+            known = getattr(node, "_source_num_classes", None)
+            if known is not None:
+                return known()  # type: ignore[no-any-return]
+            node = node.children[0] if node.children else None
+        return None
+
     def padded_batch(
         self,
         batch_size: int,
@@ -256,8 +392,14 @@ class Dataset:
         self.children[0]._use_sampler(sampler)
 
     # ------------------------------------------------------------------ iterators
-    def create_dict_iterator(self, num_epochs: int = -1, output_numpy: bool = True) -> DictIterator:
-        """An iterator of ``{column: numpy value}`` rows; one ``for`` loop per epoch."""
+    def create_dict_iterator(
+        self, num_epochs: int = -1, output_numpy: bool = False
+    ) -> DictIterator:
+        """An iterator of ``{column: value}`` rows; one ``for`` loop per epoch.
+
+        Values are :class:`mrecord.Tensor` (numpy arrays with MindSpore's ``asnumpy()``);
+        ``output_numpy=True`` gives plain numpy arrays.
+        """
         from mrecord.pipeline.iterator import DictIterator
 
         return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
@@ -266,9 +408,12 @@ class Dataset:
         self,
         columns: Sequence[str] | None = None,
         num_epochs: int = -1,
-        output_numpy: bool = True,
+        output_numpy: bool = False,
     ) -> TupleIterator:
-        """An iterator of rows as lists of numpy values (``columns`` picks and orders them)."""
+        """An iterator of rows as lists of values (``columns`` picks and orders them).
+
+        Values as in :meth:`create_dict_iterator`.
+        """
         from mrecord.pipeline.iterator import TupleIterator
 
         return TupleIterator(
@@ -287,16 +432,23 @@ class Dataset:
         return self._column_names()
 
     def get_dataset_size(self) -> int:
-        """Rows (or batches) per epoch; -1 when repeated forever.
+        """Rows (or batches) per epoch.
 
         Computed from sizes without reading data (batch/repeat/skip/take
         arithmetic); a ``filter`` (or a source of unknown length) needs one pass.
+        Below an endless ``repeat()`` the size is that of one pass of the repeated
+        data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
         from mrecord.pipeline.graph import build_graph
         from mrecord.pipeline.iterator import count_rows
+        from mrecord.pipeline.repeat import one_pass_sizes
 
         build_graph(self)
         size = self._num_rows()
+        if size == -1:
+            with one_pass_sizes():
+                one_pass = self._num_rows()
+            return one_pass if one_pass is not None else -1  # a pass would never end
         return size if size is not None else count_rows(self)
 
     def get_batch_size(self) -> int:

@@ -18,7 +18,7 @@ from mrecord.pipeline.columns import as_name_list, split_block
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.map import CHUNK_ROWS, check_workers
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext

@@ -24,19 +24,23 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pipeline.tensor import as_tensor
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
 __all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows"]
 
+_STATE_VERSION = 1
 _EPOCH_END = object()
 
 
@@ -44,10 +48,11 @@ class _Runtime:
     """The prefetch thread (a :class:`Background` sharing the context's stop event) and the
     context; holds no reference to the iterator."""
 
-    def __init__(self, root: Dataset, num_epochs: int) -> None:
+    def __init__(self, root: Dataset, num_epochs: int, start_epoch: int = 0) -> None:
         graph = build_graph(root)
         self.ctx = ExecContext(graph)
         self.num_epochs = num_epochs
+        self.start_epoch = start_epoch
         self._offload_pool: ThreadPool[Block, Block] | None = None
         self.worker: Background[Any] = Background(
             self._run, capacity=self.ctx.prefetch, name="mrecord-prefetch", stop=self.ctx.stop
@@ -71,9 +76,10 @@ class _Runtime:
     def _run(self, put: Callable[[Any], bool]) -> None:
         """Every epoch's output blocks, an end marker after each epoch (runs in the thread)."""
         ctx, root = self.ctx, self.ctx.graph.root
-        epoch = 0
+        epoch = self.start_epoch
         try:
             while self.num_epochs < 0 or epoch < self.num_epochs:
+                ctx.epoch = epoch
                 gen = root._execute(ctx, epoch)
                 try:
                     for block in self._outputs(gen):
@@ -99,20 +105,29 @@ class _Runtime:
 class BlockIterator:
     """Output blocks of a pipeline, epoch by epoch (the iterator the row iterators wrap)."""
 
-    def __init__(self, dataset: Dataset, num_epochs: int = -1) -> None:
+    def __init__(self, dataset: Dataset, num_epochs: int = -1, start_epoch: int = 0) -> None:
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int):
             raise TypeError(f"num_epochs must be an int, got {num_epochs!r}")
         if num_epochs == 0 or num_epochs < -1:
             raise ArgumentError(f"num_epochs must be -1 (any) or positive, got {num_epochs!r}")
         self.dataset = dataset
-        self._runtime = _Runtime(dataset, num_epochs)
+        self.num_epochs = num_epochs
+        self._runtime = _Runtime(dataset, num_epochs, start_epoch)
         self._finalizer = weakref.finalize(self, self._runtime.close)
         self._finished = False
+        self._epochs_done = start_epoch  # a resumed iterator has read the epochs before it
 
     def __iter__(self) -> BlockIterator:
         return self
 
     def __next__(self) -> Block:
+        if self._epochs_done == self.num_epochs:
+            # MindSpore raises here too: an epoch past num_epochs is a bug in the
+            # training loop, not an empty epoch.
+            raise PipelineError(
+                f"this iterator was created with num_epochs={self.num_epochs} and all of them "
+                "have been read; create it with a larger num_epochs (or -1 for any number)"
+            )
         if self._finished:
             raise StopIteration
         try:
@@ -121,6 +136,9 @@ class BlockIterator:
             self.stop()
             raise
         if item is _EPOCH_END:
+            self._epochs_done += 1
+            if self._epochs_done == self.num_epochs:
+                self.stop()  # the last epoch: free the threads and pools now
             raise StopIteration
         if item is END:
             self._finished = True
@@ -158,9 +176,12 @@ class _RowIterator:
 
     def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
         self._names = dataset.get_col_names()
+        self._dataset = dataset
         self._blocks = BlockIterator(dataset, num_epochs)
         self._rows: Iterator[Any] = iter(())
         self.output_numpy = output_numpy
+        self._epoch = 0
+        self._delivered = 0  # rows of the current epoch handed out
 
     def __iter__(self) -> Any:
         return self
@@ -173,11 +194,52 @@ class _RowIterator:
             while True:
                 row = next(self._rows, None)
                 if row is not None:
+                    self._delivered += 1
                     return row
-                self._rows = self._make_rows(next(self._blocks))
+                try:
+                    block = next(self._blocks)
+                except StopIteration:
+                    self._epoch += 1
+                    self._delivered = 0
+                    raise
+                self._rows = self._make_rows(block)
         except KeyboardInterrupt:
             self.stop()
             raise
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this iterator is: epoch, rows (batches after ``batch``) delivered in it,
+        and the state of every node (JSON-serialisable).
+
+        Raises PipelineError mid-epoch when a node cannot resume (only MindDataset ->
+        map / batch / repeat / project / rename chains can).
+        """
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "rows": self._delivered,
+            "nodes": self._dataset.get_state(self._epoch, self._delivered),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from :meth:`state_dict` of the same pipeline): the
+        rows the uninterrupted run would have given next, random ops included."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise PipelineError(
+                f"not an iterator state (version {_STATE_VERSION}): {state!r}; pass what "
+                "state_dict() returned"
+            )
+        epoch, rows = int(state["epoch"]), int(state["rows"])
+        num_epochs = self._blocks.num_epochs
+        if num_epochs != -1 and epoch >= num_epochs:
+            raise ArgumentError(
+                f"the state is at epoch {epoch}, but this iterator has num_epochs={num_epochs}"
+            )
+        self._blocks.stop()
+        self._dataset.set_state(state["nodes"])
+        self._blocks = BlockIterator(self._dataset, num_epochs, start_epoch=epoch)
+        self._rows = iter(())
+        self._epoch, self._delivered = epoch, rows
 
     def stop(self) -> None:
         """Stop the pipeline (threads joined, processes ended, shared memory freed)."""
@@ -195,17 +257,31 @@ class _RowIterator:
         self.stop()
 
 
-class DictIterator(_RowIterator):
-    """Rows as ``{column: numpy value}`` (``create_dict_iterator``).
+def _output_wrapper(output_numpy: bool) -> Any:
+    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.tensor.Tensor`."""
+    return _plain if output_numpy else as_tensor
 
-    ``output_numpy=False`` gives the same numpy values (mrecord has no Tensor type).
+
+def _plain(value: Any) -> Any:
+    """A plain ``numpy.ndarray`` (bytes values are an internal ndarray subclass)."""
+    if type(value) is not np.ndarray and isinstance(value, np.ndarray):
+        return value.view(np.ndarray)
+    return value
+
+
+class DictIterator(_RowIterator):
+    """Rows as ``{column: value}`` (``create_dict_iterator``).
+
+    Values are :class:`~mrecord.pipeline.tensor.Tensor` (a numpy array with ``asnumpy()``)
+    by default, as MindSpore yields tensors; ``output_numpy=True`` gives plain numpy arrays.
     """
 
     def _make_rows(self, block: Block) -> Iterator[dict[str, Any]]:
         names = self._names
         cols = [block.columns[name] for name in names]
+        wrap = _output_wrapper(self.output_numpy)
         for i in range(len(block)):
-            yield {name: to_numpy(col[i]) for name, col in zip(names, cols, strict=True)}
+            yield {name: wrap(to_numpy(col[i])) for name, col in zip(names, cols, strict=True)}
 
     def __next__(self) -> dict[str, Any]:
         return super().__next__()  # type: ignore[no-any-return]
@@ -215,14 +291,15 @@ class DictIterator(_RowIterator):
 
 
 class TupleIterator(_RowIterator):
-    """Rows as lists of numpy values in column order (``create_tuple_iterator``)."""
+    """Rows as lists of values in column order (``create_tuple_iterator``); values as in
+    :class:`DictIterator`."""
 
     def __init__(
         self,
         dataset: Dataset,
         columns: Sequence[str] | None = None,
         num_epochs: int = -1,
-        output_numpy: bool = True,
+        output_numpy: bool = False,
     ) -> None:
         super().__init__(dataset, num_epochs, output_numpy)
         if columns is not None:
@@ -237,8 +314,9 @@ class TupleIterator(_RowIterator):
 
     def _make_rows(self, block: Block) -> Iterator[list[Any]]:
         cols = [block.columns[name] for name in self._names]
+        wrap = _output_wrapper(self.output_numpy)
         for i in range(len(block)):
-            yield [to_numpy(col[i]) for col in cols]
+            yield [wrap(to_numpy(col[i])) for col in cols]
 
     def __next__(self) -> list[Any]:
         return super().__next__()  # type: ignore[no-any-return]

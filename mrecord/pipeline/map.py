@@ -23,7 +23,8 @@ from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
 from mrecord.pipeline.op_chain import ChainSpec
 from mrecord.pipeline.seeds import row_keys
-from mrecord.pipeline.workers import ProcessPool, ThreadPool, ordered_map
+from mrecord.pipeline.workers import ProcessPool
+from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -141,6 +142,9 @@ class MapDataset(Dataset):
             return ProcessPool(spec, workers, name, spec.num_outputs)
         return ThreadPool(spec, workers, name)
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return [(epoch, rows)]
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         split = ctx.graph.offload.maps.get(id(self))
         ops = split.keep if split is not None else tuple(self.operations)
@@ -151,7 +155,7 @@ class MapDataset(Dataset):
         spec = ChainSpec(ops, label, tuple(ins), len(outs))
         workers = self.num_parallel_workers or ctx.default_workers
         window = max(workers, ctx.prefetch)
-        counter = [0]
+        counter = [self._take_resume(epoch)]  # row positions key the random ops
 
         def chunks() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
             for part in rechunk(self.child._execute(ctx, epoch), CHUNK_ROWS):

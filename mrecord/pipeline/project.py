@@ -47,6 +47,9 @@ class ProjectDataset(Dataset):
     def _describe(self) -> str:
         return f"Project(columns={self.columns!r})"
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return [(epoch, rows)]
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         for block in self.children[0]._execute(ctx, epoch):
             cols = {name: block.columns[name] for name in self.columns}

@@ -70,6 +70,9 @@ class RenameDataset(Dataset):
         ins, outs = self.input_columns, self.output_columns
         return f"Rename(input_columns={ins!r}, output_columns={outs!r})"
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return [(epoch, rows)]
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         mapping = self._mapping()
         for block in self.children[0]._execute(ctx, epoch):

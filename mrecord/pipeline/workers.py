@@ -1,12 +1,11 @@
-"""Worker pools: threads for numpy/C work, processes for Python-heavy functions.
+"""Worker processes for Python-heavy map functions (threads are :mod:`mrecord.pool`).
 
-Both pools run one function over submitted items and hand back a :class:`Future`
-per item; :func:`ordered_map` keeps a bounded window of items in flight and yields
-results in submission order, so row order never depends on worker timing.
-
-A worker never raises: it stores the exception in the item's future and the
-consumer re-raises it. ``shutdown`` stops the workers; a process pool also kills
-stragglers and unlinks every shared-memory segment it or its workers made.
+:class:`ProcessPool` hands back the pool module's :class:`~mrecord.pool.Future` per
+task, so the pipeline drives it with the same :func:`~mrecord.pool.ordered_map`
+(bounded window, submission order, stop honoured) as its thread pools. A worker
+never raises: the exception (and its formatted traceback) comes back through the
+pipe and the consumer re-raises it. ``shutdown`` stops the workers, kills
+stragglers and unlinks every shared-memory segment the pool or its workers made.
 
 Process transport: every column of a task or result goes through
 ``multiprocessing.shared_memory`` (arrays raw, anything else pickled), so the pipes
@@ -22,129 +21,25 @@ import itertools
 import multiprocessing
 import os
 import pickle
-import queue
 import signal
 import threading
 import traceback
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 
 from mrecord.errors import PipelineError
 from mrecord.pipeline.context import PipelineStopped
+from mrecord.pool import Future
 
-__all__ = ["Future", "ProcessPool", "Submitter", "ThreadPool", "ordered_map"]
-
-T = TypeVar("T")
-T_contra = TypeVar("T_contra", contravariant=True)
-R = TypeVar("R")
+__all__ = ["ProcessPool"]
 
 _POLL_S = 0.05
 _JOIN_S = 5.0
 _pool_ids = itertools.count()
-
-
-class Future(Generic[R]):
-    """The result (or exception) of one submitted item."""
-
-    def __init__(self, resolve: Callable[[threading.Event], None] | None = None) -> None:
-        self._done = threading.Event()
-        self._value: R | None = None
-        self._exc: BaseException | None = None
-        self._resolve = resolve
-
-    def set_result(self, value: R) -> None:
-        """Store the result."""
-        self._value = value
-        self._done.set()
-
-    def set_exception(self, exc: BaseException) -> None:
-        """Store the exception the consumer will re-raise."""
-        self._exc = exc
-        self._done.set()
-
-    def result(self, stop: threading.Event) -> R:
-        """Wait for the result; raise the worker's exception, or PipelineStopped on stop."""
-        if self._resolve is not None and not self._done.is_set():
-            self._resolve(stop)
-        while not self._done.wait(_POLL_S):
-            if stop.is_set():
-                raise PipelineStopped
-        if self._exc is not None:
-            raise self._exc
-        return self._value  # type: ignore[return-value]
-
-
-class ThreadPool(Generic[T, R]):
-    """``num_workers`` daemon threads applying ``fn`` to submitted items."""
-
-    def __init__(self, fn: Callable[[T], R], num_workers: int, name: str) -> None:
-        self._fn = fn
-        self._tasks: queue.SimpleQueue[tuple[T, Future[R]] | None] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-            for i in range(num_workers)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _work(self) -> None:
-        while True:
-            task = self._tasks.get()
-            if task is None:
-                return
-            item, future = task
-            try:
-                future.set_result(self._fn(item))
-            except BaseException as exc:  # handed to the consumer
-                future.set_exception(exc)
-
-    def submit(self, item: T) -> Future[R]:
-        """Queue ``item``; its future resolves when a worker is done with it."""
-        future: Future[R] = Future()
-        self._tasks.put((item, future))
-        return future
-
-    def shutdown(self) -> None:
-        """Let the workers finish their current item, then join them."""
-        for _ in self._threads:
-            self._tasks.put(None)
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join(_JOIN_S)
-
-
-class Submitter(Protocol[T_contra]):
-    """Anything with ``submit(item) -> Future``."""
-
-    def submit(self, item: T_contra) -> Future[Any]:
-        """Start work on ``item``."""
-        ...
-
-
-def ordered_map(
-    pool: Submitter[T],
-    items: Iterable[T],
-    window: int,
-    stop: threading.Event,
-) -> Iterator[tuple[T, Any]]:
-    """Run ``items`` through ``pool`` with at most ``window`` in flight; yield
-    ``(item, result)`` in submission order. A worker's exception is raised here."""
-    pending: deque[tuple[T, Future[Any]]] = deque()
-    for item in items:
-        if stop.is_set():
-            raise PipelineStopped
-        pending.append((item, pool.submit(item)))
-        if len(pending) >= window:
-            done, future = pending.popleft()
-            yield done, future.result(stop)
-    while pending:
-        done, future = pending.popleft()
-        yield done, future.result(stop)
 
 
 # ----------------------------------------------------------------------------- processes

@@ -25,12 +25,12 @@ same path removes them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import itertools
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from mrecord.format.columnize import columns_from_columns
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
+from mrecord.pool import ThreadPool, call
 from mrecord.ray._arrow import columns_from_block, schema_from_arrow
 from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
 
@@ -296,19 +297,16 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         parts = [self._dir / r["file"] for r in results]
         # Shards are independent until the commit: build them in threads (fsync and SQLite
         # release the GIL), which hides most of the per-file latency of many small shards.
-        pool = ThreadPoolExecutor(max_workers=_PUBLISH_THREADS)
-        try:
-            metas = list(pool.map(read_shard_metadata, parts))
+        with ThreadPool[Callable[[], Any], Any](call, _PUBLISH_THREADS, "mrecord-publish") as pool:
+            metas = list(pool.map(functools.partial(read_shard_metadata, p) for p in parts))
             self._publish_parts(results, parts, metas, pool)
-        finally:
-            pool.shutdown()
 
     def _publish_parts(
         self,
         results: list[dict[str, Any]],
         parts: list[Path],
         metas: list[ShardMetadata],
-        pool: ThreadPoolExecutor,
+        pool: ThreadPool[Callable[[], Any], Any],
     ) -> None:
         if self._schema is None:
             if not results:
@@ -347,7 +345,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
                 shard_index_values(pieces, metas, index_values),
             )
 
-        list(pool.map(build, range(len(plan))))
+        list(pool.map(functools.partial(build, i) for i in range(len(plan))))
         commit_mod.crash_hook("ray_assembled")  # tests: the driver killed before the journal
         commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
         self.files = files

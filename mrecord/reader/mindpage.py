@@ -53,6 +53,20 @@ class MindPage:
         self._category = category_field
         self._categories = None
 
+    @property
+    def candidate_fields(self) -> list[str]:
+        """The fields a category can be chosen from (the ``add_index`` fields; MindSpore 2.x)."""
+        return self.get_category_fields()
+
+    @property
+    def category_field(self) -> str | None:
+        """The current category field (None until set); assigning it validates the field."""
+        return self._category
+
+    @category_field.setter
+    def category_field(self, category_field: str) -> None:
+        self.set_category_field(category_field)
+
     def read_category_info(self) -> str:
         """JSON text: ``{"category_field", "categories": [{"id", "name", "count"}]}``."""
         field = self._need_field()

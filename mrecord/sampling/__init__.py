@@ -34,6 +34,7 @@ from mrecord.sampling.samplers import (
     SubsetRandomSampler,
     SubsetSampler,
     WeightedRandomSampler,
+    chain_sampler,
 )
 from mrecord.sampling.sharding import concat_shard_positions, shard_order
 from mrecord.sampling.shuffle import SHUFFLES, Shuffle, parse_shuffle, shuffle_order
@@ -51,6 +52,7 @@ __all__ = [
     "SubsetRandomSampler",
     "SubsetSampler",
     "WeightedRandomSampler",
+    "chain_sampler",
     "concat_shard_positions",
     "derive_key",
     "parse_shuffle",

@@ -317,6 +317,13 @@ class SubsetSampler(Sampler):
     def _count(self, total_rows: int) -> int:
         return _capped(len(self.indices), self.num_samples)
 
+    def get_num_samples(self) -> int | None:
+        """``num_samples``, or the number of indices when it is not set (MindSpore's value);
+        combined with a child's by the rule of :meth:`Sampler.get_num_samples`."""
+        own = len(self.indices) if self.num_samples is None else self.num_samples
+        child = self.child_sampler.get_num_samples() if self.child_sampler is not None else None
+        return own if child is None else min(own, child)
+
 
 class SubsetRandomSampler(SubsetSampler):
     """The rows at ``indices``, in a random order each epoch."""
@@ -614,3 +621,16 @@ class DatasetSampler(_ModeSampler):
             f"shard_id={self.shard_id}, num_samples={self.num_samples!r}, "
             f"num_padded={self.num_padded})"
         )
+
+
+def chain_sampler(new_sampler: Sampler, current: Sampler | None) -> Sampler:
+    """``Dataset.add_sampler``: ``new_sampler`` with ``current`` as its child (so it samples
+    the ids ``current`` gives); ``current`` None (sequential) gives ``new_sampler`` alone."""
+    if not isinstance(new_sampler, Sampler):
+        raise TypeError(
+            f"add_sampler needs a mrecord sampler, got {new_sampler!r} "
+            f"({type(new_sampler).__name__})"
+        )
+    if current is not None:
+        new_sampler.add_child(current)
+    return new_sampler

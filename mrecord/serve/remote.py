@@ -36,7 +36,7 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.workers import ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.wire import decode_block, encode_request
@@ -117,7 +117,7 @@ class RemoteDataset(SourceDataset):
         self._total_rows = sum(self._file_row_counts)
         names = [f["name"] for f in info["schema"]]
         if columns_list is None:
-            self._columns = names
+            self._columns = sorted(names)  # MindDataset's (and MindSpore's) default order
         else:
             if isinstance(columns_list, str) or not isinstance(columns_list, Sequence):
                 raise ArgumentError(f"columns_list must be a list of names, got {columns_list!r}")

@@ -70,6 +70,7 @@ class _Producer:
         self._source = source
         self._delivery = delivery
         self._limit: int | None = None
+        self._first = 0
         self.worker: Background[Any] = Background(
             self._produce,
             capacity=capacity,
@@ -78,13 +79,14 @@ class _Producer:
             item_name="batches",
         )
 
-    def start(self, limit: int | None) -> None:
+    def start(self, limit: int | None, first: int = 0) -> None:
         self._limit = limit
+        self._first = first
         self.worker.start()
 
     def _produce(self, put: Callable[[Any], bool]) -> None:
         """Producer thread body: pull, deliver, push, until done or stopped."""
-        stream = self._source.stream(self._limit)
+        stream = self._source.stream(self._limit, self._first)
         try:
             self._push_all(stream, put)
         except BaseException:
@@ -133,6 +135,8 @@ class DeviceQueue:
             (exclusive with ``device``).
         op_timeout: seconds ``get_next`` waits (default: ``config.get_op_timeout()``, 1900).
         history: how many recent pushes the timeout message lists (default 10).
+        start: begin at this batch of the endless stream (a resumed run; needs an mrecord
+            pipeline, see ``BatchSource.stream``).
 
     The producer starts on :meth:`start`, on entering ``with``, or on the first
     :meth:`get_next`.
@@ -157,12 +161,14 @@ class DeviceQueue:
         delivery: Delivery | None = None,
         op_timeout: float | None = None,
         history: int = 10,
+        start: int = 0,
     ) -> None:
         self._source = (
             dataset if isinstance(dataset, BatchSource) else BatchSource(dataset, name="dataset")
         )
         self._name = queue_name if queue_name is not None else f"mrecord_queue_{next(_counter)}"
         self._limit = self._resolve_limit(num_epochs, num_batches)
+        self._start = start
         self._capacity = config.get_prefetch_size() if capacity is None else capacity
         if (
             isinstance(self._capacity, bool)
@@ -268,7 +274,7 @@ class DeviceQueue:
             if self._producer.worker.stopped:
                 raise PipelineError(f"device queue {self._name!r} was stopped; create a new one")
             self._started = True
-            self._producer.start(self._limit)
+            self._producer.start(self._limit, self._start)
         return self
 
     def stop(self, timeout: float | None = 30.0) -> bool:

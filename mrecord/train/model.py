@@ -85,6 +85,7 @@ class Model:
         self._pin_memory = pin_memory
         self._delivery = delivery
         self._capacity = queue_capacity
+        self._start = 0
         self.summary: TrainSummary | None = None
         """The :class:`TrainSummary` of the last ``train`` call."""
 
@@ -103,10 +104,17 @@ class Model:
         dataset_sink_mode: bool = False,
         sink_size: int = -1,
         initial_epoch: int = 0,
+        initial_step: int = 0,
     ) -> TrainSummary:
         """Train for epochs ``initial_epoch + 1 .. epoch``; return where the time went.
 
-        Raises ``ArgumentError`` for a bad ``epoch``, ``sink_size`` or ``initial_epoch``,
+        Resume: ``initial_epoch`` epochs and then ``initial_step`` steps of the next one
+        are taken as done. With an mrecord pipeline (MindDataset -> map / batch /
+        repeat) the data continues exactly where that run was, shuffles and random ops
+        included; other datasets only renumber epochs and refuse ``initial_step > 0``.
+
+        Raises ``ArgumentError`` for a bad ``epoch``, ``sink_size``, ``initial_epoch`` or
+        ``initial_step``,
         re-raises what the step, a callback or the data pipeline raised (after shutting
         the producer down), and ``SinkTimeoutError`` when a batch does not arrive within
         ``op_timeout``.
@@ -128,6 +136,7 @@ class Model:
             )
         if not isinstance(dataset_sink_mode, bool):
             raise TypeError(f"dataset_sink_mode must be a bool, got {dataset_sink_mode!r}")
+        _check_int("initial_step", initial_step, 0)
         source = BatchSource(train_dataset, name="train_dataset")
         cbs = CallbackList(callbacks)
         if dataset_sink_mode and sink_size > 0:
@@ -135,6 +144,13 @@ class Model:
         else:
             why = "sink_size=-1 needs" if dataset_sink_mode else "dataset_sink_mode=False needs"
             per_epoch = source.require_size(f"{why} to know the batches per epoch")
+        if initial_step >= per_epoch:
+            raise ArgumentError(
+                f"For 'Model.train', 'initial_step' ({initial_step}) must be less than the "
+                f"steps per epoch ({per_epoch})"
+            )
+        done = initial_epoch * per_epoch + initial_step
+        self._start = done if (initial_step or source.can_resume) else 0
         params = CallbackParams(
             train_network=self.network,
             train_dataset=train_dataset,
@@ -142,7 +158,7 @@ class Model:
             batch_num=per_epoch,
             dataset_sink_mode=dataset_sink_mode,
             sink_size=sink_size,
-            cur_step_num=initial_epoch * per_epoch,
+            cur_step_num=done,
         )
         ctx = RunContext(params)
         epochs = range(initial_epoch + 1, epoch + 1)
@@ -157,7 +173,7 @@ class Model:
         self.summary = TrainSummary(
             sink=dataset_sink_mode,
             epochs=max(params.cur_epoch_num - initial_epoch, 0),
-            steps=params.cur_step_num - initial_epoch * per_epoch,
+            steps=params.cur_step_num - done,
             total_s=time.perf_counter() - start,
             data_wait_s=params.data_wait_s,
             step_s=params.step_s,
@@ -176,13 +192,14 @@ class Model:
     ) -> None:
         p = ctx.original_args()
         delivery = self._make_delivery()
-        stream: Iterator[Any] = source.stream(per_epoch * len(epochs))
+        skip = p.cur_step_num % per_epoch  # steps of the first epoch already done
+        stream: Iterator[Any] = source.stream(per_epoch * len(epochs) - skip, self._start)
         step = self.network
         try:
             for e in epochs:
                 p.cur_epoch_num = e
                 cbs.on_train_epoch_begin(ctx)
-                for _ in range(per_epoch):
+                for _ in range(per_epoch - skip):
                     cbs.on_train_step_begin(ctx)
                     t0 = time.perf_counter()
                     batch = next(stream, _MISSING)
@@ -200,6 +217,7 @@ class Model:
                     cbs.on_train_step_end(ctx)
                     if ctx.get_stop_requested():
                         break
+                skip = 0
                 cbs.on_train_epoch_end(ctx)
                 if ctx.get_stop_requested():
                     return
@@ -217,10 +235,12 @@ class Model:
         ctx: RunContext,
     ) -> tuple[float, float]:
         p = ctx.original_args()
+        skip = p.cur_step_num % per_epoch  # steps of the first epoch already done
         queue = DeviceQueue(
             source,
             queue_name=f"train_{next(_runs)}",
-            num_batches=per_epoch * len(epochs),
+            num_batches=per_epoch * len(epochs) - skip,
+            start=self._start,
             capacity=self._capacity,
             delivery=self._make_delivery(),
         )
@@ -233,7 +253,9 @@ class Model:
                 cbs.on_train_step_begin(ctx)
                 wait = busy = 0.0
                 outputs = None
-                for _ in range(per_epoch):
+                steps = per_epoch - skip
+                skip = 0
+                for _ in range(steps):
                     t0 = time.perf_counter()
                     batch = get_next()
                     t1 = time.perf_counter()
@@ -243,7 +265,7 @@ class Model:
                 p.net_outputs = outputs
                 p.data_wait_s += wait
                 p.step_s += busy
-                p.cur_step_num += per_epoch
+                p.cur_step_num += steps
                 cbs.on_train_step_end(ctx)
                 cbs.on_train_epoch_end(ctx)
                 if ctx.get_stop_requested():

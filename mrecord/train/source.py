@@ -93,8 +93,14 @@ class BatchSource:
             raise ArgumentError(f"{self._name} is empty (0 batches per epoch); nothing to train on")
         return size
 
-    def stream(self, limit: int | None) -> Iterator[Any]:
-        """Yield ``limit`` batches (None: forever), pass after pass over the data.
+    @property
+    def can_resume(self) -> bool:
+        """True when :meth:`stream` can start mid-stream (a pipeline with node state)."""
+        return self._is_pipeline and callable(getattr(self._dataset, "get_state", None))
+
+    def stream(self, limit: int | None, start: int = 0) -> Iterator[Any]:
+        """Yield ``limit`` batches (None: forever), pass after pass over the data, from
+        batch ``start`` of that stream on (pass ``start // size``; needs :attr:`can_resume`).
 
         Raises :class:`PipelineError` if a pass produces no batch before ``limit`` is reached
         (the data ran out). Closing the generator closes the underlying iterator.
@@ -102,12 +108,25 @@ class BatchSource:
         if limit is not None and limit <= 0:
             return
         size = self.size
-        passes = -1 if limit is None or not size else math.ceil(limit / size)
+        if start and (not self.can_resume or not size):
+            raise ArgumentError(
+                f"{self._name} cannot start at batch {start}: that needs an mrecord pipeline "
+                "(MindDataset -> map / batch / repeat) of known size; for a "
+                "StreamingDataLoader, call its load_state_dict instead"
+            )
+        passes = -1 if limit is None or not size else math.ceil((start + limit) / size)
         produced = 0
         if self._is_pipeline:
             iterator: Any = self._dataset.create_tuple_iterator(  # type: ignore[attr-defined]
                 num_epochs=passes, output_numpy=True
             )
+            if start:
+                assert size  # checked above
+                epoch, rows = divmod(start, size)
+                nodes = self._dataset.get_state(epoch, rows)  # type: ignore[attr-defined]
+                iterator.load_state_dict(
+                    {"version": 1, "epoch": epoch, "rows": rows, "nodes": nodes}
+                )
         else:
             iterator = self._dataset
         try:

@@ -1,4 +1,10 @@
-"""Small fake datasets that follow the pipeline contract, for tests and benchmarks.
+"""A fake dataset for testing your own training code against the sink, without data.
+
+Public on purpose (like torchvision's ``FakeData``): the code people write around
+:class:`~mrecord.train.Model` (callbacks, a step function, a stop rule, error
+handling) needs a dataset whose batches say where they are and that can stall or
+fail at a chosen batch; mrecord's own sink tests and ``benchmarks/bench_sink.py``
+use the same class. See docs/SINK.md ("Testing your callbacks").
 
 :class:`FakeDataset` behaves like a batched pipeline dataset: ``get_dataset_size()``,
 ``get_col_names()`` and ``create_tuple_iterator(num_epochs, output_numpy)`` whose

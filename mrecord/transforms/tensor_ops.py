@@ -16,7 +16,7 @@ __all__ = ["Duplicate", "Fill", "OneHot"]
 class OneHot(TensorOperation):
     """One-hot encode integer labels: shape ``s`` becomes ``s + (num_classes,)``.
 
-    With ``smoothing_rate`` ``r > 0`` the output is float32 ``onehot * (1 - r) + r / num_classes``
+    With ``smoothing_rate`` ``r > 0`` the output is float64 ``onehot * (1 - r) + r / num_classes``
     (label smoothing); otherwise it keeps the label's integer dtype, as MindSpore does.
     A label outside ``[0, num_classes)`` raises :class:`mrecord.errors.ArgumentError`.
     """
@@ -41,9 +41,9 @@ class OneHot(TensorOperation):
             )
         hot: np.ndarray = np.arange(self.num_classes) == labels[..., np.newaxis]
         if self.smoothing_rate > 0:
-            r = np.float32(self.smoothing_rate)
-            smooth: np.ndarray = hot.astype(np.float32) * (np.float32(1) - r)
-            smooth += r / np.float32(self.num_classes)
+            r = self.smoothing_rate
+            smooth: np.ndarray = hot.astype(np.float64) * (1.0 - r)
+            smooth += r / self.num_classes
             return smooth
         return hot.astype(labels.dtype)
 

@@ -15,6 +15,8 @@ from mrecord.vision import (
     _fused,  # noqa: F401  (registers the fused image tail)
 )
 from mrecord.vision.color import RandomColorAdjust, RandomSharpness
+from mrecord.vision.color_convert import ConvertColor, ConvertMode, Grayscale, Invert
+from mrecord.vision.convert_type import ToPIL, ToTensor, ToType
 from mrecord.vision.decode import Decode, RandomCropDecodeResize
 from mrecord.vision.enums import Border, Inter, SliceMode
 from mrecord.vision.flip import (
@@ -24,7 +26,9 @@ from mrecord.vision.flip import (
     VerticalFlip,
 )
 from mrecord.vision.geometry import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from mrecord.vision.pad_crop import Crop, Pad, PadToSize, ResizedCrop
 from mrecord.vision.pixel import HWC2CHW, Normalize, Rescale
+from mrecord.vision.rotate import Rotate
 from mrecord.vision.slice_patches import SlicePatches
 
 # load the optional fast backends now rather than in the first pipeline run
@@ -35,10 +39,17 @@ __all__ = [
     "HWC2CHW",
     "Border",
     "CenterCrop",
+    "ConvertColor",
+    "ConvertMode",
+    "Crop",
     "Decode",
+    "Grayscale",
     "HorizontalFlip",
     "Inter",
+    "Invert",
     "Normalize",
+    "Pad",
+    "PadToSize",
     "RandomColorAdjust",
     "RandomCrop",
     "RandomCropDecodeResize",
@@ -48,7 +59,12 @@ __all__ = [
     "RandomVerticalFlip",
     "Rescale",
     "Resize",
+    "ResizedCrop",
+    "Rotate",
     "SliceMode",
     "SlicePatches",
+    "ToPIL",
+    "ToTensor",
+    "ToType",
     "VerticalFlip",
 ]

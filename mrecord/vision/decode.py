@@ -22,11 +22,13 @@ __all__ = ["Decode", "RandomCropDecodeResize", "draft_reduction", "encoded_bytes
 
 
 def encoded_bytes(value: object, op_name: str) -> bytes:
-    """The encoded image bytes of a ``bytes``-like value or a 1-D uint8 array."""
+    """The encoded image bytes of a ``bytes``-like value or a 1-D numeric array (its raw bytes)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, np.ndarray):
-        if value.ndim == 1 and value.dtype in (np.uint8, np.int8):
+        if value.ndim == 1 and value.dtype.kind in "iuf":
+            # The raw bytes, whatever the dtype: MindSpore decodes np.fromfile(path)
+            # (float64 by default) the same way.
             return value.tobytes()
         if value.dtype.kind == "S" and value.ndim == 0:
             return bytes(value.item())

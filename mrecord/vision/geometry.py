@@ -112,7 +112,8 @@ class Resize(TensorOperation):
 class CenterCrop(TensorOperation):
     """Crop the centre ``size`` region; an image smaller than ``size`` is zero-padded first.
 
-    The crop starts at ``floor((H - h) / 2)``, ``floor((W - w) / 2)``.
+    The crop starts at ``floor((H - h) / 2)``, ``floor((W - w) / 2)``. Padding puts
+    ``ceil(missing / 2)`` rows (columns) on the top (left), as MindSpore does.
     """
 
     def __init__(self, size: int | Sequence[int]) -> None:
@@ -128,7 +129,9 @@ class CenterCrop(TensorOperation):
         height, width = img.shape[:2]
         pad_h, pad_w = max(0, crop_h - height), max(0, crop_w - width)
         if pad_h or pad_w:
-            img = pad_image(img, pad_h // 2, pad_h - pad_h // 2, pad_w // 2, pad_w - pad_w // 2)
+            # MindSpore puts the larger half of an odd padding on the top / left.
+            top, left = pad_h - pad_h // 2, pad_w - pad_w // 2
+            img = pad_image(img, top, pad_h - top, left, pad_w - left)
             height, width = img.shape[:2]
         top, left = (height - crop_h) // 2, (width - crop_w) // 2
         return img[top : top + crop_h, left : left + crop_w]

@@ -194,6 +194,23 @@ class FileWriter:
             )
         self._index_fields = check_index_fields(schema, index_fields)
 
+    def set_header_size(self, header_size: int) -> None:
+        """Accepted for MindSpore code; it changes nothing here.
+
+        MindSpore reserves a fixed-size header (16 KiB – 128 MiB) for its page index and
+        fails when a dataset outgrows it. mrecord's metadata is sized to its content (a
+        trailer written at commit), so there is no limit to raise. The value is checked
+        against MindSpore's range so that a typo still fails.
+        """
+        self._require("open", "set_header_size")
+        if isinstance(header_size, bool) or not isinstance(header_size, int):
+            raise TypeError(f"header_size must be an int, got {header_size!r}")
+        if not 16 * 1024 <= header_size <= 128 * 1024 * 1024:
+            raise ArgumentError(
+                f"header_size must be in [16384, 134217728] (MindSpore's range), "
+                f"got {header_size!r}"
+            )
+
     def set_page_size(self, page_size: int) -> None:
         """Set the target page size in bytes (default 1 MiB)."""
         self._require("open", "set_page_size")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,11 +32,12 @@ from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer, align, enc
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import Schema
+from mrecord.pool import single_thread_executor
 
 __all__ = ["ShardWriter"]
 
 SYNC_EVERY = 64 << 20
-_SYNCER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrecord-fsync")
+_SYNCER = single_thread_executor("mrecord-fsync")  # never cancelled: finish() waits on it
 
 
 def _concat(parts: list[np.ndarray | list[Any]]) -> np.ndarray | list[Any]:

@@ -8,6 +8,7 @@ from mrecord.pipeline.sources.image_folder import ImageFolderDataset
 from mrecord.pipeline.sources.mind_dataset import MindDataset
 from mrecord.pipeline.sources.mnist import MnistDataset
 from mrecord.pipeline.sources.numpy_slices import NumpySlicesDataset
+from mrecord.pipeline.sources.schema import Schema
 
 __all__ = [
     "Cifar10Dataset",
@@ -16,4 +17,5 @@ __all__ = [
     "MindDataset",
     "MnistDataset",
     "NumpySlicesDataset",
+    "Schema",
 ]

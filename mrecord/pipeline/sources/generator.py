@@ -31,8 +31,15 @@ from mrecord.pipeline.columns import as_name_list, column_from_values
 from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
-from mrecord.pipeline.workers import ThreadPool, ordered_map
-from mrecord.sampling import PKSampler, Sampler, SubsetSampler, sampler_from_args
+from mrecord.pipeline.sources.schema import Schema
+from mrecord.pool import ThreadPool, ordered_map
+from mrecord.sampling import (
+    PKSampler,
+    Sampler,
+    SubsetSampler,
+    chain_sampler,
+    sampler_from_args,
+)
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -40,6 +47,19 @@ if TYPE_CHECKING:
 __all__ = ["GeneratorDataset"]
 
 BLOCK_ROWS = 64
+
+
+def _refuse_processes(python_multiprocessing: bool, workers: int | None) -> None:
+    """``python_multiprocessing=True`` is refused: sources are read on threads here."""
+    if not isinstance(python_multiprocessing, bool):
+        raise TypeError(f"python_multiprocessing must be a bool, got {python_multiprocessing!r}")
+    if python_multiprocessing and (workers or 1) > 1:
+        raise ArgumentError(
+            "GeneratorDataset(python_multiprocessing=True) is not supported: mrecord reads "
+            "a source on num_parallel_workers threads. Pass python_multiprocessing=False, and "
+            "put heavy per-row Python work in .map(fn, python_multiprocessing=True, "
+            "num_parallel_workers=N), which runs it in processes"
+        )
 
 
 def _is_random_access(source: object) -> bool:
@@ -52,20 +72,33 @@ class GeneratorDataset(SourceDataset):
     def __init__(
         self,
         source: Any,
-        column_names: str | Sequence[str],
+        column_names: str | Sequence[str] | None = None,
         *,
         column_types: Sequence[Any] | None = None,
+        schema: Schema | None = None,
         num_samples: int | None = None,
         num_parallel_workers: int | None = 1,
         shuffle: bool | None = None,
         sampler: Any = None,
         num_shards: int | None = None,
         shard_id: int | None = None,
+        python_multiprocessing: bool = False,
     ) -> None:
         super().__init__()
+        if schema is not None:
+            if not isinstance(schema, Schema):
+                raise TypeError(f"schema must be an mrecord.Schema, got {schema!r}")
+            if column_names is None:
+                column_names = schema.column_names()
+            if column_types is None:
+                column_types = schema.column_types()
         names = as_name_list(column_names, "column_names")
         if names is None:
-            raise ArgumentError("column_names is required: one name per value of an item")
+            raise ArgumentError(
+                "Neither columns_names nor schema are provided: give column_names, one name "
+                "per value of an item"
+            )
+        _refuse_processes(python_multiprocessing, num_parallel_workers)
         self.source = source
         self.column_names = names
         self.column_types = None if column_types is None else [np.dtype(t) for t in column_types]
@@ -138,6 +171,14 @@ class GeneratorDataset(SourceDataset):
             super()._use_sampler(sampler)
         _refuse_pk(sampler)
         self._sampler = replace_sampler(self._sampler, sampler)
+
+    def _add_sampler(self, new_sampler: Sampler) -> None:
+        """``Dataset.add_sampler``: ``new_sampler`` samples this source's ids."""
+        if not self.random_access:
+            raise ArgumentError(
+                f"{self!r}: add_sampler needs a random-access source (__getitem__, __len__)"
+            )
+        self._sampler = chain_sampler(new_sampler, self._sampler)
 
     # ------------------------------------------------------------------ source contract
     def _source_column_names(self) -> list[str]:

@@ -39,7 +39,8 @@ class MindDataset(RandomAccessSource):
     Args:
         dataset_files: one shard file (all its siblings are read) or a list of files
             (only those are read).
-        columns_list: columns to read (default all).
+        columns_list: columns to read, in this order (default: all, sorted by name as
+            MindSpore orders them; the schema's order is ``reader.column_names``).
         num_parallel_workers: reader threads (default ``config.get_num_parallel_workers()``).
         shuffle: ``True`` = ``Shuffle.GLOBAL``, ``False`` = file order, ``None`` =
             ``Shuffle.ADAPTIVE``, or a :class:`Shuffle` mode.
@@ -89,6 +90,12 @@ class MindDataset(RandomAccessSource):
         self._reader = DatasetReader.open(
             dataset_files, columns=columns_list, verify=verify, storage_options=storage_options
         )
+        # MindSpore's default column order is by name; columns_list keeps its own order.
+        self._columns = (
+            list(self._reader.column_names)
+            if columns_list is not None
+            else sorted(self._reader.column_names)
+        )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
         self._block_rows = _block_rows(self._reader)
@@ -96,13 +103,13 @@ class MindDataset(RandomAccessSource):
     # -- random-access source contract --------------------------------------------------------
 
     def _source_column_names(self) -> list[str]:
-        return self._reader.column_names
+        return list(self._columns)
 
     def _file_row_counts(self) -> list[int]:
         return self._reader.file_row_counts
 
     def _read_rows(self, ids: np.ndarray) -> Block:
-        return self._reader.read_rows(ids, bytes_as_arrays=True)
+        return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
 
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)

@@ -31,8 +31,8 @@ from mrecord import config
 from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
-from mrecord.pipeline.workers import ThreadPool, ordered_map
-from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
+from mrecord.pool import ThreadPool, ordered_map
+from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -172,6 +172,11 @@ class RandomAccessSource(SourceDataset):
         self._sampler = replace_sampler(self._sampler, sampler)
         self._count_rows()
 
+    def _add_sampler(self, new_sampler: Sampler) -> None:
+        """``Dataset.add_sampler``: ``new_sampler`` samples the ids this sampler gives."""
+        self._sampler = chain_sampler(new_sampler, self._sampler)
+        self._count_rows()
+
     def _source_num_rows(self) -> int:
         return self._rows_per_epoch
 
@@ -184,8 +189,21 @@ class RandomAccessSource(SourceDataset):
             labels=self._class_labels,
         )
 
+    def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
+        return []  # a leaf: set_state's rows are positions of this epoch's order to skip
+
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        chunks = self._order(ctx.seed, epoch).iter_chunks(self._block_rows)
+        order = self._order(ctx.seed, epoch)
+        skip = self._take_resume(epoch)  # mid-epoch resume: start at this position
+        size = self._block_rows
+        chunks = (
+            order.iter_chunks(size)
+            if not skip
+            else (
+                order.take(np.arange(first, min(first + size, len(order)), dtype=np.int64))
+                for first in range(skip, len(order), size)
+            )
+        )
         if self._workers <= 1:
             for ids in chunks:
                 yield self._read(ids)

@@ -56,8 +56,12 @@ __all__ = [
 
 
 class Shuffle(str, Enum):
-    """Shuffle modes, named and valued as ``mindspore.dataset.Shuffle``."""
+    """Shuffle modes, named and valued as ``mindspore.dataset.Shuffle``.
 
+    ``FALSE`` means no shuffle (the same as ``shuffle=False``); it has no algorithm.
+    """
+
+    FALSE = "false"
     ADAPTIVE = "adaptive"
     GLOBAL = "global"
     PARTIAL = "partial"
@@ -97,7 +101,8 @@ _TYPE_MESSAGE = (
 
 
 def parse_shuffle(shuffle: object) -> Shuffle | None:
-    """Map a ``shuffle=`` argument to a mode: True -> GLOBAL, False -> None (no shuffle),
+    """Map a ``shuffle=`` argument to a mode: True -> GLOBAL, False or Shuffle.FALSE -> None
+    (no shuffle),
     None -> ADAPTIVE, a :class:`Shuffle` -> itself.
 
     Raises TypeError (MindSpore's message) for anything else.
@@ -106,6 +111,8 @@ def parse_shuffle(shuffle: object) -> Shuffle | None:
         return Shuffle.ADAPTIVE
     if isinstance(shuffle, bool):
         return Shuffle.GLOBAL if shuffle else None
+    if shuffle is Shuffle.FALSE:
+        return None
     if isinstance(shuffle, Shuffle):
         return shuffle
     raise TypeError(f"{_TYPE_MESSAGE} Got {shuffle!r}.")
@@ -131,8 +138,8 @@ def shuffle_order(
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
 ) -> Order:
-    """This epoch's order for ``mode``; ``None`` is no shuffle (rows in file order)."""
-    if mode is None:
+    """This epoch's order for ``mode``; ``None`` (or ``Shuffle.FALSE``) is no shuffle."""
+    if mode is None or mode is Shuffle.FALSE:
         return RangeOrder(0, int(check_counts(file_row_counts).sum()))
     return get_shuffle(mode)(
         file_row_counts,

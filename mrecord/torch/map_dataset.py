@@ -1,0 +1,80 @@
+"""``MapDataset``: an mrecord dataset as a map-style ``torch.utils.data.Dataset``.
+
+``__getitems__`` makes DataLoader fetch a whole batch with one vectorized
+``DatasetReader.read_rows``; any sampler works, ``DistributedSampler`` included::
+
+    ds = MapDataset("train.mrecord")
+    sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=0)
+    loader = DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mrecord.torch._common import DatasetFiles, ReaderHandle, block_samples, torch
+from mrecord.torch.plan import sample_rng
+from mrecord.torch.streaming import Transform
+
+__all__ = ["MapDataset"]
+
+
+class MapDataset(torch.utils.data.Dataset[Any]):
+    """Random access by global row id.
+
+    Args:
+        dataset_files: one shard file (its siblings are read too) or a list of files.
+        columns: columns to read (default all).
+        transform: ``transform(sample, rng) -> sample``, ``rng`` seeded from
+            (seed, epoch, row id); call :meth:`set_epoch` to vary it per epoch.
+        seed: seed of the transform randomness.
+        verify: checksum policy, as for ``DatasetReader.open``.
+    """
+
+    def __init__(
+        self,
+        dataset_files: DatasetFiles,
+        columns: Sequence[str] | None = None,
+        transform: Transform | None = None,
+        *,
+        seed: int = 0,
+        verify: str = "once",
+    ) -> None:
+        super().__init__()
+        self._handle = ReaderHandle(dataset_files, columns, verify)
+        self._num_rows = self._handle.reader.num_rows
+        self.transform = transform
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the transform randomness is drawn for."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self._num_rows
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """The samples at ``indices`` from one vectorized read."""
+        ids = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = self._num_rows
+        if len(ids) and (ids.min() < -n or ids.max() >= n):
+            bad = ids[(ids < -n) | (ids >= n)][0]
+            raise IndexError(f"index {int(bad)} is out of range for {n} rows")
+        ids = np.where(ids < 0, ids + n, ids)
+        samples = block_samples(self._handle.reader.read_rows(ids))
+        if self.transform is None:
+            return samples
+        return [
+            self.transform(s, sample_rng(self.seed, self.epoch, int(i)))
+            for s, i in zip(samples, ids.tolist(), strict=True)
+        ]
+
+    def __repr__(self) -> str:
+        return f"MapDataset({self._num_rows} rows)"
