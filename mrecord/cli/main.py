@@ -29,6 +29,7 @@ Examples:
   mrecord bench train.mrecord
   mrecord serve train.mrecord0 --port 8750
   mrecord audit runs/audit
+  mrecord shuffle-report train.mrecord --label-column label
 
 \b
 Exit codes:
@@ -86,9 +87,13 @@ def _register() -> None:
     from mrecord.cli.convert import convert
     from mrecord.cli.inspect import head, info, reindex, verify
     from mrecord.cli.serve import serve
+    from mrecord.cli.shuffle_report import shuffle_report
     from mrecord.cli.stats import stats
 
-    for command in (convert, info, head, verify, reindex, stats, cat, bench, serve, audit_command):
+    for command in (
+        convert, info, head, verify, reindex, stats, cat, bench, serve, audit_command,
+        shuffle_report,
+    ):
         cli.add_command(command)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.columns import to_numpy
+from mrecord.pipeline.columns import row_values
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
 from mrecord.pipeline.tensor import as_tensor
@@ -269,6 +269,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _column_rows(values: Any, wrap: Callable[[Any], Any]) -> list[Any]:
+    """A block column's row values as the iterator yields them (see ``row_values``)."""
+    rows = row_values(values)
+    if wrap is _plain and type(values) is np.ndarray:
+        return rows  # views and conversions of a plain array are plain arrays
+    return list(map(wrap, rows))
+
+
 class DictIterator(_RowIterator):
     """Rows as ``{column: value}`` (``create_dict_iterator``).
 
@@ -278,10 +286,11 @@ class DictIterator(_RowIterator):
 
     def _make_rows(self, block: Block) -> Iterator[dict[str, Any]]:
         names = self._names
-        cols = [block.columns[name] for name in names]
         wrap = _output_wrapper(self.output_numpy)
-        for i in range(len(block)):
-            yield {name: wrap(to_numpy(col[i])) for name, col in zip(names, cols, strict=True)}
+        values = [_column_rows(block.columns[name], wrap) for name in names]
+        if not values:
+            return ({} for _ in range(len(block)))
+        return (dict(zip(names, row, strict=True)) for row in zip(*values, strict=True))
 
     def __next__(self) -> dict[str, Any]:
         return super().__next__()  # type: ignore[no-any-return]
@@ -313,10 +322,11 @@ class TupleIterator(_RowIterator):
             self._names = names
 
     def _make_rows(self, block: Block) -> Iterator[list[Any]]:
-        cols = [block.columns[name] for name in self._names]
         wrap = _output_wrapper(self.output_numpy)
-        for i in range(len(block)):
-            yield [wrap(to_numpy(col[i])) for col in cols]
+        values = [_column_rows(block.columns[name], wrap) for name in self._names]
+        if not values:
+            return ([] for _ in range(len(block)))
+        return map(list, zip(*values, strict=True))
 
     def __next__(self) -> list[Any]:
         return super().__next__()  # type: ignore[no-any-return]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,6 @@ from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader"]
-
-_GLOBAL_GATHER_MAX_ELEMS = 64
 
 
 class DatasetReader:
@@ -61,7 +59,10 @@ class DatasetReader:
         np.cumsum(self.file_row_counts, out=self.file_starts[1:])
         self.num_rows = int(self.file_starts[-1])
         self._file_starts_list: list[int] = self.file_starts.tolist()
-        self._views: dict[tuple[int, str], np.ndarray] = {}
+        self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
+        self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
+            None
+        ] * len(shards)
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -141,14 +142,15 @@ class DatasetReader:
         state = self.__dict__.copy()
         if self._shards is not None:
             state["_identity"] = _identity(self._shards)
-        for name in ("_shards", "_views", "_open_lock"):
+        for name in ("_shards", "_fixed_plans", "_row_reader_cache", "_open_lock"):
             del state[name]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._shards = None
-        self._views = {}
+        self._fixed_plans = {}
+        self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
 
     @property
@@ -163,7 +165,8 @@ class DatasetReader:
 
     def close(self) -> None:
         """Release the memory maps."""
-        self._views.clear()
+        self._fixed_plans.clear()
+        self._row_reader_cache = [None] * len(self.file_row_counts)
         for shard in self._shards or []:
             shard.close()
 
@@ -196,30 +199,39 @@ class DatasetReader:
     # -- reading -------------------------------------------------------------------------------
 
     def read_row(self, row_id: int) -> dict[str, Any]:
-        """One row as a dict: numpy scalars/arrays, ``bytes`` and ``str``."""
-        if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
-            raise ArgumentError(f"row id must be an int, got {row_id!r}")
+        """One row as a dict: numpy scalars/arrays, ``bytes`` and ``str``.
+
+        Per-call work is bounds, two bisections and one small reader per column, built
+        once per shard (:meth:`_row_readers`); chunks are still checked by the
+        shard's checksum policy.
+        """
+        if type(row_id) is not int:
+            if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)):
+                raise ArgumentError(f"row id must be an int, got {row_id!r}")
+            row_id = int(row_id)
         if not 0 <= row_id < self.num_rows:
             raise RowIndexError(
                 f"row id {row_id} is out of range: the dataset has {self.num_rows} rows"
             )
-        s = bisect.bisect_right(self._file_starts_list, int(row_id)) - 1
-        shard = self.shards[s]
-        local = int(row_id) - self._file_starts_list[s]
-        page = bisect.bisect_right(shard.page_starts_list, local) - 1
-        slot = local - shard.page_starts_list[page]
-        one = np.zeros(1, dtype=np.int64)
-        groups = [(s, one, np.array([page]), np.array([slot]))]
-        row: dict[str, Any] = {}
+        starts = self._file_starts_list
+        s = bisect.bisect_right(starts, row_id) - 1
+        readers = self._row_reader_cache[s]
+        if readers is None:
+            readers = self._row_reader_cache[s] = self._row_readers(s)
+        page_starts = self.shards[s].page_starts_list
+        local = row_id - starts[s]
+        page = bisect.bisect_right(page_starts, local) - 1
+        slot = local - page_starts[page]
+        return {name: read(page, slot) for name, read in readers}
+
+    def _row_readers(self, s: int) -> list[tuple[str, Callable[[int, int], Any]]]:
+        """(column, ``read(page, slot) -> value``) for shard ``s``, in column order."""
+        out = []
         for name in self.columns:
             field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                row[name] = shard.fixed_page(page, field)[slot].copy()
-                if not field.row_shape:
-                    row[name] = row[name][()]
-            else:
-                row[name] = self._gather_var(field, 1, groups)[0]
-        return row
+            plan = self._fixed_plan(s, field) if field.kind is FieldKind.FIXED else None
+            out.append((name, _row_reader(self.shards[s], field, plan)))
+        return out
 
     def iter_rows(self, chunk_size: int = 1024) -> Iterator[dict[str, Any]]:
         """Every row in order."""
@@ -251,6 +263,24 @@ class DatasetReader:
                 f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
+        groups = self._group(ids)
+        out: dict[str, ColumnValues] = {}
+        for name in names:
+            field = self.schema[name]
+            if field.kind is FieldKind.FIXED:
+                out[name] = self._gather_fixed(field, len(ids), groups)
+            else:
+                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
+        return Block(out, ids)
+
+    def _group(self, ids: np.ndarray) -> list[Any]:
+        """(shard, positions in ``ids`` or None for all of them, pages, slots) per shard."""
+        if not len(ids):
+            return []
+        if len(self.shards) == 1:
+            shard = self.shards[0]
+            pages = np.searchsorted(shard.page_starts, ids, side="right") - 1
+            return [(0, None, pages, ids - shard.page_starts[pages])]
         shard_of = np.searchsorted(self.file_starts, ids, side="right") - 1
         local = ids - self.file_starts[shard_of]
         groups = []
@@ -261,49 +291,39 @@ class DatasetReader:
             pages = np.searchsorted(shard.page_starts, rows, side="right") - 1
             slots = rows - shard.page_starts[pages]
             groups.append((s, positions, pages, slots))
-        out: dict[str, ColumnValues] = {}
-        for name in names:
-            field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                out[name] = self._gather_fixed(field, len(ids), groups)
-            else:
-                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
-        return Block(out, ids)
+        return groups
 
     def _gather_fixed(self, field: Field, n: int, groups: list[Any]) -> np.ndarray:
-        result = np.empty((n, *field.row_shape), dtype=field.dtype)
-        elems = int(np.prod(field.row_shape, dtype=np.int64))
+        shape = field.row_shape
+        elems = int(np.prod(shape, dtype=np.int64))
         if elems == 0:
-            return result  # a zero-size shape holds no values to read
+            return np.empty((n, *shape), dtype=field.dtype)  # no values to read
+        if len(groups) == 1 and groups[0][1] is None:
+            # One shard, rows in the order asked: the gather is the result (one copy).
+            s, _, pages, slots = groups[0]
+            plan = self._fixed_plan(s, field)
+            if plan is not None:
+                return plan.gather(self.shards[s], pages, slots).reshape((n, *shape))
+        result = np.empty((n, *shape), dtype=field.dtype)
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
-            if elems <= _GLOBAL_GATHER_MAX_ELEMS and shard.uncompressed_fixed(field):
-                col = shard.field_index(field.name)
-                shard.check_chunks(np.unique(pages), col)
-                view = self._whole_file_view(s, field)
-                base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // field.dtype.itemsize
-                start = base[pages] + slots * elems
-                if field.row_shape and elems > 1:
-                    idx = start[:, None] + np.arange(elems)
-                    result[positions] = view[idx].reshape((len(positions), *field.row_shape))
-                else:
-                    result[positions] = view[start].reshape((len(positions), *field.row_shape))
+            where = slice(None) if positions is None else positions
+            plan = self._fixed_plan(s, field)
+            if plan is not None:
+                result[where] = plan.gather(shard, pages, slots).reshape((len(pages), *shape))
                 continue
             for page, members in _by_page(pages):
                 values = shard.fixed_page(page, field)
-                result[positions[members]] = values[slots[members]]
+                result[members if positions is None else positions[members]] = values[
+                    slots[members]
+                ]
         return result
 
-    def _whole_file_view(self, s: int, field: Field) -> np.ndarray:
-        key = (s, field.type)
-        view = self._views.get(key)
-        if view is None:
-            shard = self.shards[s]
-            view = np.frombuffer(
-                shard.mm, dtype=field.dtype, count=shard.size // field.dtype.itemsize
-            )
-            self._views[key] = view
-        return view
+    def _fixed_plan(self, s: int, field: Field) -> _FixedPlan | None:
+        key = (s, field.name)
+        if key not in self._fixed_plans:
+            self._fixed_plans[key] = _FixedPlan.build(self.shards[s], field)
+        return self._fixed_plans[key]
 
     def _gather_var(
         self, field: Field, n: int, groups: list[Any], bytes_as_arrays: bool = False
@@ -314,7 +334,7 @@ class DatasetReader:
             shard = self.shards[s]
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)
-                pos_list = positions[members].tolist()
+                pos_list = (members if positions is None else positions[members]).tolist()
                 slot_list = slots[members].tolist()
                 if kind is FieldKind.VARARRAY:
                     _gather_arrays(field, head, raw, pos_list, slot_list, result)
@@ -332,13 +352,172 @@ class DatasetReader:
                         try:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
-                            raise CorruptFileError(
-                                f"{str(shard.path)!r}: page {page}, field {field.name!r}: "
-                                f"string value is not UTF-8 ({exc})",
-                                path=str(shard.path),
-                                page=page,
-                            ) from exc
+                            raise _not_utf8(shard, page, field, exc) from exc
         return result
+
+
+def _not_utf8(shard: ShardFile, page: int, field: Field, exc: Exception) -> CorruptFileError:
+    return CorruptFileError(
+        f"{str(shard.path)!r}: page {page}, field {field.name!r}: "
+        f"string value is not UTF-8 ({exc})",
+        path=str(shard.path),
+        page=page,
+    )
+
+
+def _chunk_checker(shard: ShardFile, col: int) -> Callable[[int], None] | None:
+    """``check(page)`` applying the shard's checksum policy to column ``col``, or None
+    when nothing is ever checked (``verify="never"``)."""
+    if shard.verify == "never":
+        return None
+    if shard.verify == "always":
+        return lambda page: shard.check_chunk(page, col)
+    checked: set[int] = set()  # pages this reader knows the shard has verified
+
+    def check_once(page: int) -> None:
+        if page not in checked:
+            shard.check_chunk(page, col)
+            checked.add(page)
+
+    return check_once
+
+
+def _row_reader(
+    shard: ShardFile, field: Field, plan: _FixedPlan | None
+) -> Callable[[int, int], Any]:
+    """A function ``read(page, slot)`` returning one value of ``field`` from ``shard``.
+
+    Uncompressed fixed-width columns read straight from one whole-file view of the map
+    (one index, or one slice copied); other columns go through the shard's chunk access.
+    """
+    kind = field.kind
+    if plan is not None and field.type != "bool":
+        return _fixed_row_reader(shard, plan, field.row_shape)
+    if kind is FieldKind.FIXED:
+        shape = field.row_shape
+
+        def read_fixed_page(page: int, slot: int) -> Any:
+            value = shard.fixed_page(page, field)[slot]
+            return value.copy() if shape else value[()]
+
+        return read_fixed_page
+    if kind is FieldKind.VARARRAY:
+        dtype = field.dtype
+        itemsize = dtype.itemsize
+
+        def read_array(page: int, slot: int) -> Any:
+            head, raw = shard.var_page(page, field)
+            a = head.data_start + head.offsets[slot]
+            count = (head.data_start + head.offsets[slot + 1] - a) // itemsize
+            value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
+            return value.reshape(head.shapes_list[slot]).copy()
+
+        return read_array
+    if kind is FieldKind.BYTES:
+
+        def read_bytes(page: int, slot: int) -> bytes:
+            head, raw = shard.var_page(page, field)
+            start, offsets = head.data_start, head.offsets
+            return bytes(raw[start + offsets[slot] : start + offsets[slot + 1]])
+
+        return read_bytes
+
+    def read_string(page: int, slot: int) -> str:
+        head, raw = shard.var_page(page, field)
+        start, offsets = head.data_start, head.offsets
+        try:
+            return str(raw[start + offsets[slot] : start + offsets[slot + 1]], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(shard, page, field, exc) from exc
+
+    return read_string
+
+
+def _plain_fixed(shard: ShardFile, field: Field, col: int) -> bool:
+    """True when every chunk of the column is stored uncompressed, aligned to its item
+    size, of exactly ``page rows x row bytes``, inside the file: then one whole-file view
+    reads any row without the per-chunk structural checks (done here once)."""
+    if not shard.uncompressed_fixed(field):
+        return False
+    chunks = shard.meta.chunks[:, col]
+    offsets = chunks["offset"].astype(np.int64)
+    lengths = chunks["length"].astype(np.int64)
+    expected = shard.meta.page_rows.astype(np.int64) * field.row_nbytes
+    return bool(
+        np.all(offsets % field.dtype.itemsize == 0)
+        and np.all(lengths == expected)
+        and np.all(chunks["raw_length"].astype(np.int64) == lengths)
+        and np.all(offsets + lengths <= shard.size)
+    )
+
+
+class _FixedPlan:
+    """How to gather an uncompressed fixed-width column of one shard straight from the map.
+
+    ``rows`` is a read-only window view of the whole file: ``rows[k]`` is the ``elems``
+    values starting at element ``k``, so a gather of any rows is one fancy index.
+    Built only when :func:`_plain_fixed` holds; chunks are still checksummed by the
+    shard's policy before their first read (``checked``: nothing is left to check).
+    """
+
+    __slots__ = ("base", "base_list", "checked", "col", "elems", "flat", "rows")
+
+    def __init__(self, shard: ShardFile, field: Field, col: int) -> None:
+        itemsize = field.dtype.itemsize
+        self.col = col
+        self.elems = int(np.prod(field.row_shape, dtype=np.int64))
+        self.flat = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
+        self.base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize
+        self.base_list: list[int] = self.base.tolist()
+        if self.elems == 1:
+            self.rows = self.flat
+        else:
+            self.rows = np.lib.stride_tricks.as_strided(
+                self.flat,
+                shape=(max(self.flat.size - self.elems + 1, 0), self.elems),
+                strides=(itemsize, itemsize),
+                writeable=False,
+            )
+        self.checked = shard.all_verified(col)
+
+    @classmethod
+    def build(cls, shard: ShardFile, field: Field) -> _FixedPlan | None:
+        """The plan for ``field`` of ``shard``, or None when chunks need the page path."""
+        col = shard.field_index(field.name)
+        return cls(shard, field, col) if _plain_fixed(shard, field, col) else None
+
+    def gather(self, shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """The values of rows (pages, slots), shape ``(n,)`` or ``(n, elems)``: one copy."""
+        if not self.checked:
+            shard.check_chunks(np.unique(pages), self.col)  # each chunk once per call
+            self.checked = shard.all_verified(self.col)
+        values: np.ndarray = self.rows[self.base[pages] + slots * self.elems]
+        return values
+
+
+def _fixed_row_reader(
+    shard: ShardFile, plan: _FixedPlan, shape: tuple[int, ...]
+) -> Callable[[int, int], Any]:
+    """``read(page, slot)`` for one value of a column that has a :class:`_FixedPlan`."""
+    view, base, elems = plan.flat, plan.base_list, plan.elems
+    check = _chunk_checker(shard, plan.col)
+    if not shape:
+        if check is None:
+            return lambda page, slot: view[base[page] + slot]
+
+        def read_scalar(page: int, slot: int) -> Any:
+            check(page)
+            return view[base[page] + slot]
+
+        return read_scalar
+
+    def read_array(page: int, slot: int) -> Any:
+        if check is not None:
+            check(page)
+        a = base[page] + slot * elems
+        return view[a : a + elems].reshape(shape).copy()
+
+    return read_array
 
 
 def _gather_arrays(
@@ -358,19 +537,17 @@ def _gather_arrays(
     itemsize = dtype.itemsize
     offsets, start = head.offsets, head.data_start
     shapes = head.shapes_list
+    # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     if 4 * len(slot_list) >= len(offsets) - 1:
-        data = bytearray(raw[start : start + offsets[-1]])
+        flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
         for pos, slot in zip(pos_list, slot_list, strict=True):
-            a = offsets[slot]
-            count = (offsets[slot + 1] - a) // itemsize
-            result[pos] = np.frombuffer(data, dtype=dtype, count=count, offset=a).reshape(
+            result[pos] = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
                 shapes[slot]
             )
         return
+    flat = np.frombuffer(raw, dtype=dtype, count=offsets[-1] // itemsize, offset=start)
     for pos, slot in zip(pos_list, slot_list, strict=True):
-        a = start + offsets[slot]
-        count = (start + offsets[slot + 1] - a) // itemsize
-        value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
+        value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize]
         result[pos] = value.reshape(shapes[slot]).copy()
 
 

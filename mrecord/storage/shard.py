@@ -195,6 +195,13 @@ class ShardFile:
         for page in pending.tolist():
             self.check_chunk(page, col)
 
+    def all_verified(self, col: int) -> bool:
+        """True when no read of column ``col`` needs a checksum any more (policy ``never``,
+        or ``once`` with every chunk of the column checked)."""
+        if self.verify == "never":
+            return True
+        return self.verify == "once" and bool(self._verified[:, col].all())
+
     def raw_chunk(self, page: int, col: int) -> Any:
         """The raw (decompressed) bytes of a chunk: a memoryview of the map when uncompressed."""
         self.check_chunk(page, col)
