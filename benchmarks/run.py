@@ -46,6 +46,7 @@ EXTRA_SUITES = {
     "sink": "benchmarks.bench_sink",
     "memory": "benchmarks.bench_pipeline_memory",
     "convert": "benchmarks.bench_convert",
+    "append": "benchmarks.bench_append",
     "ray": "benchmarks.bench_ray",
     "serve": "benchmarks.bench_serve",
     "torch": "benchmarks.bench_torch",

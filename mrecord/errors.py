@@ -12,7 +12,11 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
-    ├── IndexWriteError(OSError)           SQLite could not write a .db (disk full, permissions)
+    ├── StorageError(OSError)              the machine failed a write (keeps errno; names
+    │   │                                  file, operation and the dataset's state)
+    │   ├── DiskFullError                  ENOSPC, EDQUOT
+    │   ├── StoragePermissionError(PermissionError)  EACCES, EPERM, EROFS
+    │   └── IndexWriteError                SQLite could not write a .db
     ├── CorruptFileError(ValueError, RuntimeError) damaged or truncated bytes (file, page, offset)
     │   ├── ChecksumError                  a checksum did not match
     │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
@@ -61,6 +65,7 @@ __all__ = [
     "DatasetServerError",
     "DecodeError",
     "DecompressionError",
+    "DiskFullError",
     "ForeignShardError",
     "FormatError",
     "IndexMismatchError",
@@ -80,6 +85,8 @@ __all__ = [
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "StorageError",
+    "StoragePermissionError",
     "UnsupportedPlatformError",
     "WriterStateError",
 ]
@@ -147,12 +154,54 @@ class NotAnMrecordFileError(CorruptFileError):
     """The file is not an mrecord shard at all: its first bytes are another format's."""
 
 
-class IndexWriteError(MrecordError, OSError):
-    """SQLite failed while writing a shard's ``.db`` (disk full, permissions, ...)."""
+class StorageError(MrecordError, OSError):
+    """The machine failed a write: disk full, quota, permission, read-only file system,
+    I/O error, a folder that vanished, a folder where a file should be.
 
-    def __init__(self, message: str, *, path: str | None = None):
-        super().__init__(message)
+    ``errno`` is the operating system's (``errno.ENOSPC``, ...), ``path`` the file,
+    ``operation`` what was being done; the message also says what state the dataset is
+    in ("nothing of this commit is visible; generation 3 is intact") and what to do.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errno: int | None = None,
+        path: str | None = None,
+        operation: str | None = None,
+    ):
+        super().__init__(errno, message)
+        self.message = message
         self.path = path
+        self.filename = path
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps the keyword arguments across pickling
+        return (_rebuild_storage_error, (type(self), self.message, self.errno, self.path,
+                                         self.operation))
+
+
+def _rebuild_storage_error(
+    cls: type[StorageError], message: str, errno: int | None, path: str | None,
+    operation: str | None,
+) -> StorageError:
+    return cls(message, errno=errno, path=path, operation=operation)
+
+
+class DiskFullError(StorageError):
+    """No space left on the device (``ENOSPC``) or the disk quota is exhausted (``EDQUOT``)."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Writing is not allowed: ``EACCES``, ``EPERM``, or a read-only file system (``EROFS``)."""
+
+
+class IndexWriteError(StorageError):
+    """SQLite failed while writing a shard's ``.db`` (disk full, permissions, ...)."""
 
 
 class FormatError(MrecordError, ValueError):

@@ -60,7 +60,7 @@ SCHEMA = {
 # Rows per write_raw_data call, per commit: commit 1 creates, the others append.
 COMMITS: list[list[int]] = [[300, 500, 200], [250, 250], [400]]
 PHASES = ("write", "commit", "append")
-STEPS = ("journal", "renamed_one", "renamed_all")
+STEPS = ("journal", "renamed_one", "tail_part", "renamed_all")
 _TEMP_SUFFIXES = (".mrecord-partial", ".mrecord-journal")
 
 
@@ -311,6 +311,8 @@ def run_trial(
         target = rng.randint(2, len(COMMITS))
         marker = "OPEN"
         span = sum(durations[(w, target)] for w in ("OPEN", "WRITE", "BEGIN"))
+    elif phase == "tail_part":  # only an append writes a tail into a committed file
+        target, marker, span = rng.randint(2, len(COMMITS)), "", 0.0
     else:
         target, marker, span = rng.randint(1, len(COMMITS)), "", 0.0
     trial = CrashTrial(phase, target, shards, rng.uniform(0, span * 1.2))

@@ -5,7 +5,8 @@ what a power cut does to writes that were never fsync'ed. This harness can:
 
 1. :class:`Recorder` runs a workload in this process with ``os.fsync``,
    ``os.fdatasync``, ``os.replace``, ``os.rename``, ``os.unlink``, ``os.remove``,
-   ``os.truncate``, ``os.ftruncate``, ``os.mkdir`` and ``os.rmdir`` wrapped. Around each
+   ``os.truncate``, ``os.ftruncate``, ``os.mkdir`` and ``os.rmdir`` wrapped (and
+   ``sqlite3.connect``, to see SQLite's commits, which it fsyncs in C). Around each
    call it snapshots the dataset folder (name -> inode, bytes) and appends to an op log:
 
    - ``Write``: a file's content changed since the last snapshot (whatever wrote it:
@@ -41,6 +42,7 @@ import contextlib
 import hashlib
 import os
 import random
+import sqlite3
 import stat
 import tempfile
 import threading
@@ -100,9 +102,12 @@ class Names:
 
 @dataclass(frozen=True)
 class Sync:
-    """File ``fid``'s data as last written is durable."""
+    """File ``fid``'s data as last written is durable. ``atomic``: the write before it
+    and this sync are one step (a SQLite transaction, whose journal rolls back a torn
+    file), so no cut falls between them."""
 
     fid: int
+    atomic: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class Recorder:
         self._content: dict[int, bytes] = {}
         self._real: dict[str, Callable[..., Any]] = {}
         self._lock = threading.RLock()
+        self._real_connect: Callable[..., sqlite3.Connection] = sqlite3.connect
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -207,6 +213,42 @@ class Recorder:
 
         return wrapped
 
+    def _sqlite_committed(self, conn: sqlite3.Connection) -> None:
+        """A SQLite transaction committed: with a journal and ``synchronous`` FULL or
+        EXTRA, SQLite fsynced the file itself (in C, unseen by the wrappers), so the
+        content is logged as durable. SQLite's atomicity inside a transaction (its
+        rollback journal) is trusted, not modelled: the file is seen before and after."""
+        with self._lock:
+            self._observe("sqlite commit")
+            sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if sync < 2 or mode in ("off", "memory"):
+                return
+            for _, name, path in conn.execute("PRAGMA database_list").fetchall():
+                if name == "main" and path:
+                    with contextlib.suppress(FileNotFoundError):
+                        ino = os.stat(path).st_ino
+                        if ino in self._fids:
+                            self.ops.append(Sync(self._fids[ino], atomic=True))
+
+    def _connect(self, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        recorder = self
+
+        class Recorded(sqlite3.Connection):
+            def commit(self) -> None:
+                super().commit()
+                recorder._sqlite_committed(self)
+
+            def execute(self, sql: str, *params: Any) -> sqlite3.Cursor:
+                cursor = super().execute(sql, *params)
+                if sql.strip().upper().startswith(("COMMIT", "END")):
+                    recorder._sqlite_committed(self)
+                return cursor
+
+        kwargs.setdefault("factory", Recorded)
+        conn: sqlite3.Connection = self._real_connect(*args, **kwargs)
+        return conn
+
     def mark(self, label: str) -> None:
         """Note a workload event in the log (after logging the changes made so far)."""
         with self._lock:
@@ -222,11 +264,14 @@ class Recorder:
             self._real[name] = getattr(os, name)
         for name in _WRAPPED:
             setattr(os, name, self._wrap(name))
+        self._real_connect = sqlite3.connect
+        sqlite3.connect = self._connect  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
         for name, real in self._real.items():
             setattr(os, name, real)
+        sqlite3.connect = self._real_connect  # type: ignore[assignment]
         self._observe("end")
 
 
@@ -335,6 +380,9 @@ def crash_states(
     for cut in range(len(ops) + 1):
         if cut < len(ops) and isinstance(ops[cut], Write):
             continue  # a cut between two writes equals the cut before the next sync or rename
+        following = ops[cut] if cut < len(ops) else None
+        if isinstance(following, Sync) and following.atomic:
+            continue  # inside a SQLite transaction: its journal restores the old file
         r = _replay(ops, cut, initial)
         pending = r.pending_names
         name_sets: list[tuple[str, bool, dict[str, int]]] = [

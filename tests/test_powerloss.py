@@ -104,8 +104,9 @@ def test_a_data_file_never_fsynced_is_caught(
     strict=True,
     reason=(
         "defect found by this tester: write_journal_and_publish renames the journal into "
-        "place and only then fsyncs the folder, so the partial files' names are not durable "
-        "before the commit point. A file system that persists name changes out of order "
+        "place and only then fsyncs the folder, so the names of the files it points to "
+        "(partials, appended tails) are not durable before the commit point. A file system "
+        "that persists name changes out of order "
         "(POSIX allows it) can keep the journal and lose a partial's name: the roll-forward "
         "then publishes the .db without its data file (MissingIndexError / IndexMismatchError, "
         "or stray .db files when it is the first commit). Fix: fsync_dir(directory) before "
@@ -118,3 +119,25 @@ def test_out_of_order_name_changes_keep_the_last_commit(tmp_path: Path) -> None:
     of the folder between them)."""
     result = pl.run_campaign(tmp_path, 2, [[12], [9]], random_per_cut=1)
     assert result.defects == {}
+
+
+@pytest.mark.parametrize(("synchronous", "durable"), [("FULL", True), ("OFF", False)])
+def test_a_sqlite_commit_is_durable_only_when_sqlite_syncs(
+    tmp_path: Path, synchronous: str, durable: bool
+) -> None:
+    """SQLite fsyncs in C, unseen by the os wrappers: a committed transaction with a journal
+    and synchronous=FULL is logged as synced (append grows the .db that way); with
+    synchronous=OFF it is not."""
+    import sqlite3
+
+    with pl.Recorder(tmp_path) as rec:
+        conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("CREATE TABLE t (v)")
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("COMMIT")
+        conn.close()
+    assert any(isinstance(op, pl.Sync) for op in rec.ops) is durable
+    assert sqlite3.connect is rec._real_connect

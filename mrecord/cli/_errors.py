@@ -7,7 +7,10 @@ code  meaning
 1     ``verify`` found damage
 2     usage error: bad option or argument, output exists without ``--overwrite``
 3     bad input file: missing, truncated, wrong format, corrupt, rows that do not fit
-4     any other failure (I/O error while writing, dataset locked, ...)
+4     any other failure (dataset locked by another writer, ...)
+5     the machine failed a write: disk full, quota, permission, read-only file system,
+      I/O error, a vanished folder (``mrecord.errors.StorageError``); nothing of the
+      interrupted commit is visible unless the message says it is durable
 130   interrupted (Ctrl-C)
 ====  ==========================================================================
 
@@ -27,6 +30,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_STORAGE",
     "EXIT_USAGE",
     "CommandError",
     "exit_code_for",
@@ -37,6 +41,7 @@ EXIT_DAMAGED = 1
 EXIT_USAGE = 2
 EXIT_BAD_INPUT = 3
 EXIT_FAILURE = 4
+EXIT_STORAGE = 5
 EXIT_INTERRUPTED = 130
 
 _BAD_INPUT: tuple[type[BaseException], ...] = (
@@ -68,6 +73,8 @@ class CommandError(click.ClickException):
 
 def exit_code_for(exc: BaseException) -> int:
     """The exit code for an exception raised by a command."""
+    if isinstance(exc, errors.StorageError):
+        return EXIT_STORAGE
     if isinstance(exc, _BAD_INPUT):
         return EXIT_BAD_INPUT
     if isinstance(exc, _USAGE):

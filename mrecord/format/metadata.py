@@ -16,6 +16,8 @@ Keys (all required)::
     next_shard      int, the shard that receives the next row (row distribution)
     page_rows       bin: u32 little-endian, rows of each page
     chunks          bin: CHUNK_DTYPE records, page by page, field by field
+    previous_ends   [int] (format 1.1, optional on read): the file's length after each
+                    earlier commit, oldest first; each is where an append's tail began
 
 A CHUNK_DTYPE record is 32 bytes::
 
@@ -90,6 +92,7 @@ class ShardMetadata:
     page_rows: np.ndarray = field(compare=False)
     chunks: np.ndarray = field(compare=False)
     format_version: tuple[int, int] = (FORMAT_MAJOR, FORMAT_MINOR)
+    previous_ends: tuple[int, ...] = ()
 
     @property
     def num_pages(self) -> int:
@@ -127,6 +130,7 @@ class ShardMetadata:
             "next_shard": self.next_shard,
             "page_rows": np.ascontiguousarray(self.page_rows, dtype="<u4").tobytes(),
             "chunks": np.ascontiguousarray(self.chunks, dtype=CHUNK_DTYPE).tobytes(),
+            "previous_ends": list(self.previous_ends),
         }
         return msgpack.packb(doc, use_bin_type=True)  # type: ignore[no-any-return]
 
@@ -203,7 +207,21 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
         page_rows=page_rows,
         chunks=chunks,
         format_version=(int(version[0]), int(version[1])),
+        previous_ends=_previous_ends(doc, data_end),
     )
+
+
+def _previous_ends(doc: dict[str, Any], data_end: int) -> tuple[int, ...]:
+    """File lengths of this shard's earlier generations (format 1.1; absent in 1.0)."""
+    if "previous_ends" not in doc:
+        return ()
+    ends = _get(doc, "previous_ends", list)
+    last = HEADER_SIZE
+    for end in ends:
+        if not isinstance(end, int) or isinstance(end, bool) or not last < end <= data_end:
+            raise MetadataError(f"previous_ends {ends!r} must increase inside the pages")
+        last = end
+    return tuple(ends)
 
 
 def _schema_from_doc(entries: list[Any]) -> Schema:

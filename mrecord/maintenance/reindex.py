@@ -8,15 +8,18 @@ dataset's lock, so a reader never sees a half-built index.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from mrecord.errors import MrecordError, StorageError
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
+from mrecord.storage.failures import storage_error
 from mrecord.storage.index_db import write_index_db
-from mrecord.storage.naming import db_path, partial_path
+from mrecord.storage.naming import db_path, journal_path, partial_path
 
 __all__ = ["reindex"]
 
@@ -39,7 +42,12 @@ def reindex(
         head = reader.shards[0].meta
         directory = reader.shards[0].path.parent
         lock = DatasetLock(directory, head.dataset_name)
-        lock.acquire(wait=0.5)
+        try:
+            lock.acquire(wait=0.5)
+        except OSError as exc:
+            if isinstance(exc, MrecordError):
+                raise
+            raise _reindex_error(exc, lock.path, durable=False) from exc
         try:
             targets = []
             for shard in reader.shards:
@@ -57,11 +65,29 @@ def reindex(
             commit_mod.write_journal_and_publish(
                 directory, head.dataset_name, head.dataset_id, head.generation, targets
             )
-        except BaseException:
-            commit_mod.remove_partials(db_path(s.path) for s in reader.shards)
+        except BaseException as exc:
+            durable = journal_path(directory, head.dataset_name).exists()
+            if not durable:
+                with contextlib.suppress(OSError):  # never hide the failure itself
+                    commit_mod.remove_partials(db_path(s.path) for s in reader.shards)
+            if isinstance(exc, OSError) and not isinstance(exc, MrecordError):
+                raise _reindex_error(exc, directory, durable) from exc
+            if isinstance(exc, StorageError):
+                raise _reindex_error(exc, directory, durable) from exc
             raise
         finally:
             lock.release()
     finally:
         reader.close()
     return targets
+
+
+def _reindex_error(exc: OSError, where: Path, durable: bool) -> StorageError:
+    state = (
+        "the new indexes are durable (journal written); the next open of the dataset "
+        "publishes them"
+        if durable
+        else "nothing of the rebuild is visible; the data files and the previous .db files "
+        "are as they were"
+    )
+    return storage_error(exc, operation="rebuild index: failed on", path=where, state=state)

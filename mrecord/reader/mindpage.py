@@ -125,14 +125,19 @@ class MindPage:
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[list[tuple[Any, ...]]]:
         """Run ``sql`` on every shard's ``.db``; one result list per shard, in shard order."""
-        return [query_index_db(shard.path, sql, params) for shard in self._reader.shards]
+        # The first parameter is the shard's row count in this reader's snapshot: an
+        # append committed since it opened adds rows to the .db that the reader must not see.
+        return [
+            query_index_db(shard.path, sql, (shard.meta.num_rows, *params))
+            for shard in self._reader.shards
+        ]
 
     def _load_categories(self) -> list[tuple[Any, int]]:
         field = self._need_field()
         if self._categories is None:
             counts: dict[Any, int] = {}
             column = index_column(field)
-            sql = f"SELECT {column}, COUNT(*) FROM {ROWS_TABLE} GROUP BY {column}"
+            sql = f"SELECT {column}, COUNT(*) FROM {ROWS_TABLE} WHERE row_id < ? GROUP BY {column}"
             for rows in self._query(sql):
                 for value, count in rows:
                     counts[value] = counts.get(value, 0) + int(count)
@@ -149,7 +154,10 @@ class MindPage:
         return self._categories
 
     def _global_ids(self, field: str, value: Any) -> np.ndarray:
-        sql = f"SELECT row_id FROM {ROWS_TABLE} WHERE {index_column(field)} = ? ORDER BY row_id"
+        sql = (
+            f"SELECT row_id FROM {ROWS_TABLE} WHERE row_id < ? AND {index_column(field)} = ? "
+            "ORDER BY row_id"
+        )
         parts = []
         for start, rows in zip(
             self._reader.file_starts.tolist(), self._query(sql, (value,)), strict=False

@@ -7,12 +7,19 @@ generation, final basenames) is written under a partial name, fsync'ed and
 renamed into place. Only then are the partial files renamed over the finals, and
 the journal removed.
 
+An append is journaled the same way but publishes in place: each shard's partial is
+a *tail* (new pages, metadata, trailer) that goes after the shard's committed
+length, and each ``.db``'s partial holds only the new rows, merged in one SQLite
+transaction. The journal records every shard's committed length and tail length,
+so the roll-forward can run again after any crash; bytes before a committed
+length are never written (docs/FORMAT.md, *Commit*).
+
 A process killed at any instant therefore leaves either
 
 - no journal: the finals are the last committed generation; partial files are
   litter, removed by the next writer or recovery; or
 - a journal: every partial it names is complete, and :func:`recover` finishes
-  the renames (roll forward), after which the new generation is whole.
+  the renames, tails and merges (roll forward), after which the new generation is whole.
 
 Writers hold an exclusive ``flock`` on ``<dataset>.mrecord-lock`` for their whole
 life; the kernel drops it when the process dies, so a crashed writer never blocks
@@ -22,10 +29,13 @@ the next one. Readers take the same lock only to roll a journal forward.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
@@ -35,6 +45,8 @@ from mrecord.storage.naming import journal_path, lock_path, partial_path
 
 __all__ = [
     "DatasetLock",
+    "TailAppend",
+    "apply_tail",
     "fsync_dir",
     "recover",
     "recover_locked",
@@ -104,7 +116,9 @@ crash_hook: Callable[[str], None] = _no_crash
 """Called at each inner step of publishing a commit; a no-op unless a harness replaces it.
 
 The steps are ``journal`` (journal durable, nothing renamed), ``renamed_one`` (after
-each file renamed) and ``renamed_all`` (all renamed, journal still there). The crash
+each file renamed, each tail applied and each ``.db`` merged), ``tail_part`` (part of
+an append's tail written into a data file, not yet fsync'ed) and ``renamed_all`` (all
+published, journal still there). The crash
 harness (``reliability/crash.py``, not shipped) installs a hook that SIGKILLs the
 process at a chosen step; product code never sets it.
 """
@@ -114,16 +128,46 @@ def _crash_point(step: str) -> None:
     crash_hook(step)
 
 
+@dataclass(frozen=True)
+class TailAppend:
+    """One data file grown in place by a commit: its partial holds the bytes to add.
+
+    ``base_length`` is the file's committed length (the previous generation ends
+    there); the partial's ``tail_length`` bytes go at that offset.
+    """
+
+    name: str
+    base_length: int
+    tail_length: int
+
+
 def write_journal_and_publish(
-    directory: Path, dataset_name: str, dataset_id: str, generation: int, finals: list[Path]
+    directory: Path,
+    dataset_name: str,
+    dataset_id: str,
+    generation: int,
+    finals: list[Path],
+    appends: Sequence[TailAppend] = (),
+    db_appends: Sequence[Path] = (),
 ) -> None:
-    """Make a commit durable (journal), then move every partial onto its final name."""
+    """Make a commit durable (journal), then publish it.
+
+    ``finals`` are whole files whose partials are renamed over them; ``appends`` are
+    data files whose partial tails are written after their committed end; each of
+    ``db_appends`` is a ``.db`` whose partial (the new rows only) is merged into it
+    in one SQLite transaction.
+    """
     journal = journal_path(directory, dataset_name)
     staged = partial_path(journal)
-    payload = msgpack.packb(
-        {"dataset_id": dataset_id, "generation": generation, "files": [p.name for p in finals]},
-        use_bin_type=True,
-    )
+    doc: dict[str, Any] = {
+        "dataset_id": dataset_id,
+        "generation": generation,
+        "files": [p.name for p in finals],
+    }
+    if appends or db_appends:
+        doc["appends"] = [[a.name, a.base_length, a.tail_length] for a in appends]
+        doc["db_appends"] = [p.name for p in db_appends]
+    payload = msgpack.packb(doc, use_bin_type=True)
     with open(staged, "wb") as fh:
         fh.write(payload)
         fh.flush()
@@ -131,39 +175,146 @@ def write_journal_and_publish(
     os.replace(staged, journal)
     fsync_dir(directory)
     _crash_point("journal")
-    _roll_forward(directory, [p.name for p in finals])
+    _roll_forward(directory, _Journal.from_doc(doc, journal))
     _crash_point("renamed_all")
     journal.unlink()
     fsync_dir(directory)
+    # Tails and staged rows are spent once the journal is gone (litter until then).
+    remove_partials(_spent(directory, _Journal.from_doc(doc, journal)))
 
 
-def _roll_forward(directory: Path, names: Iterable[str]) -> None:
-    for name in names:
+def _spent(directory: Path, journal: _Journal) -> list[Path]:
+    """Finals whose partials a published append no longer needs (its tails, its new rows)."""
+    tails = [directory / a.name for a in journal.appends]
+    return [*tails, *(directory / name for name in journal.db_appends)]
+
+
+@dataclass(frozen=True)
+class _Journal:
+    """What a journal commits: files to rename, tails to apply, .db files to merge."""
+
+    generation: int
+    files: list[str]
+    appends: list[TailAppend]
+    db_appends: list[str]
+
+    @classmethod
+    def from_doc(cls, doc: Any, journal: Path) -> _Journal:
+        from mrecord.format.metadata import check_basename
+
+        if not isinstance(doc, dict):
+            raise TypeError("journal is not a map")
+        generation = doc.get("generation")
+        if not isinstance(generation, int) or isinstance(generation, bool):
+            raise TypeError("journal generation is not an int")
+        appends = []
+        for entry in doc.get("appends", []):
+            name, base, length = entry
+            if not (isinstance(base, int) and isinstance(length, int) and base >= 0 < length):
+                raise ValueError(f"journal append entry {entry!r} is malformed")
+            appends.append(TailAppend(check_basename(name), base, length))
+        return cls(
+            generation,
+            [check_basename(n) for n in doc["files"]],
+            appends,
+            [check_basename(n) for n in doc.get("db_appends", [])],
+        )
+
+
+def _roll_forward(directory: Path, journal: _Journal) -> None:
+    for name in journal.files:
         final = directory / name
         staged = partial_path(final)
         if staged.exists():
             os.replace(staged, final)
             _crash_point("renamed_one")
+    for append in journal.appends:
+        apply_tail(directory / append.name, append)
+        _crash_point("renamed_one")
+    if journal.db_appends:
+        from mrecord.storage.index_db import merge_index_db
+
+        for name in journal.db_appends:
+            merge_index_db(directory / name, partial_path(directory / name), journal.generation)
+            _crash_point("renamed_one")
     fsync_dir(directory)
 
 
-def read_journal(journal: Path) -> list[str]:
-    """The final basenames a journal commits; refuses unsafe names."""
-    from mrecord.format.metadata import check_basename
+_COPY_BLOCK = 8 << 20
 
+
+def apply_tail(final: Path, append: TailAppend) -> None:
+    """Write ``final``'s partial tail at its committed end, cut anything beyond, fsync.
+
+    Idempotent: after a crash it runs again from the start, rewriting the same bytes
+    (bytes before ``base_length`` are never touched, so readers mapping the previous
+    generation are unaffected; the file is never cut below its new length).
+    """
+    staged = partial_path(final)
+    end = append.base_length + append.tail_length
+    try:
+        src = open(staged, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        if final.stat().st_size == end:
+            return  # applied by an earlier roll-forward that stopped before its cleanup
+        raise CorruptFileError(
+            f"commit journal names the tail {str(staged)!r}, which is missing, and "
+            f"{str(final)!r} is not {end} bytes long; the commit cannot be finished: delete "
+            "the journal and truncate the file to its previous length to keep the previous "
+            "generation",
+            path=str(staged),
+        ) from None
+    with src, open(final, "r+b") as dst:
+        if os.fstat(src.fileno()).st_size != append.tail_length:
+            raise CorruptFileError(
+                f"tail {str(staged)!r} is not the {append.tail_length} bytes its journal "
+                "records; the commit cannot be finished",
+                path=str(staged),
+            )
+        # At least two steps, so the crash harness can stop between them.
+        step = min(_COPY_BLOCK, max(append.tail_length // 2, 1))
+        done = 0
+        while done < append.tail_length:
+            done += _copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
+            if done < append.tail_length:
+                _crash_point("tail_part")
+        if os.fstat(dst.fileno()).st_size > end:
+            os.ftruncate(dst.fileno(), end)
+        os.fsync(dst.fileno())
+
+
+def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
+    """Copy up to ``count`` bytes in the kernel (``copy_file_range``: file systems that
+    share extents, XFS and btrfs, may not write them again); pread/pwrite elsewhere."""
+    copy = getattr(os, "copy_file_range", None)
+    if copy is not None:
+        try:
+            copied: int = copy(src, dst, count, src_offset, dst_offset)
+            if copied > 0:
+                return copied
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    block = os.pread(src, count, src_offset)
+    if not block:
+        raise CorruptFileError(f"tail ended early at byte {src_offset}", offset=src_offset)
+    return os.pwrite(dst, block, dst_offset)
+
+
+def read_journal(journal: Path) -> _Journal:
+    """What a journal commits; refuses unsafe names."""
     try:
         data = journal.read_bytes()
         if len(data) > _MAX_JOURNAL_BYTES:
             raise ValueError("journal is too large")
         doc = msgpack.unpackb(data, raw=False, max_bin_len=len(data), max_str_len=len(data))
-        names = [check_basename(n) for n in doc["files"]]
+        return _Journal.from_doc(doc, journal)
     except (ValueError, KeyError, TypeError, MetadataError) as exc:
         raise CorruptFileError(
             f"commit journal {str(journal)!r} is damaged ({exc}); the files it names are from an "
             "unfinished commit: delete the journal to keep the previous generation",
             path=str(journal),
         ) from exc
-    return names
 
 
 def recover(directory: Path, dataset_name: str, wait: float = 10.0) -> bool:
@@ -196,9 +347,11 @@ def recover_locked(directory: Path, dataset_name: str) -> bool:
     journal = journal_path(directory, dataset_name)
     if not journal.exists():
         return False
-    _roll_forward(directory, read_journal(journal))
+    done = read_journal(journal)
+    _roll_forward(directory, done)
     journal.unlink()
     fsync_dir(directory)
+    remove_partials(_spent(directory, done))
     return True
 
 

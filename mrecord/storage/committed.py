@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from mrecord.errors import (
+    CorruptFileError,
     DatasetNotFoundError,
     ForeignShardError,
     IndexMismatchError,
@@ -50,7 +51,18 @@ def open_committed(
     paths, expand = resolve_files(dataset_files)
     recover = not lock_held
     for attempt in range(_OPEN_RETRIES):
-        shards = _open_shards(paths, expand, verify, recover)
+        try:
+            shards = _open_shards(paths, expand, verify, recover)
+        except CorruptFileError:
+            # An append publishing right now writes its tail after a shard's committed
+            # end: the file's last bytes are not a trailer until it finishes. Its journal
+            # exists for that whole time; wait for it (recover) and look again.
+            if attempt == _OPEN_RETRIES - 1 or not recover or not _journal_near(paths[0]):
+                raise
+            for name in _dataset_name_guesses(paths[0]):
+                commit_mod.recover(paths[0].parent, name)
+            time.sleep(0.01)
+            continue
         try:
             check_consistent(shards, expand)
             if check_index:
@@ -83,9 +95,8 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
         return ShardFile(path, verify=verify)
     except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
-        guesses = dict.fromkeys([path.name, path.name.rstrip("0123456789")])
         if not recover or not any(
-            commit_mod.recover(path.parent, name) for name in guesses if name
+            commit_mod.recover(path.parent, name) for name in _dataset_name_guesses(path)
         ):
             hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
             if hint:
@@ -114,6 +125,15 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     if expand:
         shards.sort(key=lambda s: s.meta.shard_index)
     return shards
+
+
+def _dataset_name_guesses(path: Path) -> list[str]:
+    """The dataset name ``path`` may belong to, when its metadata cannot be read."""
+    return [n for n in dict.fromkeys([path.name, path.name.rstrip("0123456789")]) if n]
+
+
+def _journal_near(path: Path) -> bool:
+    return any(journal_path(path.parent, n).exists() for n in _dataset_name_guesses(path))
 
 
 def check_consistent(shards: list[ShardFile], expand: bool) -> None:

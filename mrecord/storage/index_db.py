@@ -29,12 +29,14 @@ from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
+from mrecord.storage.failures import sqlite_errno
 from mrecord.storage.naming import db_path
 
 __all__ = [
     "MAX_DB_VALUE",
     "check_index_db",
     "connect_foreign_db",
+    "merge_index_db",
     "open_index_db",
     "query_index_db",
     "read_index_metadata",
@@ -84,6 +86,7 @@ def write_index_db(
             f"cannot write index {str(target)!r} ({exc}); check free disk space and "
             "permissions, then write again",
             path=str(target),
+            errno=sqlite_errno(exc),
         ) from exc
     fd = os.open(target, os.O_RDONLY)
     try:
@@ -173,6 +176,57 @@ def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path
     _table(db, METADATA_TABLE).upsert_all(
         [{"key": k, "value": json.dumps(v)} for k, v in values.items()], pk="key"
     )
+
+
+def merge_index_db(target: Path, staged: Path, generation: int) -> None:
+    """Add the rows and metadata of ``staged`` (an append's new rows) to ``target``.
+
+    One SQLite transaction (rollback journal, ``synchronous=FULL``): a crash leaves
+    ``target`` as it was, and SQLite rolls its own journal back on the next open. A
+    ``target`` already at ``generation`` was merged by an earlier roll-forward and is
+    left alone, so this can run again after any crash.
+    """
+    try:
+        conn = sqlite3.connect(target, timeout=30.0, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                f"SELECT value FROM {METADATA_TABLE} WHERE key = 'generation'"
+            ).fetchone()
+            if row is not None and json.loads(row[0]) == generation:
+                conn.execute("ROLLBACK")
+                return
+            if not staged.is_file():
+                raise IndexWriteError(
+                    f"cannot finish the commit of {str(target)!r}: its new rows "
+                    f"{str(staged)!r} are missing; rebuild it with `mrecord reindex`",
+                    path=str(target),
+                )
+            conn.execute("ATTACH DATABASE ? AS staged", (f"{staged}",))
+            columns = ", ".join(
+                f'"{name}"' for _, name, *_ in conn.execute(f"PRAGMA main.table_info({ROWS_TABLE})")
+            )
+            conn.execute(
+                f"INSERT INTO main.{ROWS_TABLE} ({columns}) "
+                f"SELECT {columns} FROM staged.{ROWS_TABLE}"
+            )
+            conn.execute(
+                f"INSERT OR REPLACE INTO main.{METADATA_TABLE} (key, value) "
+                f"SELECT key, value FROM staged.{METADATA_TABLE} WHERE key != 'data_file'"
+            )
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE staged")
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise IndexWriteError(
+            f"cannot add the new rows to index {str(target)!r} ({exc}); nothing of them is in "
+            "it (SQLite rolled back); the next open of the dataset finishes the commit",
+            path=str(target),
+            errno=sqlite_errno(exc),
+        ) from exc
 
 
 # -- reading and checking ----------------------------------------------------------------

@@ -124,7 +124,9 @@ class ShardFile:
                     path=str(self.path),
                     offset=0,
                 )
-            return size, mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            # Map exactly the length seen: an append may be growing the file right now,
+            # and this shard's snapshot ends where its trailer was when we looked.
+            return size, mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
 

@@ -19,6 +19,8 @@ is round-robin. Global row ids number shard 0's rows first, then shard 1's.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -31,7 +33,9 @@ import numpy as np
 from mrecord.errors import (
     ArgumentError,
     DatasetExistsError,
+    MrecordError,
     SchemaError,
+    StorageError,
     WriterStateError,
 )
 from mrecord.format.columnize import columns_from_rows
@@ -41,6 +45,7 @@ from mrecord.format.schema import FieldKind, Schema, parse_schema
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
 from mrecord.storage.committed import open_committed
+from mrecord.storage.failures import check_free_space, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import (
     DB_SUFFIX,
@@ -60,6 +65,22 @@ MIN_PAGE_SIZE = 1 << 10
 MAX_PAGE_SIZE = 1 << 28
 MAX_SHARDS = 1000
 _LOCK_WAIT = 0.5  # seconds; rides out a reader finishing someone's interrupted commit
+
+
+_UNTOUCHED = "nothing was written; the dataset's files are as they were"
+
+
+def _acquire(lock: DatasetLock, what: str) -> None:
+    """Take the writer lock; a file system that refuses the lock file is a typed error."""
+    try:
+        lock.acquire(wait=_LOCK_WAIT)
+    except OSError as exc:
+        if isinstance(exc, MrecordError):
+            raise
+        raise storage_error(
+            exc, operation=f"{what} dataset: failed on lock file", path=lock.path,
+            state=_UNTOUCHED,
+        ) from exc
 
 
 def check_index_fields(schema: Schema, index_fields: Sequence[str]) -> tuple[str, ...]:
@@ -108,9 +129,12 @@ class FileWriter:
         self._files = shard_file_names(path, shard_num)
         self._dataset_name = path.name
         self._lock = DatasetLock(self._dir, self._dataset_name)
-        self._lock.acquire(wait=_LOCK_WAIT)
+        _acquire(self._lock, "create")
         try:
             commit_mod.recover_locked(self._dir, self._dataset_name)
+            folders = [p for f in self._files for p in (f, db_path(f)) if p.is_dir()]
+            if folders:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folders[0]))
             existing = [p for f in self._files for p in (f, db_path(f)) if p.exists()]
             if existing and not overwrite:
                 raise DatasetExistsError(
@@ -119,6 +143,13 @@ class FileWriter:
                     "or use FileWriter.open_for_append to add rows"
                 )
             commit_mod.remove_partials(self._temp_finals())
+        except OSError as exc:
+            self._lock.release()
+            if isinstance(exc, MrecordError):
+                raise
+            raise storage_error(
+                exc, operation="create dataset: failed on", path=self._dir, state=_UNTOUCHED
+            ) from exc
         except BaseException:
             self._lock.release()
             raise
@@ -131,6 +162,8 @@ class FileWriter:
         self._generation = 1
         self._next_shard = 0
         self._committed: list[ShardMetadata] | None = None
+        self._base_lengths: list[int] = []
+        self._failure: str | None = None
         self._shards: list[ShardWriter] | None = None
         self._state = "open"
 
@@ -217,14 +250,19 @@ class FileWriter:
             raise TypeError(f"parallel_writer must be a bool, got {parallel_writer!r}")
         columns = columns_from_rows(schema, raw_data)
         n = len(next(iter(columns.values())))
-        shards = self._start()
         try:
+            shards = self._start()
             for shard, (start, stop) in zip(shards, self._distribute(n), strict=True):
                 if stop > start:
                     part = {name: values[start:stop] for name, values in columns.items()}
                     shard.add(part, stop - start, self._index_fields)
-        except BaseException:
-            self._state = "failed"
+        except OSError as exc:
+            # Some shards may hold part of this call: drop everything uncommitted now.
+            error = self._storage_error(exc, "write rows to")
+            self._fail(error)
+            raise error from exc
+        except BaseException as exc:
+            self._fail(exc)
             raise
 
     def commit(self) -> None:
@@ -234,39 +272,63 @@ class FileWriter:
         if self._state not in ("open", "writing"):
             self._require("writing", "commit")
         self._need_schema("commit")
-        shards = self._start()
         try:
+            shards = self._start()
             metas = [self._finish_shard(i, s) for i, s in enumerate(shards)]
             for i, (shard, meta) in enumerate(zip(shards, metas, strict=True)):
-                base = db_path(self._files[i]) if self._committed else None
+                # When appending, the partial .db holds only the new rows: the commit
+                # merges them into the committed .db in one SQLite transaction.
                 write_index_db(
                     partial_path(db_path(self._files[i])),
                     meta,
                     shard.first_new_row,
                     shard.new_index_values(),
-                    base=base,
                 )
-            commit_mod.write_journal_and_publish(
-                self._dir,
-                self._dataset_name,
-                self._dataset_id,
-                self._generation,
-                self._all_finals(),
-            )
+            self._check_before_commit_point(shards)
+            if self._committed:
+                commit_mod.write_journal_and_publish(
+                    self._dir,
+                    self._dataset_name,
+                    self._dataset_id,
+                    self._generation,
+                    [],
+                    appends=[
+                        commit_mod.TailAppend(f.name, s.base_length or 0, s.tail_length)
+                        for f, s in zip(self._files, shards, strict=True)
+                    ],
+                    db_appends=[db_path(f) for f in self._files],
+                )
+            else:
+                commit_mod.write_journal_and_publish(
+                    self._dir,
+                    self._dataset_name,
+                    self._dataset_id,
+                    self._generation,
+                    self._all_finals(),
+                )
         except BaseException as exc:
             if journal_path(self._dir, self._dataset_name).exists():
                 # Past the commit point: the journal names complete files. Removing them
                 # would break the roll-forward, so keep them for the next open to finish.
                 self._state = "committed"
                 self._lock.release()
+                note = (
+                    "the commit is durable (its journal was written) but publishing "
+                    "stopped; the next open of the dataset finishes it"
+                )
+                if isinstance(exc, OSError):
+                    error = self._storage_error(exc, "publish", state=note)
+                    setattr(error, "__notes__", [note])  # noqa: B010 - add_note needs 3.11
+                    raise error from exc
                 add_note = getattr(exc, "add_note", None)  # Python >= 3.11
                 if add_note is not None:
-                    add_note(
-                        "the commit is durable (its journal was written) but publishing "
-                        "stopped; the next open of the dataset finishes it"
-                    )
+                    add_note(note)
                 raise
-            self.abort()
+            if isinstance(exc, OSError):
+                error = self._storage_error(exc, "commit")
+                self._fail(error)
+                raise error from exc
+            self._fail(exc)
             raise
         self._state = "committed"
         self._lock.release()
@@ -276,7 +338,9 @@ class FileWriter:
         """Open a committed dataset (any of its shard files) to add rows.
 
         The next :meth:`commit` publishes a new generation atomically; until then
-        readers keep seeing the previous one.
+        readers keep seeing the previous one. The new pages are written after each
+        shard's committed end and the ``.db`` gets the new rows only, so an append
+        costs the rows added, not the dataset's size.
         """
         path = Path(file_name)
         first = read_shard_metadata(path)
@@ -285,7 +349,7 @@ class FileWriter:
         self._dir = directory
         self._dataset_name = first.dataset_name
         self._lock = DatasetLock(directory, first.dataset_name)
-        self._lock.acquire(wait=_LOCK_WAIT)
+        _acquire(self._lock, "append to")
         try:
             commit_mod.recover_locked(directory, first.dataset_name)
             shards = open_committed(path, verify="never", lock_held=True)
@@ -293,7 +357,15 @@ class FileWriter:
                 shard.close()
             self._files = [shard.path for shard in shards]
             metas = [shard.meta for shard in shards]
+            self._base_lengths = [shard.size for shard in shards]
             commit_mod.remove_partials(self._temp_finals())
+        except OSError as exc:
+            self._lock.release()
+            if isinstance(exc, MrecordError):
+                raise
+            raise storage_error(
+                exc, operation="open for append: failed on", path=directory, state=_UNTOUCHED
+            ) from exc
         except BaseException:
             self._lock.release()
             raise
@@ -307,6 +379,7 @@ class FileWriter:
         self._generation = max(m.generation for m in metas) + 1
         self._next_shard = head.next_shard
         self._committed = metas
+        self._failure = None
         self._shards = None
         self._state = "open"
         return self
@@ -330,13 +403,64 @@ class FileWriter:
 
     def abort(self) -> None:
         """Drop everything written since the last commit; committed data is untouched."""
-        if self._state == "committed":
+        if self._state in ("committed", "aborted"):
             return
         for shard in self._shards or []:
             shard.abort()
-        commit_mod.remove_partials(self._temp_finals())
+        # Cleanup must not hide the failure that led here (a vanished or read-only folder).
+        with contextlib.suppress(OSError):
+            commit_mod.remove_partials(self._temp_finals())
         self._state = "aborted"
         self._lock.release()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Abort after a failed write or commit, remembering why for later calls."""
+        self._failure = f"{type(exc).__name__}: {exc}"
+        self.abort()
+
+    def _dataset_state(self) -> str:
+        if self._committed:
+            return (
+                "nothing of this commit is visible; the last committed generation "
+                f"{self._generation - 1} is intact"
+            )
+        return "nothing of this commit is visible; no file of it was left behind"
+
+    def _storage_error(
+        self, exc: OSError, operation: str, state: str | None = None
+    ) -> StorageError:
+        where = exc.filename if exc.filename is not None else self._dir
+        return storage_error(
+            exc,
+            operation=f"{operation} dataset {self._dataset_name!r}: failed on",
+            path=where,
+            state=state or self._dataset_state(),
+        )
+
+    def _check_before_commit_point(self, shards: list[ShardWriter]) -> None:
+        """Refuse to write the journal when publishing is bound to fail.
+
+        A folder standing where a data file belongs, a shard changed since
+        ``open_for_append``, or a disk without room for the tails would otherwise
+        stop the commit after its commit point, leaving it durable but unpublished.
+        """
+        for i, final in enumerate(self._files):
+            if final.is_dir() or db_path(final).is_dir():
+                folder = final if final.is_dir() else db_path(final)
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folder))
+            if self._committed and final.stat().st_size != self._base_lengths[i]:
+                raise StorageError(
+                    f"{str(final)!r} changed since open_for_append (it is "
+                    f"{final.stat().st_size} bytes, was {self._base_lengths[i]}); "
+                    f"{self._dataset_state()}; open the dataset for append again",
+                    errno=errno.ESTALE,
+                    path=str(final),
+                    operation="commit",
+                )
+        if self._committed:
+            tails = sum(s.tail_length for s in shards)
+            staged = sum(partial_path(db_path(f)).stat().st_size for f in self._files)
+            check_free_space(self._dir, tails + 2 * staged + (1 << 20))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -356,8 +480,10 @@ class FileWriter:
         if self._state != state:
             hint = {
                 "committed": "the dataset is committed; use FileWriter.open_for_append to add rows",
-                "aborted": "the writer was aborted; create a new FileWriter",
-                "failed": "an earlier write failed; abort() and start again",
+                "aborted": "the writer was aborted"
+                + (f" after {self._failure}" if self._failure else "")
+                + "; nothing uncommitted is left on disk; create a new FileWriter "
+                "(or FileWriter.open_for_append) to write again",
                 "writing": "rows were already written; call it before write_raw_data",
             }.get(self._state, "")
             raise WriterStateError(f"cannot call {method} now: {hint}")
@@ -376,8 +502,8 @@ class FileWriter:
                     schema,
                     self._page_size,
                     self._level,
-                    committed=f if self._committed else None,
                     committed_meta=self._committed[i] if self._committed else None,
+                    base_length=self._base_lengths[i] if self._committed else None,
                 )
                 for i, f in enumerate(self._files)
             ]

@@ -2,9 +2,11 @@
 
 A :class:`ShardWriter` writes to the shard's partial file only. ``finish`` adds
 the metadata and trailer and fsyncs; the commit (``mrecord.storage.commit``)
-publishes it. When appending, the partial file starts as a copy of the committed
-shard, truncated where its pages end, so committed bytes are never modified in
-place.
+publishes it. A new shard's partial is the whole file, renamed into place. When
+appending, the partial is only the *tail*: new pages, metadata and trailer, laid
+out (offsets, alignment) as if it started at the shard's committed end, where the
+commit writes it after its commit point. The committed bytes are never modified, and
+appending costs the new rows only.
 
 Durability without a long stall at the end: every ``SYNC_EVERY`` bytes a
 background thread runs ``fdatasync`` on the partial file while the writer goes on
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,7 +28,7 @@ import numpy as np
 from mrecord.format.chunks import value_nbytes
 from mrecord.format.columnize import Columns
 from mrecord.format.compression import checksum
-from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
+from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import Schema
@@ -58,8 +60,8 @@ class ShardWriter:
         schema: Schema,
         page_size: int,
         level: int,
-        committed: Path | None = None,
         committed_meta: ShardMetadata | None = None,
+        base_length: int | None = None,
     ):
         self.partial = partial
         self.schema = schema
@@ -69,18 +71,17 @@ class ShardWriter:
         self._pending_sizes: list[np.ndarray] = []
         self._pending_bytes = 0
         self.index_values: dict[str, list[np.ndarray | list[Any]]] = {}
-        if committed is not None and committed_meta is not None:
-            shutil.copyfile(committed, partial)
-            self._file: BinaryIO = open(partial, "r+b")  # noqa: SIM115 - closed in finish/abort
-            end = _pages_end(committed_meta)
-            self._file.truncate(end)
-            self._file.seek(end)
-            self._offset = end
+        self._file: BinaryIO = open(partial, "wb")  # noqa: SIM115 - closed in finish/abort
+        if committed_meta is not None and base_length is not None:
+            # The partial is a tail: its byte 0 goes at the committed end of the shard.
+            self.base_length: int | None = base_length
+            self._previous_ends = committed_meta.previous_ends
+            self._offset = base_length
             self._page_rows: list[int] = committed_meta.page_rows.tolist()
             self._chunks: list[np.ndarray] = [committed_meta.chunks.reshape(-1)]
             self.first_new_row = committed_meta.num_rows
         else:
-            self._file = open(partial, "wb")  # noqa: SIM115 - closed in finish/abort
+            self.base_length = None
             self._file.write(encode_header())
             self._offset = HEADER_SIZE
             self._page_rows = []
@@ -163,15 +164,23 @@ class ShardWriter:
             chunks.reshape(len(self._page_rows), n_fields),
             num_rows=self.num_rows,
         )
+        if self.base_length is not None:
+            final = replace(final, previous_ends=(*self._previous_ends, self.base_length))
         body = final.encode()
         metadata_offset = self._offset
         self._file.write(body)
         self._file.write(Trailer(metadata_offset, len(body), checksum(body)).encode())
+        self._offset = metadata_offset + len(body) + TRAILER_SIZE
         self._file.flush()
         self._wait_for_sync()
         os.fsync(self._file.fileno())
         self._file.close()
         return final
+
+    @property
+    def tail_length(self) -> int:
+        """Bytes this writer adds after the committed end (after :meth:`finish`)."""
+        return self._offset - (self.base_length or 0)
 
     def new_index_values(self) -> dict[str, np.ndarray | list[Any]]:
         """Index-field values of the rows added in this session, per field."""
@@ -182,12 +191,8 @@ class ShardWriter:
         with contextlib.suppress(OSError):  # the file is being thrown away
             self._wait_for_sync()
         if not self._file.closed:
-            self._file.close()
-        self.partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # flushing may fail (disk full): the fd closes
+                self._file.close()
+        with contextlib.suppress(OSError):  # a vanished or read-only folder: nothing to remove
+            self.partial.unlink(missing_ok=True)
 
-
-def _pages_end(meta: ShardMetadata) -> int:
-    if meta.num_pages == 0:
-        return HEADER_SIZE
-    flat = meta.chunks.reshape(-1)
-    return int((flat["offset"] + flat["length"]).max())
