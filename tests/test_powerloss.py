@@ -100,23 +100,10 @@ def test_a_data_file_never_fsynced_is_caught(
     assert any("data: all lost" in d or "data: only file" in d for d in defects), defects
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "defect found by this tester: write_journal_and_publish renames the journal into "
-        "place and only then fsyncs the folder, so the names of the files it points to "
-        "(partials, appended tails) are not durable before the commit point. A file system "
-        "that persists name changes out of order "
-        "(POSIX allows it) can keep the journal and lose a partial's name: the roll-forward "
-        "then publishes the .db without its data file (MissingIndexError / IndexMismatchError, "
-        "or stray .db files when it is the first commit). Fix: fsync_dir(directory) before "
-        "os.replace(staged, journal) (one line; with it the campaign finds 0 defects). "
-        "Left to the commit's owner (issue 15, append redesign)."
-    ),
-)
 def test_out_of_order_name_changes_keep_the_last_commit(tmp_path: Path) -> None:
     """As above with name changes persisted in any order (POSIX allows it without an fsync
-    of the folder between them)."""
+    of the folder between them): the folder is fsynced before the journal is renamed into
+    place, so the names it points to are durable first (this tester found the missing one)."""
     result = pl.run_campaign(tmp_path, 2, [[12], [9]], random_per_cut=1)
     assert result.defects == {}
 

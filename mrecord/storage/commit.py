@@ -172,6 +172,10 @@ def write_journal_and_publish(
         fh.write(payload)
         fh.flush()
         os.fsync(fh.fileno())
+    # The names the journal points to (partials, staged tails, the staged journal itself)
+    # must be durable before the journal is: a file system may persist renames out of
+    # order, and a journal naming a lost partial cannot be rolled forward.
+    fsync_dir(directory)
     os.replace(staged, journal)
     fsync_dir(directory)
     _crash_point("journal")
