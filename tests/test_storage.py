@@ -47,11 +47,11 @@ def test_a_sqlite_failure_on_write_is_an_mrecord_error_naming_the_file(tmp_path:
     path = tmp_path / "d.mrecord"
     _write(path, 1, 5)
     meta = read_shard_metadata(path)
-    not_a_db = tmp_path / "garbage.db"
-    not_a_db.write_bytes(b"this is not an SQLite database" * 100)
-    target = tmp_path / "out.db"
+    not_a_folder = tmp_path / "plain_file"
+    not_a_folder.write_bytes(b"a file where the .db's folder should be")
+    target = not_a_folder / "out.db"  # SQLite cannot open it
     with pytest.raises(IndexWriteError) as info:
-        write_index_db(target, meta, 0, {}, base=not_a_db)
+        write_index_db(target, meta, 0, {})
     assert str(target) in str(info.value)
     assert isinstance(info.value, OSError)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,25 +56,21 @@ def write_index_db(
     meta: ShardMetadata,
     first_new_row: int,
     index_values: Mapping[str, Sequence[Any] | np.ndarray],
-    base: Path | None = None,
 ) -> None:
     """Write ``target``: rows ``first_new_row..meta.num_rows`` plus metadata.
 
-    ``base`` is the previous generation's ``.db`` when appending: it is copied and
-    extended, so existing rows are never rewritten.
+    When appending, ``target`` is the partial ``.db`` of the new rows only; the commit
+    merges it into the committed ``.db`` (:func:`merge_index_db`).
     """
     if target.exists():
         target.unlink()
-    if base is not None:
-        shutil.copyfile(base, target)
     try:
         conn = sqlite3.connect(target)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
             db = sqlite_utils.Database(conn)
-            if base is None:
-                _create_tables(db, meta)
+            _create_tables(db, meta)
             _insert_rows(conn, meta, first_new_row, index_values)
             _write_metadata(db, meta, target)
             conn.commit()
