@@ -19,9 +19,12 @@ What is measured, each in its own subprocess (peak memory is per run):
   system) and written-back (``sync``); each configuration runs ``--repeat`` times (default
   2) and the best run counts, so one load spike on a shared machine does not decide a
   ratio. ``mrecord-samples`` is the StreamingDataset under a plain DataLoader (per-sample
-  collation, like the peers). All systems run in the same interpreter (``--peer-python``, a
-  venv with ``torch==2.13.0``, ``mosaicml-streaming`` and ``litdata``) so torch and numpy
-  match.
+  collation, like the peers, with ``collate_fn=mrecord.torch.collate``: torch's
+  ``default_collate``, its batches sent to the main process through mrecord's shared-memory
+  ring; ``mrecord-map`` likewise). Every mrecord row hands every byte of every sample to
+  the main process (the bytes column arrives there as ``bytes``). All systems run in the
+  same interpreter (``--peer-python``, a venv with ``torch==2.13.0``,
+  ``mosaicml-streaming`` and ``litdata``) so torch and numpy match.
 - **resume**: a ``--resume-rows``-row dataset; ``load_state_dict`` of a checkpoint half
   way through the epoch, then the first batch, timed (target < 1 s at 10M rows).
 
@@ -50,7 +53,8 @@ REPO = Path(__file__).resolve().parent.parent
 SYSTEMS = ("mrecord-stream", "mrecord-samples", "mrecord-map", "mosaic", "litdata")
 """mrecord-stream: StreamingDataLoader (batches collated in the worker from one read);
 mrecord-samples: the same dataset under a plain DataLoader (per-sample collation, as the
-peers); mrecord-map: MapDataset + DataLoader(shuffle=True)."""
+peers, collate_fn=mrecord.torch.collate); mrecord-map: MapDataset + DataLoader(shuffle=True,
+collate_fn=mrecord.torch.collate)."""
 WORKLOADS = {"tabular": 256, "images": 32}
 """Workload -> batch size."""
 WORKERS = (0, 2)
@@ -149,18 +153,22 @@ def _loader(system: str, workload: str, root: Path, workers: int) -> Any:
         return StreamingDataLoader(sds, num_workers=workers)
     if system == "mrecord-samples":
         from mrecord import Shuffle
-        from mrecord.torch import StreamingDataset
+        from mrecord.torch import StreamingDataset, collate
 
         sds = StreamingDataset(
             str(root / "data.mrecord"), shuffle=Shuffle.GLOBAL, batch_size=batch, rank=0,
             world_size=1,
         )
-        return torch.utils.data.DataLoader(sds, batch_size=batch, num_workers=workers)
+        return torch.utils.data.DataLoader(
+            sds, batch_size=batch, num_workers=workers, collate_fn=collate
+        )
     if system == "mrecord-map":
-        from mrecord.torch import MapDataset
+        from mrecord.torch import MapDataset, collate
 
         mds = MapDataset(str(root / "data.mrecord"))
-        return torch.utils.data.DataLoader(mds, batch_size=batch, shuffle=True, num_workers=workers)
+        return torch.utils.data.DataLoader(
+            mds, batch_size=batch, shuffle=True, num_workers=workers, collate_fn=collate
+        )
     if system == "mosaic":
         _stub_torchvision()
         import streaming
@@ -172,9 +180,9 @@ def _loader(system: str, workload: str, root: Path, workers: int) -> Any:
     import litdata
 
     lds = litdata.StreamingDataset(str(root), shuffle=True)
-    collate = _collate_bytes if workload == "images" else None
+    lit_collate = _collate_bytes if workload == "images" else None
     return litdata.StreamingDataLoader(
-        lds, batch_size=batch, num_workers=workers, collate_fn=collate
+        lds, batch_size=batch, num_workers=workers, collate_fn=lit_collate
     )
 
 

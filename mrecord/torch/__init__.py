@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mrecord.torch.loader import StreamingDataLoader
     from mrecord.torch.map_dataset import MapDataset
     from mrecord.torch.streaming import StreamingDataset
+    from mrecord.torch.transport import collate
 
 __all__ = [
     "AuditReport",
@@ -34,10 +35,12 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "audit",
+    "collate",
     "sample_rng",
 ]
 
 _LAZY = {
+    "collate": "mrecord.torch.transport",
     "MapDataset": "mrecord.torch.map_dataset",
     "StreamingDataLoader": "mrecord.torch.loader",
     "StreamingDataset": "mrecord.torch.streaming",

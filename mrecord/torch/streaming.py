@@ -30,11 +30,13 @@ from mrecord.torch._common import (
     ReaderHandle,
     block_batch,
     block_samples,
+    in_worker,
     resolve_topology,
     torch,
 )
 from mrecord.torch.checkpoint import Checkpoint, fingerprint
 from mrecord.torch.plan import TAILS, RankPlan, StreamSpec, Tail, sample_rng
+from mrecord.torch.transport import collate, pack
 
 __all__ = ["StreamingDataset", "Transform"]
 
@@ -245,6 +247,9 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
     # -- iteration -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
+        # A worker sending whole batches copies bytes values from the file straight into
+        # the shared-memory ring (transport.pack), skipping the bytes objects in between.
+        views = in_worker() and self._emit_batches and self.transform is None
         info = torch.utils.data.get_worker_info()
         self._worker = (info.id, info.num_workers) if info is not None else (0, 1)
         worker, workers = self._worker
@@ -262,7 +267,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             group = batches[first : first + per_read]
             first += len(group)
             positions = np.concatenate([plan.batch_positions(i) for i in group])
-            block = reader.read_rows(self.spec.ids(order, positions))
+            block = reader.read_rows(self.spec.ids(order, positions), bytes_as_arrays=views)
             row_bytes = max(1, _nbytes(block) // max(1, len(block)))
             per_read = max(1, min(_READ_ROWS, _READ_BYTES // row_bytes) // b)
             offset = 0
@@ -276,7 +281,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
     def _deliver(self, block: Any, positions: np.ndarray, epoch: int, skip: int) -> Iterator[Any]:
         if self.transform is None and self._emit_batches:
             self._yielded = (self._yielded or 0) + len(block)
-            yield block_batch(block)
+            yield pack(block_batch(block))
             return
         samples = block_samples(block)
         if self.transform is not None:
@@ -287,7 +292,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             ]
         if self._emit_batches:
             self._yielded = (self._yielded or 0) + len(samples)
-            yield torch.utils.data.default_collate(samples)
+            yield collate(samples)
             return
         for sample in samples[skip:]:
             self._yielded = (self._yielded or 0) + 1
