@@ -48,6 +48,7 @@ from mrecord.format.layout import (
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 from mrecord.storage.verified import FileKey, file_key, shared_verified
+from mrecord.storage.verify_ahead import VerifyAhead
 
 __all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
 
@@ -89,6 +90,12 @@ class ShardFile:
         self.page_starts_list: list[int] = self.page_starts.tolist()
         # Shared with every reader of these same committed bytes in this process.
         self._verified = shared_verified(self._file_key(), self.meta.chunks.shape)
+        # Local files under "once": a background thread checksums ahead of the readers.
+        self._ahead = (
+            VerifyAhead(self._verified, self._chunk_intact)
+            if verify == "once" and self._stat is not None
+            else None
+        )
         # The chunk directory as Python lists: per-row reads index it without numpy overhead.
         chunks = self.meta.chunks
         self._offsets: list[list[int]] = chunks["offset"].tolist()
@@ -189,8 +196,8 @@ class ShardFile:
         """Verify the checksum of chunk (page, col) according to the policy."""
         if self.verify == "never" or (self.verify == "once" and self._verified[page, col]):
             return
-        offset, length = self._offsets[page][col], self._lengths[page][col]
-        if checksum(self._memory[offset : offset + length]) != self._crcs[page][col]:
+        if not self._chunk_intact(page, col):
+            offset, length = self._offsets[page][col], self._lengths[page][col]
             field = self.meta.schema.fields[col].name
             raise ChecksumError(
                 f"{str(self.path)!r}: checksum mismatch in page {page}, field {field!r}, "
@@ -200,7 +207,15 @@ class ShardFile:
                 page=page,
                 offset=offset,
             )
-        self._verified[page, col] = True
+        if self.verify == "once" and not self._verified[page, col]:
+            self._verified[page, col] = True
+            if self._ahead is not None:
+                self._ahead.note_cold_check(col)
+
+    def _chunk_intact(self, page: int, col: int) -> bool:
+        """Whether chunk (page, col)'s stored bytes match their CRC-32C (never raises)."""
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        return bool(checksum(self._memory[offset : offset + length]) == self._crcs[page][col])
 
     def check_chunks(self, pages: np.ndarray, col: int) -> None:
         """Verify many chunks of one column; cheap once they are all verified."""
@@ -293,6 +308,8 @@ class ShardFile:
 
     def close(self) -> None:
         """Release the map (arrays still viewing it keep it alive until they go)."""
+        if self._ahead is not None:
+            self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
         self._var_cache.clear()
         # numpy views may still reference the map; then it is freed with them.
