@@ -16,12 +16,12 @@ from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage import verify_ahead
 from mrecord.storage.verified import clear_verified
 
-PAGES = 300
-ROWS_PER_PAGE = 2
+PAGES = 200
+ROWS_PER_PAGE = 3
 
 
 def _write(path: Path) -> None:
-    """About PAGES pages: ROWS_PER_PAGE blobs of 600 bytes per 1 KiB page."""
+    """PAGES pages of ROWS_PER_PAGE blobs of 600 bytes."""
     with FileWriter(path) as writer:
         writer.add_schema({"label": {"type": "int32"}, "blob": {"type": "bytes"}})
         writer.set_page_size(1300)
@@ -80,9 +80,9 @@ def test_the_thread_checks_ahead_of_a_random_reader(
     cold_by_readers: list[int] = []
     original = verify_ahead.VerifyAhead.note_cold_check
 
-    def counting(self: verify_ahead.VerifyAhead, col: int) -> None:
+    def counting(self: verify_ahead.VerifyAhead, page: int, col: int) -> None:
         cold_by_readers.append(col)
-        original(self, col)
+        original(self, page, col)
 
     monkeypatch.setattr(verify_ahead.VerifyAhead, "note_cold_check", counting)
     with DatasetReader.open(dataset, columns=["blob"]) as reader:
@@ -132,3 +132,18 @@ def test_never_and_always_start_no_thread(dataset: Path) -> None:
             for i in range(0, reader.num_rows, ROWS_PER_PAGE):
                 reader.read_row(i)
             assert reader.shards[0]._ahead is None
+
+
+def test_the_thread_works_where_the_reader_reads(dataset: Path) -> None:
+    """A reader of a region in the middle of the file gets that region checked ahead,
+    not the start of the file."""
+    with DatasetReader.open(dataset, columns=["blob"]) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("blob")
+        assert shard.meta.num_pages == PAGES
+        first, count = 40, verify_ahead.START_AFTER + 4  # the budget ends before page 200
+        for page in range(first, first + count):
+            reader.read_row(int(shard.page_starts[page]))
+        assert shard._ahead is not None and shard._ahead.join(timeout=30)
+        assert not shard._verified[:first, col].any()
+        assert shard._verified[first + count : first + count + 10, col].all()

@@ -210,7 +210,7 @@ class ShardFile:
         if self.verify == "once" and not self._verified[page, col]:
             self._verified[page, col] = True
             if self._ahead is not None:
-                self._ahead.note_cold_check(col)
+                self._ahead.note_cold_check(page, col)
 
     def _chunk_intact(self, page: int, col: int) -> bool:
         """Whether chunk (page, col)'s stored bytes match their CRC-32C (never raises)."""

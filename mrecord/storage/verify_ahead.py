@@ -11,8 +11,11 @@ and the reader that asks for it raises ``ChecksumError`` as before).
 
 The thread is paced by the readers: it checks at most ``LEAD`` chunks per chunk the
 readers checked cold, plus ``SLACK``, so a program that reads a handful of rows from a
-huge file does not pull the whole file through the page cache. It stops when idle, when
-the shard closes, and is not inherited by forked processes (a child starts its own).
+huge file does not pull the whole file through the page cache. It works from the page
+after the last one a reader had to check itself, so a reader of one region (its shard of
+a sequential read, a DataLoader worker's range) gets that region checked, not the file's
+start. It stops when idle, when the shard closes, and is not inherited by forked
+processes (a child starts its own).
 """
 
 from __future__ import annotations
@@ -48,17 +51,19 @@ class VerifyAhead:
         self._pid = os.getpid()
         self._cold = 0  # chunks checked cold by readers
         self._columns: set[int] = set()  # the columns readers read: the thread checks only these
+        self._jump: int | None = None  # the page after the last one a reader checked cold
         self._done = 0  # chunks checked by the thread
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def note_cold_check(self, col: int) -> None:
-        """A reader just checksummed a chunk of column ``col`` that nobody had verified:
-        maybe start the thread, and let it check further."""
+    def note_cold_check(self, page: int, col: int) -> None:
+        """A reader just checksummed chunk (``page``, ``col``), which nobody had verified:
+        maybe start the thread, let it check further, and from the next page on."""
         if self._pid != os.getpid():
             self._reset()  # a forked child: the parent's thread does not exist here
         self._cold += 1
         self._columns.add(col)
+        self._jump = page + 1
         if self._cold < START_AFTER or self._stop.is_set():
             return
         thread = self._thread
@@ -73,9 +78,20 @@ class VerifyAhead:
         return LEAD * self._cold + SLACK
 
     def _run(self) -> None:
-        pending = np.argwhere(~self._verified)  # (page, col) pairs in file order
+        verified = self._verified
+        pages = len(verified)
+        page, seen = self._jump or 0, 0  # seen: pages passed since the last jump
+        self._jump = None
         idle = 0.0
-        for page, col in pending.tolist():
+        while seen < pages:
+            if self._stop.is_set():
+                return
+            if self._jump is not None:  # a reader checked a page cold: work right after it
+                page, seen, self._jump = self._jump % pages, 0, None
+            pending = [c for c in sorted(self._columns) if not verified[page, c]]
+            if not pending:
+                page, seen = (page + 1) % pages, seen + 1
+                continue
             while self._done >= self._budget():
                 if self._stop.wait(_POLL_SECONDS):
                     return
@@ -83,13 +99,12 @@ class VerifyAhead:
                 if idle >= _IDLE_SECONDS:
                     return  # the readers stopped; a later cold check starts a new thread
             idle = 0.0
-            if self._stop.is_set():
-                return
-            if col not in self._columns or self._verified[page, col]:
-                continue  # a column nobody reads, or a reader got there first
-            if self._check(page, col):
-                self._verified[page, col] = True
-            self._done += 1
+            for col in pending:
+                if self._stop.is_set():
+                    return
+                if not verified[page, col] and self._check(page, col):
+                    verified[page, col] = True
+                self._done += 1
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the thread has ended (it ends when done, idle or stopped); True if
