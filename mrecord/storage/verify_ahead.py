@@ -78,6 +78,12 @@ class VerifyAhead:
         return LEAD * self._cold + SLACK
 
     def _run(self) -> None:
+        try:
+            self._check_ahead()
+        except Exception:  # the readers' own checks report any damage when they read
+            return
+
+    def _check_ahead(self) -> None:
         verified = self._verified
         pages = len(verified)
         page, seen = self._jump or 0, 0  # seen: pages passed since the last jump
