@@ -215,6 +215,26 @@ def measuring(m: Measurement) -> Iterator[Measurement]:
     m.record_memory(rss)
 
 
+def read_repeats() -> int:
+    """How many times each read step runs (``MRECORD_BENCH_REPEAT``, default 3); both
+    sides of a comparison read the same variable."""
+    return max(1, int(os.environ.get("MRECORD_BENCH_REPEAT", "3")))
+
+
+def median_of(repeats: int, step: Callable[[], Measurement]) -> Measurement:
+    """Run ``step`` ``repeats`` times and keep the run with the median rate.
+
+    On a shared machine one run of a sub-second read step can lose half its speed to
+    another process or a garbage collection; the median of three is what the step
+    costs, and every run's rate stays in ``extra["runs_rows_per_s"]``.
+    """
+    runs = [step() for _ in range(repeats)]
+    runs.sort(key=lambda m: m.rows_per_s)
+    kept = runs[len(runs) // 2]
+    kept.extra["runs_rows_per_s"] = [round(m.rows_per_s, 1) for m in runs]
+    return kept
+
+
 def files_size(paths: list[Path]) -> int:
     """Total size in bytes of the given files (missing ones count 0)."""
     return sum(p.stat().st_size for p in paths if p.exists())

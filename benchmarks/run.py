@@ -88,6 +88,20 @@ COMPARISONS = [
     ),
     Comparison(
         "format",
+        "read_random_row_cold",
+        "random order, reader.read_row, first read",
+        "read_random",
+        {"images": 5, "varshape": 10},
+    ),
+    Comparison(
+        "format",
+        "read_random_cold",
+        "GLOBAL shuffle, iterator, first read",
+        "read_random",
+        {"images": 5.0, "varshape": 10.0, "tabular": 25.0},
+    ),
+    Comparison(
+        "format",
         "read_batch256",
         "random batches of 256, reader.read_rows",
         "read_random",

@@ -182,3 +182,90 @@ def test_verify_always_checks_each_chunk_once_per_call(
             checks.clear()
             assert reader.read_rows(ids).columns["i"].tolist() == ids.tolist()
             assert sorted(checks) == [(0, 0), (1, 0)]
+
+
+def _count_checksums(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch the shard's checksum function; the list grows by one per chunk checksummed."""
+    import mrecord.storage.shard as shard_module
+
+    calls: list[int] = []
+    original = shard_module.checksum
+
+    def counting(data: object) -> int:
+        calls.append(1)
+        return original(data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shard_module, "checksum", counting)
+    return calls
+
+
+def _write_ints(path: Path, n: int = 1000) -> None:
+    with FileWriter(path) as writer:
+        writer.add_schema({"i": {"type": "int64"}, "raw": {"type": "bytes"}})
+        writer.set_page_size(1024)
+        writer.write_raw_data({"i": np.arange(n), "raw": [bytes([k % 256]) * 7 for k in range(n)]})
+
+
+def test_verify_once_is_once_per_process_not_per_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second reader of the same committed file (a new MindDataset per epoch, a second
+    DatasetReader) trusts the chunks the first one checked: no second checksum pass."""
+    path = tmp_path / "a"
+    _write_ints(path)
+    calls = _count_checksums(monkeypatch)
+    with DatasetReader.open(path) as first:
+        calls.clear()  # opening checksums the metadata; count chunk checks only
+        everything = np.arange(first.num_rows)
+        first.read_rows(everything)
+        chunks = first.shards[0].meta.chunks.size
+    assert len(calls) == chunks  # every chunk of both columns, once
+    with DatasetReader.open(path) as second:
+        calls.clear()
+        block = second.read_rows(everything[::-1])
+        assert second.read_row(5)["raw"] == bytes([5]) * 7
+    assert calls == []
+    assert block.columns["i"].tolist() == everything[::-1].tolist()
+    with DatasetReader.open(path, verify="always") as always:
+        calls.clear()
+        always.read_row(0)
+    assert len(calls) == 2  # "always" still checks, whatever was checked before
+
+
+def test_a_changed_file_is_checked_again(tmp_path: Path) -> None:
+    """Verified chunks are trusted only for the same bytes: a file damaged in place after
+    a reader checked it fails in the next reader, and an appended file is checked anew."""
+    import time
+
+    path = tmp_path / "a"
+    _write_ints(path)
+    with DatasetReader.open(path) as reader:
+        reader.read_rows(np.arange(reader.num_rows))
+        offset = int(reader.shards[0].meta.chunks[0, 1]["offset"])
+    time.sleep(0.05)  # a later modification time than the commit's (coarse clocks)
+    with open(path, "r+b") as f:
+        f.seek(offset + 1)
+        byte = f.read(1)
+        f.seek(offset + 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ChecksumError), DatasetReader.open(path) as reader:
+        reader.read_row(0)
+
+
+def test_clear_verified_forgets_what_was_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mrecord.storage.verified import clear_verified
+
+    path = tmp_path / "a"
+    _write_ints(path, 100)
+    calls = _count_checksums(monkeypatch)
+    with DatasetReader.open(path) as reader:
+        calls.clear()
+        reader.read_row(0)
+        assert len(calls) == 2
+    clear_verified()
+    with DatasetReader.open(path) as reader:
+        calls.clear()
+        reader.read_row(0)
+    assert len(calls) == 2

@@ -131,12 +131,23 @@ class Order(ABC):
         """
         return self._take(np.arange(start, stop, dtype=np.int64))
 
-    def iter_chunks(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[IdArray]:
-        """Yield the ids in order, ``chunk_size`` at a time (the last chunk may be shorter)."""
+    def iter_chunks(
+        self, chunk_size: int = DEFAULT_CHUNK, *, start: int = 0, first_size: int | None = None
+    ) -> Iterator[IdArray]:
+        """Yield the ids in order from position ``start``, ``chunk_size`` at a time (the
+        last chunk may be shorter).
+
+        With ``first_size`` the first chunk has that many ids and each next one twice as
+        many, up to ``chunk_size``: a reader hands out its first rows sooner.
+        """
         size = _check_count("chunk_size", chunk_size, 1)
+        step = size if first_size is None else min(size, _check_count("first_size", first_size, 1))
         n = len(self)
-        for start in range(0, n, size):
-            yield self._take_range(start, min(n, start + size))
+        position = _check_count("start", start, 0)
+        while position < n:
+            stop = min(n, position + step)
+            yield self._take_range(position, stop)
+            position, step = stop, min(size, step * 2)
 
     def to_array(self) -> IdArray:
         """Materialize the whole order (for tests and small orders)."""

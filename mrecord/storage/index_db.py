@@ -19,10 +19,9 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sqlite_utils
 
 from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError, MissingIndexError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
@@ -30,6 +29,9 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
 from mrecord.storage.failures import sqlite_errno
 from mrecord.storage.naming import db_path
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 __all__ = [
     "MAX_DB_VALUE",
@@ -69,6 +71,10 @@ def write_index_db(
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
+            # Imported here: sqlite_utils imports pandas when it is installed (a quarter
+            # of a second and ~50k objects), and readers never need it.
+            import sqlite_utils
+
             db = sqlite_utils.Database(conn)
             _create_tables(db, meta)
             _insert_rows(conn, meta, first_new_row, index_values)

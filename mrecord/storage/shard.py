@@ -2,9 +2,11 @@
 
 Checksum policy (``verify``):
 
-- ``"once"`` (default): a chunk's CRC-32 is checked the first time this process
-  reads it; later reads of the same chunk skip the check. Random access then
-  costs one checksum pass over the data, not one per row.
+- ``"once"`` (default): a chunk's CRC-32C is checked the first time this process
+  reads it; later reads of the same chunk skip the check, in this reader and in every
+  other reader of the same committed file (:mod:`mrecord.storage.verified`). Random
+  access then costs one checksum pass over the data per process, not one per row or
+  per reader.
 - ``"always"``: check on every read of a chunk.
 - ``"never"``: trust the bytes (structural checks still run).
 
@@ -45,6 +47,8 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
+from mrecord.storage.verified import FileKey, file_key, shared_verified
+from mrecord.storage.verify_ahead import VerifyAhead
 
 __all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
 
@@ -64,6 +68,7 @@ class ShardFile:
     """A committed shard, memory-mapped read-only."""
 
     _mm: mmap.mmap  # the file's bytes (mrecord.remote's range-read subclass puts its own)
+    _trailer: Trailer
 
     def __init__(
         self, path: Path, verify: str = "once", max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
@@ -73,6 +78,7 @@ class ShardFile:
         self.path = Path(path)
         self.verify = verify
         self.max_chunk_bytes = max_chunk_bytes
+        self._stat: os.stat_result | None = None  # set by _open_bytes for a local file
         self.size, self._mm = self._open_bytes()
         try:
             self.meta = self._parse()
@@ -82,7 +88,14 @@ class ShardFile:
         self.page_starts = np.zeros(self.meta.num_pages + 1, dtype=np.int64)
         np.cumsum(self.meta.page_rows, out=self.page_starts[1:])
         self.page_starts_list: list[int] = self.page_starts.tolist()
-        self._verified = np.zeros(self.meta.chunks.shape, dtype=bool)
+        # Shared with every reader of these same committed bytes in this process.
+        self._verified = shared_verified(self._file_key(), self.meta.chunks.shape)
+        # Local files under "once": a background thread checksums ahead of the readers.
+        self._ahead = (
+            VerifyAhead(self._verified, self._chunk_intact)
+            if verify == "once" and self._stat is not None
+            else None
+        )
         # The chunk directory as Python lists: per-row reads index it without numpy overhead.
         chunks = self.meta.chunks
         self._offsets: list[list[int]] = chunks["offset"].tolist()
@@ -108,7 +121,8 @@ class ShardFile:
         except IsADirectoryError:
             raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
         try:
-            size = os.fstat(fd).st_size
+            self._stat = os.fstat(fd)
+            size = self._stat.st_size
             tail = os.pread(fd, len(TRAILER_MAGIC), max(size - len(TRAILER_MAGIC), 0))
             foreign = describe_foreign(os.pread(fd, HEADER_SIZE, 0), tail)
             if foreign is not None:
@@ -130,6 +144,13 @@ class ShardFile:
         finally:
             os.close(fd)
 
+    def _file_key(self) -> FileKey | None:
+        """This committed state's key in the process-wide verified record (None: not a
+        local file, keep a private record)."""
+        if self._stat is None:
+            return None
+        return file_key(self._stat, self._trailer.metadata_offset, self._trailer.metadata_crc32)
+
     def _bytes_view(self) -> Any:
         """What chunk reads slice: a memoryview of the map (slices copy nothing)."""
         return memoryview(self._mm)
@@ -139,6 +160,7 @@ class ShardFile:
         try:
             parse_header(mm[:HEADER_SIZE])
             trailer = Trailer.parse(mm[self.size - TRAILER_SIZE :], self.size)
+            self._trailer = trailer
         except LayoutError as exc:
             raise CorruptFileError(f"{str(self.path)!r}: {exc}", path=str(self.path)) from exc
         body = mm[trailer.metadata_offset : trailer.metadata_offset + trailer.metadata_length]
@@ -174,8 +196,8 @@ class ShardFile:
         """Verify the checksum of chunk (page, col) according to the policy."""
         if self.verify == "never" or (self.verify == "once" and self._verified[page, col]):
             return
-        offset, length = self._offsets[page][col], self._lengths[page][col]
-        if checksum(self._memory[offset : offset + length]) != self._crcs[page][col]:
+        if not self._chunk_intact(page, col):
+            offset, length = self._offsets[page][col], self._lengths[page][col]
             field = self.meta.schema.fields[col].name
             raise ChecksumError(
                 f"{str(self.path)!r}: checksum mismatch in page {page}, field {field!r}, "
@@ -185,7 +207,15 @@ class ShardFile:
                 page=page,
                 offset=offset,
             )
-        self._verified[page, col] = True
+        if self.verify == "once" and not self._verified[page, col]:
+            self._verified[page, col] = True
+            if self._ahead is not None:
+                self._ahead.note_cold_check(page, col)
+
+    def _chunk_intact(self, page: int, col: int) -> bool:
+        """Whether chunk (page, col)'s stored bytes match their CRC-32C (never raises)."""
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        return bool(checksum(self._memory[offset : offset + length]) == self._crcs[page][col])
 
     def check_chunks(self, pages: np.ndarray, col: int) -> None:
         """Verify many chunks of one column; cheap once they are all verified."""
@@ -278,6 +308,8 @@ class ShardFile:
 
     def close(self) -> None:
         """Release the map (arrays still viewing it keep it alive until they go)."""
+        if self._ahead is not None:
+            self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
         self._var_cache.clear()
         # numpy views may still reference the map; then it is freed with them.

@@ -196,14 +196,10 @@ class RandomAccessSource(SourceDataset):
         order = self._order(ctx.seed, epoch)
         skip = self._take_resume(epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
-        chunks = (
-            order.iter_chunks(size)
-            if not skip
-            else (
-                order.take(np.arange(first, min(first + size, len(order)), dtype=np.int64))
-                for first in range(skip, len(order), size)
-            )
-        )
+        # Small first blocks, doubling: the first rows come out after a short read, and
+        # the read-ahead threads are busy before the consumer waits on a full block.
+        first = max(_MIN_BLOCK_ROWS, size // 8)
+        chunks = order.iter_chunks(size, start=skip, first_size=first)
         if self._workers <= 1:
             for ids in chunks:
                 yield self._read(ids)
