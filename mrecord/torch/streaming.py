@@ -139,12 +139,12 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
     @property
     def epoch(self) -> int:
         """The epoch the next pass reads."""
-        return int(self._state[2])
+        return int(self._state.numpy()[2])
 
     @property
     def samples_consumed(self) -> int:
         """Stream positions of this epoch already delivered (by all ranks together)."""
-        return int(self._state[3])
+        return int(self._state.numpy()[3])
 
     def set_epoch(self, epoch: int) -> None:
         """Read epoch ``epoch`` next; a new epoch starts at its beginning, the current one
@@ -159,13 +159,14 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         """Record delivery progress (the pass that workers read is not touched)."""
         if consumed >= self.spec.num_rows:
             epoch, consumed = epoch + 1, 0
-        self._state[2] = epoch
-        self._state[3] = consumed
+        state = self._state.numpy()  # numpy item access: ~50x cheaper than a tensor's
+        state[2] = epoch
+        state[3] = consumed
 
     def begin_pass(self) -> None:
         """Make the next pass start at the current progress (StreamingDataLoader calls it)."""
-        self._state[0] = self._state[2]
-        self._state[1] = self._state[3]
+        state = self._state.numpy()
+        state[0:2] = state[2:4]
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint (a JSON-serialisable dict; see :mod:`mrecord.torch.checkpoint`).
@@ -253,7 +254,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         info = torch.utils.data.get_worker_info()
         self._worker = (info.id, info.num_workers) if info is not None else (0, 1)
         worker, workers = self._worker
-        epoch, start = int(self._state[0]), int(self._state[1])
+        epoch, start = (int(v) for v in self._state.numpy()[0:2])
         plan = self.plan(start)
         order = self.spec.order(epoch)
         skip, self._skip = self._skip, 0
