@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gc
 import pickle
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 
 import numpy as np
@@ -222,6 +223,11 @@ def tensors(draw: st.DrawFn) -> Any:
     return out.t() if out.dim() == 2 and draw(st.booleans()) else out  # non-contiguous too
 
 
+class Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
 leaves = st.one_of(
     tensors(),
     st.binary(max_size=300),
@@ -236,6 +242,8 @@ batches = st.recursive(
         st.lists(inner, max_size=4),
         st.dictionaries(st.text(max_size=3), inner, max_size=4),
         st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(OrderedDict),
+        st.tuples(inner, inner).map(lambda t: Pair(*t)),
     ),
     max_leaves=12,
 )
@@ -247,8 +255,8 @@ def expected(value: Any) -> Any:
     if isinstance(value, torch.Tensor):  # NaN-safe: compare the raw bytes
         raw = value.contiguous().reshape(-1).view(torch.uint8).numpy() if value.numel() else b""
         return ("tensor", str(value.dtype), tuple(value.shape), bytes(raw))
-    if isinstance(value, dict):
-        return {k: expected(v) for k, v in value.items()}
+    if isinstance(value, dict):  # the container's own type survives too
+        return (type(value).__name__, {k: expected(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, [expected(v) for v in value])
     return (type(value).__name__, value)

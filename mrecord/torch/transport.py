@@ -115,13 +115,24 @@ def _is_plain_tensor(value: Any) -> bool:
     )
 
 
-def _total(value: Any) -> int:
-    """Aligned bytes the packable leaves of ``value`` take in a slot."""
-    if isinstance(value, dict):
-        return sum(_total(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_total(v) for v in value)
-    return _aligned(_leaf_nbytes(value))
+def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with ``leaf`` applied to each leaf. Only plain dicts, lists and tuples are
+    descended into: any other container is a leaf, left as it is, so its type survives."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _walk(v, leaf) for k, v in value.items()}
+    if kind is list:
+        return [_walk(v, leaf) for v in value]
+    if kind is tuple:
+        return tuple(_walk(v, leaf) for v in value)
+    return leaf(value)
+
+
+def _total(batch: Any) -> int:
+    """Aligned bytes the packable leaves of ``batch`` take in a slot."""
+    sizes: list[int] = []
+    _walk(batch, lambda v: sizes.append(_aligned(_leaf_nbytes(v))))
+    return sum(sizes)
 
 
 class _Writer:
@@ -132,13 +143,11 @@ class _Writer:
         self.tensor_slot = torch.from_numpy(slot)
         self.offset = 0
 
-    def put(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: self.put(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.put(v) for v in value]
-        if isinstance(value, tuple) and type(value) is tuple:
-            return tuple(self.put(v) for v in value)
+    def put(self, batch: Any) -> Any:
+        """``batch`` with its tensors and bytes values copied into the slot."""
+        return _walk(batch, self._leaf)
+
+    def _leaf(self, value: Any) -> Any:
         if isinstance(value, (bytes, BytesArray)):
             raw = np.frombuffer(value, dtype=np.uint8) if isinstance(value, bytes) else value
             start, n = self.offset, len(raw)
@@ -148,8 +157,8 @@ class _Writer:
         if _is_plain_tensor(value):
             start, n = self.offset, _leaf_nbytes(value)
             if n:
-                flat = value.contiguous().reshape(-1).view(torch.uint8)
-                self.tensor_slot[start : start + n].copy_(flat)
+                flat = value.resolve_conj().resolve_neg().contiguous().reshape(-1)
+                self.tensor_slot[start : start + n].copy_(flat.view(torch.uint8))
             self.offset = _aligned(start + n)
             return _Leaf("tensor", start, n, value.dtype, tuple(value.shape))
         return value
@@ -200,16 +209,8 @@ def pack(batch: Any) -> Any:
     return Packed(ring.token, carried, ring.slot_bytes, slot, skeleton)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, BytesArray):
-        return value.tobytes()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(_plain(v) for v in value)
-    return value
+def _plain(batch: Any) -> Any:
+    return _walk(batch, lambda v: v.tobytes() if isinstance(v, BytesArray) else v)
 
 
 # --- the main process --------------------------------------------------------------------------
@@ -257,28 +258,23 @@ def _alive(pid: int) -> bool:
 
 
 def _read(value: Any, slot: np.ndarray) -> Any:
-    if isinstance(value, _Leaf):
-        kind, start, n, dtype, shape = value
-        if kind == "bytes":
-            return slot[start : start + n].tobytes()
-        out = torch.empty(shape, dtype=dtype)
-        if n:
-            out.reshape(-1).view(torch.uint8).copy_(torch.from_numpy(slot[start : start + n]))
-        return out
-    if isinstance(value, dict):
-        return {k: _read(v, slot) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_read(v, slot) for v in value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(_read(v, slot) for v in value)
-    return value
+    if not isinstance(value, _Leaf):
+        return value
+    kind, start, n, dtype, shape = value
+    if kind == "bytes":
+        return slot[start : start + n].tobytes()
+    out = torch.empty(shape, dtype=dtype)
+    if n:
+        out.reshape(-1).view(torch.uint8).copy_(torch.from_numpy(slot[start : start + n]))
+    return out
 
 
 def unpack(token: str, ring: Any, slot_bytes: int, slot: int, skeleton: Any) -> Any:
     """Copy a packed batch out of its slot and free the slot (runs when it is unpickled)."""
     attached = _attach(token, ring, slot_bytes)
     start = _STATE_BYTES + slot * attached.slot_bytes
-    batch = _read(skeleton, attached.bytes[start : start + attached.slot_bytes])
+    data = attached.bytes[start : start + attached.slot_bytes]
+    batch = _walk(skeleton, lambda v: _read(v, data))
     _fence()
     attached.state[slot] = 0
     return batch
