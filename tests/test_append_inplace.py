@@ -286,7 +286,7 @@ def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
     )
     assert reader.stdin is not None and reader.stdout is not None
     assert reader.stdout.readline().strip() == "ready"
-    calls = []
+    calls: list[str] = []
 
     def hook(step: str) -> None:
         if step == "tail_part" and not calls:

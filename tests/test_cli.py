@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from mrecord.cli.main import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(*args: str) -> Result:
+def run(*args: str | Path) -> Result:
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
@@ -35,12 +36,12 @@ def assert_one_line_error(result: Result, code: int, *needles: str) -> None:
 
 
 @pytest.fixture
-def cifar(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+def cifar(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     expect = cifar_dir(tmp_path, np.random.default_rng(11), per_file=4)
     return tmp_path / "cifar-10-batches-bin", expect
 
 
-def test_convert_cifar10_json_summary(tmp_path: Path, cifar: tuple[Path, dict]) -> None:
+def test_convert_cifar10_json_summary(tmp_path: Path, cifar: tuple[Path, dict[str, Any]]) -> None:
     src, expect = cifar
     dst = tmp_path / "c.mrecord"
     result = run("convert", "cifar10", src, dst, "--shards", "2", "--json", "--page-size", "64K")
@@ -59,7 +60,7 @@ def test_convert_cifar10_json_summary(tmp_path: Path, cifar: tuple[Path, dict]) 
     assert fields["image"]["count"] == 20
 
 
-def test_human_summary_and_head(tmp_path: Path, cifar: tuple[Path, dict]) -> None:
+def test_human_summary_and_head(tmp_path: Path, cifar: tuple[Path, dict[str, Any]]) -> None:
     src, expect = cifar
     dst = tmp_path / "t.mrecord"
     result = run("convert", "cifar10", src, dst, "--split", "test")
@@ -91,7 +92,7 @@ def test_cat_jsonl_round_trips_mindrecord_import(tmp_path: Path) -> None:
     ]
 
 
-def test_info_verify_damage_and_reindex(tmp_path: Path, cifar: tuple[Path, dict]) -> None:
+def test_info_verify_damage_and_reindex(tmp_path: Path, cifar: tuple[Path, dict[str, Any]]) -> None:
     src, _ = cifar
     dst = tmp_path / "v.mrecord"
     assert run("convert", "cifar10", src, dst, "-q").exit_code == 0
@@ -113,7 +114,7 @@ def test_info_verify_damage_and_reindex(tmp_path: Path, cifar: tuple[Path, dict]
     assert "DAMAGED" in bad.stderr
 
 
-def test_bench_json(tmp_path: Path, cifar: tuple[Path, dict]) -> None:
+def test_bench_json(tmp_path: Path, cifar: tuple[Path, dict[str, Any]]) -> None:
     src, _ = cifar
     dst = tmp_path / "b.mrecord"
     assert run("convert", "cifar10", src, dst, "-q").exit_code == 0
@@ -161,7 +162,7 @@ def test_bad_csv_value_names_line_and_column(tmp_path: Path) -> None:
     assert_one_line_error(result, 3, "line 3", "column 'b'", "'x'")
 
 
-def test_usage_errors_exit_2(tmp_path: Path, cifar: tuple[Path, dict]) -> None:
+def test_usage_errors_exit_2(tmp_path: Path, cifar: tuple[Path, dict[str, Any]]) -> None:
     src, _ = cifar
     dst = tmp_path / "u.mrecord"
     assert run("convert", "cifar10", src, dst, "-q").exit_code == 0
@@ -236,7 +237,7 @@ def test_tools_script_runs_the_converter(tmp_path: Path) -> None:
 
 
 def test_info_for_people_shows_the_schema_and_shards_as_tables(
-    tmp_path: Path, cifar: tuple[Path, dict]
+    tmp_path: Path, cifar: tuple[Path, dict[str, Any]]
 ) -> None:
     src, _ = cifar
     dst = str(tmp_path / "c.mrecord")

@@ -103,6 +103,5 @@ def test_built_in_nodes_declare_their_effects() -> None:
     assert base.zip(images(False).rename(["image", "label"], ["a", "b"]))._column_effects().joins
     for passing in (base.repeat(2), base.shuffle(4), base.skip(1), base.take(1)):
         assert passing._column_effects() == PASS_THROUGH
-    assert base.filter(lambda x: True, input_columns=["label"])._column_effects().reads == {
-        "label"
-    }
+    reads = base.filter(lambda x: True, input_columns=["label"])._column_effects().reads
+    assert reads == frozenset({"label"})

@@ -34,7 +34,9 @@ def test_publish_failure_after_the_journal_keeps_the_commit(
     assert journal_path(tmp_path, "d.mrecord").exists()
 
     with DatasetReader.open(str(path) + "1") as reader:  # rolls the journal forward
-        ids = sorted(reader.read_rows(np.arange(reader.num_rows)).columns["id"].tolist())
+        column = reader.read_rows(np.arange(reader.num_rows)).columns["id"]
+        assert isinstance(column, np.ndarray)
+        ids = sorted(column.tolist())
     assert ids == list(range(16))
     assert not journal_path(tmp_path, "d.mrecord").exists()
     assert verify_dataset(str(path) + "0").ok

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrecord import DistributedSampler, FileWriter, GeneratorDataset, MindDataset
+from mrecord import Dataset, DistributedSampler, FileWriter, GeneratorDataset, MindDataset
 from mrecord.errors import ArgumentError
 
 
@@ -49,7 +49,7 @@ def test_each_child_is_split_by_the_offset_rule(
     seen: list[int] = []
     for s in range(k):
         children = [MindDataset(f, shuffle=False) for f in files]
-        ds = children[0]
+        ds: Dataset = children[0]
         for child in children[1:]:
             ds = ds + child
         ds.use_sampler(DistributedSampler(k, s, shuffle=False))

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _python(*args: str, **kwargs: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
+    proc: subprocess.Popen[str] = subprocess.Popen(
         [sys.executable, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -29,6 +29,7 @@ def _python(*args: str, **kwargs: object) -> subprocess.Popen[str]:
         env=env,
         **kwargs,  # type: ignore[call-overload]
     )
+    return proc
 
 
 def test_readers_see_old_or_new_snapshot_never_a_mix(tmp_path: Path) -> None:

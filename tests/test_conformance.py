@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import mrecord
-from mrecord import FileWriter, GeneratorDataset, MindDataset, SubsetSampler, config
+from mrecord import Dataset, FileWriter, GeneratorDataset, MindDataset, SubsetSampler, config
 from mrecord import transforms as T
 from mrecord import vision as V
 
@@ -38,7 +38,8 @@ def one(name: str, **args: Any) -> dict[str, Any]:
 
 
 def expected_array(enc: dict[str, Any]) -> np.ndarray:
-    return np.array(enc["data"], dtype=enc["dtype"]).reshape(enc["shape"])
+    array: np.ndarray = np.array(enc["data"], dtype=enc["dtype"]).reshape(enc["shape"])
+    return array
 
 
 def image(shape: list[int]) -> np.ndarray:
@@ -158,7 +159,9 @@ def test_output_numpy_true_gives_plain_arrays(mixed: str) -> None:
 
 def test_tensor_behaves_as_an_ndarray() -> None:
     t = mrecord.Tensor(np.arange(6, dtype=np.int32).reshape(2, 3))
-    assert (t + 1).asnumpy().tolist() == [[1, 2, 3], [4, 5, 6]]
+    plus_one = t + 1
+    assert isinstance(plus_one, mrecord.Tensor)
+    assert plus_one.asnumpy().tolist() == [[1, 2, 3], [4, 5, 6]]
     assert int(t.sum()) == 15
     assert type(np.asarray(t)) is np.ndarray
     for protocol in (2, 5):
@@ -193,7 +196,8 @@ def test_batch_info_epoch_num_counts_epochs() -> None:
             seen.append([info.get_epoch_num(), info.get_batch_num()])
             return (col,)
 
-        ds = GeneratorDataset(gen_rows(4), ["x"], shuffle=False).batch(2, per_batch_map=pbm)
+        ds: Dataset = GeneratorDataset(gen_rows(4), ["x"], shuffle=False)
+        ds = ds.batch(2, per_batch_map=pbm)
         if repeat > 1:
             ds = ds.repeat(repeat)
         it = ds.create_tuple_iterator(num_epochs=num_epochs)
@@ -594,7 +598,8 @@ def _vision_op(name: str, args: dict[str, Any]) -> Callable[[np.ndarray], Any]:
     if name == "to_type_mstype":
         return V.ToType(mrecord.float32)
     if name.startswith("resized_crop"):
-        return V.ResizedCrop(*args["box"], args["size"], inter[args["interpolation"]])
+        top, left, height, width = args["box"]
+        return V.ResizedCrop(top, left, height, width, args["size"], inter[args["interpolation"]])
     if name.startswith("convert_color"):
         return V.ConvertColor(getattr(V.ConvertMode, args["convert_mode"]))
     if name.startswith("rotate"):

@@ -39,6 +39,13 @@ def collect(source: Source, batch_rows: int = 3) -> Block:
     return Block.concat(blocks)
 
 
+def array_column(block: Block, name: str) -> np.ndarray:
+    """Column ``name`` of ``block``, which must be one numpy array (a fixed-shape column)."""
+    values = block.columns[name]
+    assert isinstance(values, np.ndarray), f"{name}: {type(values).__name__}"
+    return values
+
+
 # ------------------------------------------------------------------------ CIFAR-10
 
 
@@ -167,8 +174,8 @@ def test_mnist_round_trip(tmp_path: Path, gz: bool, split: str) -> None:
     }
     block = collect(src)
     np.testing.assert_array_equal(block.columns["image"], images[:, :, :, None])
-    assert block.columns["label"].dtype == np.int32
-    assert block.columns["label"].tolist() == labels.tolist()
+    assert array_column(block, "label").dtype == np.int32
+    assert array_column(block, "label").tolist() == labels.tolist()
 
 
 def test_mnist_wrong_magic(tmp_path: Path) -> None:
@@ -238,7 +245,7 @@ def test_imagefolder_bytes_as_is_labels_and_names(tmp_path: Path) -> None:
     assert src.num_rows == len(expected)
     block = collect(src, batch_rows=2)
     assert block.columns["file_name"] == [e[0] for e in expected]
-    assert block.columns["label"].tolist() == [e[1] for e in expected]
+    assert array_column(block, "label").tolist() == [e[1] for e in expected]
     assert block.columns["image"] == [e[2] for e in expected]
     assert json.loads(src.desc or "")["classes"] == {"cat": 0, "dog": 1, "emu": 2}
     assert any("notes.txt" in p for p in src.problems)
@@ -308,8 +315,8 @@ def test_csv_inferred_schema(tmp_path: Path) -> None:
         "big": {"type": "string"},  # too big for int64: kept exactly as text
     }
     block = collect(CsvSource(f))
-    assert block.columns["id"].tolist() == [1, 2, -3]
-    assert block.columns["score"][:2].tolist() == [0.5, 2.0]
+    assert array_column(block, "id").tolist() == [1, 2, -3]
+    assert array_column(block, "score")[:2].tolist() == [0.5, 2.0]
     assert np.isnan(block.columns["score"][2])
     assert block.columns["name"] == ["a", "b,c", ""]
     assert block.columns["maybe"][0] == 3 and np.isnan(block.columns["maybe"][1])
@@ -325,7 +332,8 @@ def test_csv_given_schema_and_errors_name_line_and_column(tmp_path: Path) -> Non
     ):
         collect(CsvSource(f, schema=schema))
     block = collect(CsvSource(f, schema=json.dumps({"a": "int32", "b": "string"})))
-    assert block.columns["a"].dtype == np.int32 and block.columns["a"].tolist() == [1, 2, 300]
+    a = array_column(block, "a")
+    assert a.dtype == np.int32 and a.tolist() == [1, 2, 300]
     with pytest.raises(ConversionError, match=r"line 2, column 'b': 'x' is not an integer"):
         collect(CsvSource(f, schema={"a": "int64", "b": "int64"}))
     with pytest.raises(ConversionError, match=r"not in the schema: \['b'\]"):
@@ -372,8 +380,8 @@ def test_csv_round_trip_property(
     write_csv(f, [["i", "x", "s"], *[[i, repr(x), s] for i, x, s in rows]])
     src = CsvSource(f, schema={"i": "int64", "x": "float64", "s": "string"})
     block = collect(src, batch_rows=7)
-    assert block.columns["i"].tolist() == [r[0] for r in rows]
-    assert block.columns["x"].tolist() == [r[1] for r in rows]
+    assert array_column(block, "i").tolist() == [r[0] for r in rows]
+    assert array_column(block, "x").tolist() == [r[1] for r in rows]
     # csv normalizes bare line ends inside quoted fields only for \r\n handling
     assert block.columns["s"] == [r[2] for r in rows]
 
@@ -401,11 +409,11 @@ def test_npz_arrays_to_rows(tmp_path: Path) -> None:
     }
     block = collect(src)
     np.testing.assert_array_equal(block.columns["img"], img)
-    assert block.columns["lab"].tolist() == [3, 1, 4, 1]
+    assert array_column(block, "lab").tolist() == [3, 1, 4, 1]
     assert block.columns["names"] == ["a", "bb", "", "日本"]
     assert block.columns["raw"] == [b"x", b"", b"\x00z", b"q"]
-    assert block.columns["flags"].tolist() == [True, False, True, True]
-    assert block.columns["big"].tolist() == [0, 1, 2**32 - 1, 5]
+    assert array_column(block, "flags").tolist() == [True, False, True, True]
+    assert array_column(block, "big").tolist() == [0, 1, 2**32 - 1, 5]
 
 
 def test_npy_file_and_folder(tmp_path: Path) -> None:
@@ -417,7 +425,7 @@ def test_npy_file_and_folder(tmp_path: Path) -> None:
     np.testing.assert_array_equal(block.columns["x"], x)
     both = collect(NpzSource(tmp_path))
     assert set(both.columns) == {"x", "y"}
-    assert both.columns["y"].dtype == np.int16
+    assert array_column(both, "y").dtype == np.int16
 
 
 def test_npz_errors(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ column in one step (``row_values``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from mrecord import NumpySlicesDataset
@@ -10,7 +12,7 @@ from mrecord.pipeline.columns import row_values, to_numpy
 
 
 def test_row_values_equal_to_numpy_of_each_value() -> None:
-    columns = [
+    columns: list[np.ndarray | list[Any]] = [
         np.arange(5, dtype=np.int32),
         np.arange(10, dtype=np.float64).reshape(5, 2),
         np.array(["a", "bb", "c", "", "é"]),

@@ -73,6 +73,8 @@ def imports_in(source: str, package: str) -> list[tuple[int, str, str]]:
                     targets.append(f"{TOP}.{alias.name}" if is_unit else TOP)
             else:
                 targets = [base]
+        else:
+            continue
         for target in targets:
             if target == TOP or target.startswith(TOP + "."):
                 found.append((node.lineno, target, unit_of(target)))

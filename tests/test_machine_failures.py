@@ -184,7 +184,7 @@ def _dataset(folder: Path, rows: int = 30) -> Path:
     ],
 )
 def test_a_failed_fsync_aborts_the_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, kind: type, words: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, kind: type[StorageError], words: str
 ) -> None:
     """EIO, EDQUOT, EACCES from the kernel at the data fsync: typed, named, cleaned up."""
     first = _dataset(tmp_path)

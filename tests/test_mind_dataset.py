@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import mrecord
 from mrecord import (
+    Dataset,
     DistributedSampler,
     FileWriter,
     MindDataset,
@@ -112,7 +113,7 @@ def test_batch_matches_mindspore(case: dict[str, Any], make_dataset: Any) -> Non
 def test_skip_take_and_num_samples_match_mindspore(make_dataset: Any) -> None:
     (st_case,) = cases("skip_take")
     a = st_case["args"]
-    ds = MindDataset(make_dataset(a["n"]), shuffle=False).skip(a["skip"]).take(a["take"])
+    ds: Dataset = MindDataset(make_dataset(a["n"]), shuffle=False).skip(a["skip"]).take(a["take"])
     assert ids_of(ds) == st_case["expect"]
     (ns_case,) = cases("num_samples_noshuffle")
     ds = MindDataset(make_dataset(ns_case["args"]["n"]), shuffle=False, num_samples=4)

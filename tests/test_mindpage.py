@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from mrecord import FileWriter, MindPage
 from mrecord.errors import ArgumentError
 
-ROWS = [{"id": i, "label": i % 3, "name": f"n{i % 4}", "data": bytes([i])} for i in range(23)]
+ROWS: list[dict[str, Any]] = [
+    {"id": i, "label": i % 3, "name": f"n{i % 4}", "data": bytes([i])} for i in range(23)
+]
 
 
 @pytest.fixture(scope="module")

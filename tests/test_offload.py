@@ -26,7 +26,8 @@ class FakeFlip:
     offloadable = True
 
     def __call__(self, x: np.ndarray, *, seed: int) -> np.ndarray:
-        return x[..., ::-1].copy() if seed % 2 else x.copy()
+        out: np.ndarray = x[..., ::-1].copy() if seed % 2 else x.copy()
+        return out
 
     def apply_batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         odd = (seeds % 2 == 1).reshape((-1,) + (1,) * (batch.ndim - 1))
@@ -135,7 +136,7 @@ def test_only_the_tail_offloadable_ops_move() -> None:
 
 
 def test_consecutive_maps_of_a_column_offload_in_order() -> None:
-    ds = images().map(AddOne(), input_columns="image", offload=True)
+    ds: Dataset = images().map(AddOne(), input_columns="image", offload=True)
     ds = ds.map(Double(), input_columns="image", offload=True).rename("image", "img").batch(4)
     assert ds.plan().offloaded == {"img": ["AddOne()", "Double()"]}
     first = rows(ds)[0][0]
@@ -194,7 +195,7 @@ def test_offload_refuses_user_output_columns() -> None:
 
 
 def test_filter_reading_the_column_blocks_offload() -> None:
-    ds = images().map(AddOne(), input_columns="image", offload=True)
+    ds: Dataset = images().map(AddOne(), input_columns="image", offload=True)
     ds = ds.filter(lambda img: img.sum() > 0, input_columns=["image"])
     with pytest.raises(OffloadError, match="predicate"):
         ds.plan()

@@ -4,7 +4,6 @@ that the Makefile's test-min-deps target actually tests."""
 from __future__ import annotations
 
 import re
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -17,9 +16,8 @@ def test_package_ships_py_typed() -> None:
     assert resources.files("mrecord").joinpath("py.typed").is_file()
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is Python 3.11+")
 def test_pyproject_declares_spdx_license_typed_and_min_numpy() -> None:
-    import tomllib
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = meta["project"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mrecord import config, vision
 from mrecord.block import Block
 from mrecord.errors import OperationError
-from mrecord.pipeline import GeneratorDataset, NumpySlicesDataset
+from mrecord.pipeline import Dataset, GeneratorDataset, NumpySlicesDataset
 from mrecord.pipeline.map import CHUNK_ROWS, rechunk
 
 
@@ -70,7 +70,7 @@ def test_map_output_does_not_depend_on_how_the_source_cuts_its_blocks() -> None:
 def test_batch_of_chunk_size_keeps_the_map_output_without_copying_it() -> None:
     """With chunks of CHUNK_ROWS rows a batch of that size is one chunk: still right."""
     images = np.random.default_rng(1).integers(0, 256, (3 * CHUNK_ROWS + 5, 5, 5, 3), np.uint8)
-    ds = NumpySlicesDataset({"image": images}, shuffle=False)
+    ds: Dataset = NumpySlicesDataset({"image": images}, shuffle=False)
     ds = ds.map([vision.Rescale(1.0, 0.0), vision.HWC2CHW()], input_columns="image")
     batches = [b["image"] for b in ds.batch(CHUNK_ROWS).create_dict_iterator(num_epochs=1)]
     assert [len(b) for b in batches] == [CHUNK_ROWS] * 3 + [5]
@@ -84,7 +84,7 @@ def test_batch_of_chunk_size_keeps_the_map_output_without_copying_it() -> None:
 
 def _cifar_like(n: int, offload: bool, workers: int) -> list[np.ndarray]:
     images = np.random.default_rng(2).integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
-    ds = NumpySlicesDataset({"image": images, "label": np.arange(n)}, shuffle=False)
+    ds: Dataset = NumpySlicesDataset({"image": images, "label": np.arange(n)}, shuffle=False)
     ops = [
         vision.RandomCrop(8, padding=2),
         vision.RandomHorizontalFlip(),
@@ -113,7 +113,7 @@ def test_parallel_offload_keeps_batch_order_and_values() -> None:
 
 def test_offload_pool_threads_end_with_the_iterator() -> None:
     images = np.zeros((4000, 4, 4, 3), np.uint8)
-    ds = NumpySlicesDataset({"image": images}, shuffle=False)
+    ds: Dataset = NumpySlicesDataset({"image": images}, shuffle=False)
     ds = ds.map([vision.RandomHorizontalFlip(), vision.HWC2CHW()], input_columns="image",
                 num_parallel_workers=2, offload=True).batch(8)  # fmt: skip
     it = ds.create_dict_iterator(num_epochs=1)
@@ -125,7 +125,7 @@ def test_offload_pool_threads_end_with_the_iterator() -> None:
 
 def test_error_in_an_offloaded_op_reaches_the_consumer() -> None:
     images = np.zeros((64, 4, 4, 4), np.uint8)  # 4 channels, Normalize has 3 values
-    ds = NumpySlicesDataset({"image": images}, shuffle=False)
+    ds: Dataset = NumpySlicesDataset({"image": images}, shuffle=False)
     ds = ds.map(
         [vision.RandomHorizontalFlip(), vision.Normalize([1.0, 2.0, 3.0], [1.0, 1.0, 1.0])],
         input_columns="image",

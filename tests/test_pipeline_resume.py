@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrecord import FileWriter, MindDataset, Shuffle, vision
+from mrecord import Dataset, FileWriter, MindDataset, Shuffle, vision
 from mrecord.errors import PipelineError
 
 
@@ -31,7 +31,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def pipeline(files: str, batch: int | None, repeat: int | None) -> Any:
-    ds = MindDataset(files, shuffle=Shuffle.GLOBAL, num_parallel_workers=1)
+    ds: Dataset = MindDataset(files, shuffle=Shuffle.GLOBAL, num_parallel_workers=1)
     ds = ds.map(vision.RandomVerticalFlip(0.5), input_columns=["img"])
     if batch:
         ds = ds.batch(batch)

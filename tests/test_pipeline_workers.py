@@ -47,7 +47,8 @@ def numbers(n: int) -> NumpySlicesDataset:
 
 # module-level so worker processes can unpickle them
 def square(x: np.ndarray) -> np.ndarray:
-    return x * x
+    out: np.ndarray = x * x
+    return out
 
 
 def fail_at_37(x: np.ndarray) -> np.ndarray:

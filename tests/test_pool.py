@@ -6,7 +6,7 @@ import gc
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import pytest
 from hypothesis import given
@@ -52,7 +52,7 @@ def test_results_come_in_submission_order_with_a_bounded_window(
             taken += 1
             yield item
 
-    with ThreadPool(lambda x: x * 3 + 1, workers, "t-order") as pool:
+    with ThreadPool[int, int](lambda x: x * 3 + 1, workers, "t-order") as pool:
         out = []
         for consumed, (item, result) in enumerate(ordered_map(pool, counted(), window), 1):
             assert taken - consumed < window  # never more than `window` items in flight
@@ -93,7 +93,8 @@ def test_a_worker_exception_reaches_the_consumer_with_its_traceback() -> None:
 
 
 def test_stop_cancels_pending_items_and_submits_nothing_more() -> None:
-    gate, ran, outcome = threading.Event(), [], []
+    gate, ran = threading.Event(), []
+    outcome: list[list[tuple[int, int]] | PoolStopped] = []
     items, stop = _Items(100), threading.Event()
 
     def fn(x: int) -> int:
@@ -148,6 +149,7 @@ def test_closing_the_map_early_cancels_what_is_queued() -> None:
 
     with ThreadPool(fn, 1, "t-close") as pool:
         it = ordered_map(pool, range(100), 4)
+        assert isinstance(it, Generator)  # closed below
         assert next(it) == (0, 0)
         assert entered.wait(_WAIT_S)  # the one worker is inside item 1
         it.close()  # the consumer stops early (a `take`, a `break`, an error downstream)
@@ -186,7 +188,7 @@ def test_shutdown_cancels_queued_items_and_joins_the_threads() -> None:
 
 
 def test_an_abandoned_pool_stops_its_threads_when_collected() -> None:
-    pool = ThreadPool(abs, 3, "t-gc")
+    pool = ThreadPool[int, int](abs, 3, "t-gc")
     assert list(pool.map([-1, -2])) == [1, 2]
     assert len(_pool_threads("t-gc")) == 3
     del pool
@@ -199,20 +201,23 @@ def test_ctrl_c_while_submitting_leaves_no_threads() -> None:
         yield from range(5)
         raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
 
-    with pytest.raises(KeyboardInterrupt), ThreadPool(abs, 2, "t-ctrlc") as pool:
+    with pytest.raises(KeyboardInterrupt), ThreadPool[int, int](abs, 2, "t-ctrlc") as pool:
         list(pool.map(items(), window=3))
     assert not _pool_threads("t-ctrlc")
 
 
 def test_a_pool_of_calls_runs_different_functions() -> None:
-    with ThreadPool(call, 2, "t-call") as pool:
+    with ThreadPool[Callable[[], object], object](call, 2, "t-call") as pool:
         assert list(pool.map([lambda: "a", lambda: 2])) == ["a", 2]
 
 
 def test_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="num_workers"):
-        ThreadPool(abs, 0, "t-zero")
-    with ThreadPool(abs, 1, "t-window") as pool, pytest.raises(ValueError, match="window"):
+        ThreadPool[int, int](abs, 0, "t-zero")
+    with (
+        ThreadPool[int, int](abs, 1, "t-window") as pool,
+        pytest.raises(ValueError, match="window"),
+    ):
         list(ordered_map(pool, [1], 0))
 
 

@@ -206,7 +206,7 @@ def test_block_that_does_not_fit_the_schema_fails_with_the_row_and_field(
 def _read_tasks_in_process(
     source: MRecordDatasource, parallelism: int, ctx: Any = None
 ) -> list[Any]:
-    tables = []
+    tables: list[Any] = []
     for task in source.get_read_tasks(parallelism, data_context=ctx):
         tables.extend(task())
     return tables

@@ -36,11 +36,15 @@ def dataset(tmp_path: Path) -> Path:
 def test_ids_any_order_with_repeats(dataset: Path) -> None:
     """read_rows returns rows in the order asked, repeats included."""
     with DatasetReader.open(dataset) as reader:
-        all_x = reader.read_rows(np.arange(10)).columns["x"].tolist()
+        x = reader.read_rows(np.arange(10)).columns["x"]
+        assert isinstance(x, np.ndarray)
+        all_x = x.tolist()
         assert sorted(all_x) == list(range(10))
         ids = [7, 0, 7, 3, 9, 0]
         block = reader.read_rows(ids)
-        assert block.columns["x"].tolist() == [all_x[i] for i in ids]
+        x = block.columns["x"]
+        assert isinstance(x, np.ndarray)
+        assert x.tolist() == [all_x[i] for i in ids]
         assert block.row_ids.tolist() == ids
         assert block.columns["s"] == [str(all_x[i]) for i in ids]
 

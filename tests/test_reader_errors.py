@@ -92,7 +92,9 @@ def test_missing_sibling_is_named(tmp_path: Path) -> None:
 
 def _chunk(path: Path, page: int, col: int) -> np.void:
     with ShardFile(path) as shard:
-        return shard.meta.chunks[page, col].copy()
+        entry = shard.meta.chunks[page, col].copy()
+        assert isinstance(entry, np.void)
+        return entry
 
 
 def test_damaged_chunk_names_file_page_and_offset(tmp_path: Path) -> None:

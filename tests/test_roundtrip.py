@@ -138,7 +138,9 @@ def test_one_row_per_call_is_round_robin(tmp_path: Path) -> None:
     writer.commit()
     with DatasetReader.open(tmp_path / "d0") as reader:
         assert reader.file_row_counts == [3, 2, 2]
-        assert reader.read_rows(np.arange(7)).columns["x"].tolist() == [0, 3, 6, 1, 4, 2, 5]
+        x = reader.read_rows(np.arange(7)).columns["x"]
+        assert isinstance(x, np.ndarray)
+        assert x.tolist() == [0, 3, 6, 1, 4, 2, 5]
 
 
 def test_calls_are_cut_into_contiguous_balanced_runs(tmp_path: Path) -> None:
@@ -152,7 +154,9 @@ def test_calls_are_cut_into_contiguous_balanced_runs(tmp_path: Path) -> None:
     appender.commit()
     with DatasetReader.open(tmp_path / "d0") as reader:
         assert reader.file_row_counts == [4, 3, 3, 3]
-        got = reader.read_rows(np.arange(13)).columns["x"].tolist()
+        x = reader.read_rows(np.arange(13)).columns["x"]
+        assert isinstance(x, np.ndarray)
+        got = x.tolist()
     assert got == [0, 1, 2, 10, 3, 4, 5, 6, 7, 11, 8, 9, 12]
 
 

@@ -75,7 +75,12 @@ def test_map_error_reaches_the_training_loop() -> None:
     ds = pipeline.NumpySlicesDataset({"x": np.arange(10)}, shuffle=False)
     ds = ds.map(fragile, input_columns="x").batch(2)
     seen: list[list[int]] = []
+
+    def step(x: np.ndarray) -> float:
+        seen.append(x.tolist())
+        return 0.0
+
     with pytest.raises(OperationError) as info:
-        Model(lambda x: seen.append(x.tolist()) or 0.0).train(1, ds, dataset_sink_mode=True)
+        Model(step).train(1, ds, dataset_sink_mode=True)
     assert "cannot process 7" in repr(info.value) + repr(info.value.__cause__)
     assert len(seen) <= 3  # at most the batches before row 7 (the pipeline may fail earlier)

@@ -92,13 +92,13 @@ class Seen:
 
 def test_lenet_doc_example_sink_size_1000() -> None:
     case = CASES["lenet_sink"]
-    losses = [np.float32(line.rsplit(" ", 1)[1]) for line in case["loss_lines"]]
+    losses: list[np.float32] = [np.float32(line.rsplit(" ", 1)[1]) for line in case["loss_lines"]]
     seen: list[tuple[int, int]] = []
 
     def step(epoch: np.ndarray, index: np.ndarray) -> np.float32:
         k = len(seen)
         seen.append((int(epoch[0]), int(index[0])))
-        return losses[k // case["sink_size"]]  # the doc's loss on each sink's last step
+        return losses[k // int(case["sink_size"])]  # the doc's loss on each sink's last step
 
     ds = FakeDataset(case["dataset_size"])
     out = io.StringIO()

@@ -140,7 +140,7 @@ def test_normalize_hwc_is_the_plain_formula(batch: np.ndarray) -> None:
     """The tiled fast path gives exactly ``(x.astype(float32) - mean) / std``."""
     mean, std = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
     out = vision.Normalize(mean, std).apply_batch(batch, np.zeros(batch.shape[0], np.uint64))
-    expected = (batch.astype(np.float32) - np.float32(mean)) / np.float32(std)
+    expected = (batch.astype(np.float32) - np.array(mean, np.float32)) / np.array(std, np.float32)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, expected)
 

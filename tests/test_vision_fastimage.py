@@ -190,6 +190,7 @@ def test_simplejpeg_and_opencv_decode_the_same_pixels() -> None:
     data = _jpeg(_smooth(41, 67), quality=90)
     by_simplejpeg = _fastimage.decode_jpeg(data)
     cv2 = _fastimage.opencv()
+    assert cv2 is not None  # needs_cv2
     assert by_simplejpeg is not None and by_simplejpeg[1]
     by_opencv = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
     np.testing.assert_array_equal(by_simplejpeg[0], by_opencv)

@@ -63,7 +63,7 @@ def test_fused_tail_equals_the_ops_one_by_one(ops: list[Any], batch: np.ndarray,
     assert found is not None and found[0] == len(ops)
     kernel = found[1]
     rng = np.random.default_rng(seed)
-    seeds = [rng.integers(0, 2**63, batch.shape[0]).astype(np.uint64) for _ in ops]
+    seeds = [rng.integers(0, 2**63, len(batch)).astype(np.uint64) for _ in ops]
     try:
         expected = _one_by_one(ops, batch, seeds)
     except ArgumentError:  # e.g. 3-value Normalize on 4 channels: the kernel steps aside

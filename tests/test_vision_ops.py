@@ -62,7 +62,9 @@ def test_normalize_is_inverted_by_std_and_mean(img: np.ndarray) -> None:
     mean, std = [125.3, 123.0, 113.9], [63.0, 62.1, 66.7]
     out = vision.Normalize(mean, std)(img)
     assert out.dtype == np.float32
-    np.testing.assert_allclose(out * np.float32(std) + np.float32(mean), img, atol=1e-3)
+    np.testing.assert_allclose(
+        out * np.array(std, np.float32) + np.array(mean, np.float32), img, atol=1e-3
+    )
 
 
 def test_normalize_chw_uses_the_first_axis_for_channels() -> None:
