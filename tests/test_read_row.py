@@ -112,7 +112,7 @@ def test_read_row_checks_a_damaged_chunk_once_per_policy(tmp_path: Path) -> None
 @given(st.lists(st.integers(0, 299), min_size=0, max_size=60))
 def test_read_rows_gathers_wide_fixed_columns_in_the_order_asked(ids: list[int]) -> None:
     """One shard (the gather is the result) and wide rows (more than 64 values each)."""
-    data = {
+    data: dict[str, np.ndarray] = {
         "img": np.arange(300 * 100, dtype=np.uint8).reshape(300, 10, 10),
         "w": np.arange(300 * 3, dtype=np.float64).reshape(300, 3),
         "k": np.arange(300, dtype=np.int16),
@@ -156,7 +156,8 @@ def test_read_rows_of_no_ids_and_of_an_empty_dataset(tmp_path: Path) -> None:
     with DatasetReader.open(path) as reader:
         block = reader.read_rows([])
     assert len(block) == 0 and block.columns["s"] == []
-    assert block.columns["v"].shape == (0, 2)
+    v = block.columns["v"]
+    assert isinstance(v, np.ndarray) and v.shape == (0, 2)
 
 
 def test_verify_always_checks_each_chunk_once_per_call(
@@ -180,7 +181,8 @@ def test_verify_always_checks_each_chunk_once_per_call(
         ids = np.repeat(np.arange(int(pages[2])), 3)  # pages 0 and 1, every row 3 times
         for _ in range(2):
             checks.clear()
-            assert reader.read_rows(ids).columns["i"].tolist() == ids.tolist()
+            got = reader.read_rows(ids).columns["i"]
+            assert isinstance(got, np.ndarray) and got.tolist() == ids.tolist()
             assert sorted(checks) == [(0, 0), (1, 0)]
 
 
@@ -189,7 +191,7 @@ def _count_checksums(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import mrecord.storage.shard as shard_module
 
     calls: list[int] = []
-    original = shard_module.checksum
+    original = shard_module.checksum  # type: ignore[attr-defined]  # patched where it is used
 
     def counting(data: object) -> int:
         calls.append(1)
@@ -225,7 +227,8 @@ def test_verify_once_is_once_per_process_not_per_reader(
         block = second.read_rows(everything[::-1])
         assert second.read_row(5)["raw"] == bytes([5]) * 7
     assert calls == []
-    assert block.columns["i"].tolist() == everything[::-1].tolist()
+    got = block.columns["i"]
+    assert isinstance(got, np.ndarray) and got.tolist() == everything[::-1].tolist()
     with DatasetReader.open(path, verify="always") as always:
         calls.clear()
         always.read_row(0)
