@@ -29,7 +29,7 @@ import numpy as np
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.columns import row_values
+from mrecord.pipeline.columns import row_values, to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
 from mrecord.pipeline.tensor import as_tensor
@@ -271,10 +271,13 @@ def _plain(value: Any) -> Any:
 
 def _column_rows(values: Any, wrap: Callable[[Any], Any]) -> list[Any]:
     """A block column's row values as the iterator yields them (see ``row_values``)."""
-    rows = row_values(values)
-    if wrap is _plain and type(values) is np.ndarray:
-        return rows  # views and conversions of a plain array are plain arrays
-    return list(map(wrap, rows))
+    if wrap is _plain:
+        if type(values) is np.ndarray:
+            return row_values(values)  # views and conversions of a plain array are plain
+        if type(values) is list:  # one pass; most values are plain arrays already
+            plain = np.ndarray
+            return [v if type(v) is plain else _plain(to_numpy(v)) for v in values]
+    return list(map(wrap, row_values(values)))
 
 
 class DictIterator(_RowIterator):
