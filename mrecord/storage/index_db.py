@@ -78,6 +78,7 @@ def write_index_db(
             db = sqlite_utils.Database(conn)
             _create_tables(db, meta)
             _insert_rows(conn, meta, first_new_row, index_values)
+            _create_indexes(db, meta)
             _write_metadata(db, meta, target)
             conn.commit()
         finally:
@@ -105,11 +106,16 @@ def _create_tables(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
     for name in meta.index_fields:
         columns[index_column(name).strip('"')] = _column_type(meta.schema[name])
     _table(db, ROWS_TABLE).create(columns, pk="row_id", not_null={"page", "slot"})
+    _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
+
+
+def _create_indexes(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
+    """One index per index field, built after the rows are in (one sort, not one B-tree
+    insert per row)."""
     for name in meta.index_fields:
         _table(db, ROWS_TABLE).create_index(
             [index_column(name).strip('"')], index_name=f"idx_{name}"
         )
-    _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
 
 
 def _insert_rows(
