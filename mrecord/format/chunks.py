@@ -114,6 +114,11 @@ class DecodedVarChunk:
     data_start: int
 
     @cached_property
+    def offsets_array(self) -> np.ndarray:
+        """``offsets`` as an int64 array (vectorized gathers)."""
+        return np.array(self.offsets, dtype=np.int64)
+
+    @cached_property
     def shapes_list(self) -> list[tuple[int, ...]]:
         """Each value's shape as a tuple of ints (VARARRAY chunks)."""
         if self.shapes is None:

@@ -26,6 +26,7 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.reader.ragged import PageRows, gather_by_shape
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
@@ -332,13 +333,21 @@ class DatasetReader:
         kind = field.kind
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
+            col = shard.field_index(field.name)
+            in_file: list[PageRows] = []  # VARARRAY pages stored plain: gathered together
             for page, members in _by_page(pages):
-                head, raw = shard.var_page(page, field)
-                pos_list = (members if positions is None else positions[members]).tolist()
-                slot_list = slots[members].tolist()
+                head, raw = shard.var_page(page, field)  # checksummed by the policy
+                where = members if positions is None else positions[members]
                 if kind is FieldKind.VARARRAY:
-                    _gather_arrays(field, head, raw, pos_list, slot_list, result)
+                    offset = shard.uncompressed_offset(page, col)
+                    if offset is not None:
+                        in_file.append((offset, head, where, slots[members]))
+                    else:
+                        _gather_arrays(
+                            field, head, raw, where.tolist(), slots[members].tolist(), result
+                        )
                     continue
+                pos_list, slot_list = where.tolist(), slots[members].tolist()
                 offsets, start = head.offsets, head.data_start
                 for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
@@ -353,6 +362,8 @@ class DatasetReader:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
+            if in_file:
+                gather_by_shape(field, shard.file_bytes, in_file, result)
         return result
 
 
@@ -540,10 +551,14 @@ def _gather_arrays(
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     if 4 * len(slot_list) >= len(offsets) - 1:
         flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
+        seen: set[int] = set()
         for pos, slot in zip(pos_list, slot_list, strict=True):
-            result[pos] = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
+            value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
                 shapes[slot]
             )
+            # A row asked twice gets two arrays: writing to one must not change the other.
+            result[pos] = value.copy() if slot in seen else value
+            seen.add(slot)
         return
     flat = np.frombuffer(raw, dtype=dtype, count=offsets[-1] // itemsize, offset=start)
     for pos, slot in zip(pos_list, slot_list, strict=True):

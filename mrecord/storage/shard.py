@@ -105,6 +105,7 @@ class ShardFile:
         self._codecs: list[list[int]] = chunks["codec"].tolist()
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
         self._memory = self._bytes_view()
+        self._file_bytes: np.ndarray | None = None
         self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._cache_bytes = 0
         self._var_cache: OrderedDict[tuple[int, int], DecodedVarChunk] = OrderedDict()
@@ -260,6 +261,21 @@ class ShardFile:
                 _, old = self._cache.popitem(last=False)
                 self._cache_bytes -= len(old)
         return raw
+
+    def uncompressed_offset(self, page: int, col: int) -> int | None:
+        """The file offset of chunk (page, col) when it is stored uncompressed in a local
+        file's map (its bytes are the raw bytes), else None."""
+        if self._codecs[page][col] != _CODEC_NONE or not isinstance(self._mm, mmap.mmap):
+            return None
+        return self._offsets[page][col]
+
+    @property
+    def file_bytes(self) -> np.ndarray:
+        """The whole file as a read-only ``uint8`` array viewing the map (local files)."""
+        view = self._file_bytes
+        if view is None:
+            view = self._file_bytes = np.frombuffer(self._mm, dtype=np.uint8)
+        return view
 
     def fixed_page(self, page: int, field: Field) -> np.ndarray:
         """A FIXED column of one page as an array ``(rows, *shape)`` (a view when uncompressed)."""

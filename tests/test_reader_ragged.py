@@ -1,0 +1,81 @@
+"""Variable-shape columns read many rows at a time (``mrecord.reader.ragged``): the same
+values as written, one writeable array per value that shares memory with nothing, for
+any ids (repeats, any order), any shapes (empty, big), plain and compressed chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrecord import FileWriter
+from mrecord.format.chunks import DecodedVarChunk
+from mrecord.format.schema import parse_schema
+from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.ragged import gather_by_shape
+
+shapes = st.lists(
+    st.tuples(st.integers(0, 40), st.sampled_from([0, 1, 3, 700])), min_size=1, max_size=60
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    row_shapes=shapes,
+    dtype=st.sampled_from(["float32", "int64", "uint8", "float64"]),
+    compression=st.sampled_from([None, "zstd"]),
+    data=st.data(),
+)
+def test_read_rows_gives_every_value_as_its_own_array(
+    tmp_path_factory: pytest.TempPathFactory,
+    row_shapes: list[tuple[int, int]],
+    dtype: str,
+    compression: str | None,
+    data: st.DataObject,
+) -> None:
+    path = tmp_path_factory.mktemp("ragged") / "ds"
+    rng = np.random.default_rng(len(row_shapes))
+    values = [(rng.random(s) * 100).astype(dtype) for s in row_shapes]
+    field: dict[str, object] = {"type": dtype, "shape": [-1, -1]}
+    if compression:
+        field["compression"] = compression
+    with FileWriter(path) as writer:
+        writer.add_schema({"a": field, "i": {"type": "int32"}})
+        writer.set_page_size(2048)  # several pages, some rows bigger than a page
+        writer.write_raw_data({"a": values, "i": np.arange(len(values), dtype=np.int32)})
+    ids = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=80))
+    with DatasetReader.open(path) as reader:
+        got = reader.read_rows(ids).columns["a"]
+        assert isinstance(got, list) and len(got) == len(ids)
+        file_map = reader.shards[0].file_bytes
+        for k, (i, value) in enumerate(zip(ids, got, strict=True)):
+            assert isinstance(value, np.ndarray) and value.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(value, values[i])
+            assert value.flags.writeable
+            assert not np.shares_memory(value, file_map)
+            for other in got[:k]:
+                assert not np.shares_memory(value, other)
+        if got:
+            got[0][...] = 0 if got[0].size else got[0]  # writing one value changes no other
+            again = reader.read_rows(ids).columns["a"]
+            assert isinstance(again, list)
+            for i, value in zip(ids[1:], again[1:], strict=True):
+                np.testing.assert_array_equal(value, values[i])
+
+
+def test_unaligned_values_are_gathered_byte_by_byte() -> None:
+    """A chunk whose data starts at an offset that is not a multiple of the item size."""
+    schema = parse_schema({"a": {"type": "float32", "shape": [-1, 2]}})
+    field = schema["a"]
+    rows = [np.arange(2 * k, dtype=np.float32).reshape(k, 2) + 10 * k for k in (1, 3, 1, 2)]
+    data = b"".join(r.tobytes() for r in rows)
+    offsets = np.cumsum([0, *(r.nbytes for r in rows)]).tolist()
+    head = DecodedVarChunk(offsets, np.array([r.shape for r in rows], dtype=np.uint64), 0)
+    file_bytes = np.frombuffer(b"\x00" * 3 + data, dtype=np.uint8)  # data at offset 3
+    result: list[object] = [None] * 5
+    slots = np.array([2, 0, 3, 1, 2])
+    gather_by_shape(field, file_bytes, [(3, head, np.arange(5), slots)], result)
+    for slot, value in zip(slots.tolist(), result, strict=True):
+        assert isinstance(value, np.ndarray)
+        np.testing.assert_array_equal(value, rows[slot])
