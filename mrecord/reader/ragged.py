@@ -5,9 +5,10 @@ value is its own writeable array). Built one row at a time that is a slice, a re
 a copy per row, ~1.5 µs of Python each. Here the wanted rows of a shard's uncompressed
 chunks are grouped by shape and each group is gathered from the file's memory map with
 one fancy index into one new ``(rows, *shape)`` array; the values are its rows (views,
-writeable, not sharing memory with each other or with the file). Rows whose values are
-big are copied one by one instead: the copy is the cost there, and an index array per
-byte would not be.
+writeable, not sharing memory with each other or with the file). A value kept alive
+keeps its group's array alive (at most one call's rows of that shape, values of at most
+4 KiB each). Rows whose values are big are copied one by one instead: the copy is the
+cost there, and an index array per byte would not be.
 """
 
 from __future__ import annotations
