@@ -4,6 +4,8 @@ any ids (repeats, any order), any shapes (empty, big), plain and compressed chun
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from mrecord import FileWriter
 from mrecord.format.chunks import DecodedVarChunk
 from mrecord.format.schema import parse_schema
+from mrecord.reader import dataset_reader, ragged
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.ragged import gather_by_shape
 
@@ -20,11 +23,12 @@ shapes = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     row_shapes=shapes,
     dtype=st.sampled_from(["float32", "int64", "uint8", "float64"]),
     compression=st.sampled_from([None, "zstd"]),
+    grouped_from=st.sampled_from([1, ragged.GROUPED_MIN_ROWS]),
     data=st.data(),
 )
 def test_read_rows_gives_every_value_as_its_own_array(
@@ -32,8 +36,11 @@ def test_read_rows_gives_every_value_as_its_own_array(
     row_shapes: list[tuple[int, int]],
     dtype: str,
     compression: str | None,
+    grouped_from: int,
     data: st.DataObject,
 ) -> None:
+    """``grouped_from=1`` sends every call through the by-shape gather (a real reader
+    uses it from GROUPED_MIN_ROWS rows on), the default through the row-by-row path."""
     path = tmp_path_factory.mktemp("ragged") / "ds"
     rng = np.random.default_rng(len(row_shapes))
     values = [(rng.random(s) * 100).astype(dtype) for s in row_shapes]
@@ -45,7 +52,10 @@ def test_read_rows_gives_every_value_as_its_own_array(
         writer.set_page_size(2048)  # several pages, some rows bigger than a page
         writer.write_raw_data({"a": values, "i": np.arange(len(values), dtype=np.int32)})
     ids = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=80))
-    with DatasetReader.open(path) as reader:
+    with (
+        mock.patch.object(dataset_reader, "GROUPED_MIN_ROWS", grouped_from),
+        DatasetReader.open(path) as reader,
+    ):
         got = reader.read_rows(ids).columns["a"]
         assert isinstance(got, list) and len(got) == len(ids)
         file_map = reader.shards[0].file_bytes

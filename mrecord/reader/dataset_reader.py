@@ -26,7 +26,7 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
-from mrecord.reader.ragged import PageRows, gather_by_shape
+from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
@@ -334,12 +334,14 @@ class DatasetReader:
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
             col = shard.field_index(field.name)
-            in_file: list[PageRows] = []  # VARARRAY pages stored plain: gathered together
+            # VARARRAY pages stored plain, when many rows are wanted: gathered by shape
+            by_shape = kind is FieldKind.VARARRAY and len(pages) >= GROUPED_MIN_ROWS
+            in_file: list[PageRows] = []
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)  # checksummed by the policy
                 where = members if positions is None else positions[members]
                 if kind is FieldKind.VARARRAY:
-                    offset = shard.uncompressed_offset(page, col)
+                    offset = shard.uncompressed_offset(page, col) if by_shape else None
                     if offset is not None:
                         in_file.append((offset, head, where, slots[members]))
                     else:

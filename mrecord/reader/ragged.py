@@ -22,9 +22,13 @@ import numpy as np
 from mrecord.format.chunks import DecodedVarChunk
 from mrecord.format.schema import Field
 
-__all__ = ["PageRows", "gather_by_shape"]
+__all__ = ["GROUPED_MIN_ROWS", "PageRows", "gather_by_shape"]
+
+GROUPED_MIN_ROWS = 1024
+"""Calls for fewer rows of a shard are faster row by row (grouping has a fixed cost)."""
 
 _GROUP_MAX_BYTES = 4096  # values up to this size are gathered in groups
+_GROUP_MIN_ROWS = 8  # ... of at least this many rows of one shape
 
 PageRows = tuple[int, DecodedVarChunk, np.ndarray, np.ndarray]
 """(absolute file offset of the chunk, its decoded head, result positions, slots)."""
@@ -66,6 +70,12 @@ def gather_by_shape(
         rows = order[lo:hi]
         shape = tuple(shapes[rows[0]].tolist())
         count = int(np.prod(shape, dtype=np.int64))
+        if 0 < len(rows) < _GROUP_MIN_ROWS:  # a few rows: copies cost less than an index
+            for row in rows.tolist():
+                a = int(starts[row])
+                value = file_bytes[a : a + count * itemsize].view(dtype).reshape(shape)
+                result[int(where[row])] = value.copy()
+            continue
         if count == 0:
             group = np.empty((len(rows), *shape), dtype=dtype)
         elif items is not None:
