@@ -325,3 +325,35 @@ def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: P
     local = build(lambda **kw: MindDataset(mixed, **kw))
     remote = build(lambda **kw: mrecord.RemoteDataset(server.url, "mixed", **kw))
     _same(_rows(local, 1), _rows(remote, 1))
+
+
+def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path) -> None:
+    """Images (big bytes values) go through reused buffers on both sides; values kept by the
+    caller must never change when later blocks reuse memory, and dropped ones free it."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "imgs.mrecord"
+    with FileWriter(path, shard_num=2, overwrite=True) as writer:
+        writer.add_schema({"image": {"type": "bytes"}, "label": {"type": "int32"}})
+        writer.write_raw_data(
+            {
+                "image": [rng.bytes(int(n)) for n in rng.integers(20 << 10, 40 << 10, 90)],
+                "label": np.arange(90, dtype=np.int32),
+            }
+        )
+    files = Path(str(path) + "0")
+    with ServerThread({"imgs": files}, limits=Limits(max_block_rows=8)) as srv:
+        remote = mrecord.RemoteDataset(
+            srv.url, "imgs", shuffle=Shuffle.GLOBAL, num_parallel_workers=2
+        )
+        local = MindDataset(files, shuffle=Shuffle.GLOBAL)
+        kept: list[tuple[np.ndarray, bytes]] = []
+        remote_it = remote.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        local_it = local.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        for _epoch in range(3):  # one pass over an iterator is one epoch
+            for i, (got, want) in enumerate(zip(remote_it, local_it, strict=True)):
+                assert bytes(got[0]) == bytes(want[0]) and int(got[1]) == int(want[1])
+                if i % 5 == 0:
+                    kept.append((got[0], bytes(want[0])))
+        assert len(kept) == 54
+        assert all(bytes(value) == expected for value, expected in kept)
+        remote.close()

@@ -24,6 +24,7 @@ import numpy as np
 from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
 from mrecord.format.schema import FieldKind
 from mrecord.serve._deps import anyio, starlette
+from mrecord.serve.buffers import BufferPool
 from mrecord.serve.registry import ServedDataset, parse_field_value
 from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, token_ok
 from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
@@ -241,6 +242,7 @@ class _Api:
         self.datasets = datasets
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
+        self.buffers = BufferPool(keep=limits.read_threads + 2)
         self._limiter: Any = None
         self._static = _load_static()
 
@@ -416,7 +418,7 @@ class _Api:
 
         def read() -> list[bytes | memoryview]:
             block = ds.reader.read_rows(ids, columns=names, bytes_as_arrays=True)
-            return encode_block(block.columns, kinds, len(ids))
+            return encode_block(block.columns, kinds, len(ids), self.buffers.take)
 
         buffers = await self._run(read)
         return _BuffersResponse(buffers, self.limits.send_timeout_s)

@@ -39,6 +39,7 @@ from mrecord.pipeline.source import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
+from mrecord.serve.buffers import BufferPool
 from mrecord.serve.wire import decode_block, encode_request
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ class _Client:
         self._timeout = timeout
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(maxsize=pool + 2)
+        self._buffers = BufferPool(keep=pool + 2)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -274,7 +276,7 @@ class _Client:
         status, body = self._retrying("GET", self._path + suffix, None)
         if status != 200:
             raise _error_from(self.base, self.dataset, status, body)
-        return json.loads(body)
+        return json.loads(body.tobytes())
 
     def read_block(self, ids: np.ndarray, columns: list[str]) -> Block:
         """One ``POST .../blocks``: the rows ``ids`` of ``columns``."""
@@ -282,7 +284,7 @@ class _Client:
         status, buf = self._retrying("POST", self._path + "/blocks", body)
         if status != 200:
             raise _error_from(self.base, self.dataset, status, buf)
-        rows, cols = decode_block(buf)
+        rows, cols = decode_block(buf.data)
         if rows != len(ids) or list(cols) != columns:
             raise DatasetServerError(
                 f"{self.base}: asked for {len(ids)} rows of {columns!r}, "
@@ -298,7 +300,7 @@ class _Client:
 
     def _exchange(
         self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None
-    ) -> tuple[int, bytearray]:
+    ) -> tuple[int, np.ndarray]:
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = "application/x-msgpack"
@@ -306,10 +308,13 @@ class _Client:
         response = conn.getresponse()
         length = response.getheader("content-length")
         if length is None:
-            buf = bytearray(response.read())
+            buf = np.frombuffer(response.read(), dtype=np.uint8)
         else:
-            buf = bytearray(int(length))
-            view = memoryview(buf)
+            # A buffer used before, once no value of its last block is alive: a fresh
+            # one (bytearray(n) included) costs the kernel more to fault in and zero
+            # than the receive copy itself.
+            buf = self._buffers.take(int(length))
+            view = buf.data
             got = 0
             while got < len(buf):
                 n = response.readinto(view[got:])
@@ -320,7 +325,7 @@ class _Client:
             conn.close()
         return response.status, buf
 
-    def _retrying(self, method: str, path: str, body: bytes | None) -> tuple[int, bytearray]:
+    def _retrying(self, method: str, path: str, body: bytes | None) -> tuple[int, np.ndarray]:
         last = ""
         attempt = 0
         while attempt <= self._retries:
@@ -357,12 +362,12 @@ class _Client:
             conn.close()
 
 
-def _error_from(base: str, dataset: str, status: int, body: bytes | bytearray) -> Exception:
+def _error_from(base: str, dataset: str, status: int, body: np.ndarray) -> Exception:
     """The mrecord error for an error answer (its code chooses the type)."""
     try:
-        err = json.loads(body)["error"]
+        err = json.loads(body.tobytes())["error"]
         code, message = str(err["code"]), str(err["message"])
     except Exception:
-        code, message = "unexpected", f"HTTP {status}: {bytes(body[:200])!r}"
+        code, message = "unexpected", f"HTTP {status}: {body[:200].tobytes()!r}"
     cls = _ERRORS.get(code, DatasetServerError)
     return cls(f"{base} ({dataset!r}): {message} [{code}]")
