@@ -77,3 +77,12 @@ def test_threads_never_share_a_buffer() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_keep_at_least_only_grows_the_pool() -> None:
+    pool = BufferPool(keep=0)
+    assert not _pooled(pool, pool.take(MiB))  # keeps nothing: every buffer is fresh
+    pool.keep_at_least(2)
+    pool.keep_at_least(1)
+    held = [pool.take(MiB) for _ in range(3)]
+    assert len(pool._buffers) == 2 and [_pooled(pool, h) for h in held] == [True, True, False]

@@ -44,6 +44,11 @@ class BufferPool:
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    def keep_at_least(self, keep: int) -> None:
+        """Let the pool keep ``keep`` buffers if it keeps fewer (one more user of the pool)."""
+        with self._lock:
+            self._keep = max(self._keep, keep)
+
     def take(self, nbytes: int) -> np.ndarray:
         """``nbytes`` of uninitialized memory, valid while the returned array (or any view
         of it) is alive."""

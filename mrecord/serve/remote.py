@@ -53,6 +53,10 @@ _TARGET_BLOCK_BYTES = 16 << 20
 _MIN_BLOCK_ROWS = 16
 _MAX_BLOCK_ROWS = 8192
 _BACKOFF_S = (0.1, 0.3, 0.9, 2.0, 4.0)
+_RECEIVE_BUFFERS = BufferPool(keep=0)
+"""Receive buffers, shared by the RemoteDatasets of this process so that a new one (a new
+epoch's, the evaluation set's) reuses the memory of earlier ones; it keeps as many
+buffers as the busiest client has requests in flight, plus two."""
 _ERRORS: dict[str, type[Exception]] = {
     "unauthorized": AuthenticationError,
     "unknown_dataset": DatasetNotFoundError,
@@ -256,7 +260,8 @@ class _Client:
         self._timeout = timeout
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(maxsize=pool + 2)
-        self._buffers = BufferPool(keep=pool + 2)
+        _RECEIVE_BUFFERS.keep_at_least(pool + 2)
+        self._buffers = _RECEIVE_BUFFERS
 
     def close(self) -> None:
         """Close the pooled connections."""
