@@ -239,8 +239,9 @@ class _Client:
     """HTTP calls to one dataset of one server, with retries; safe to share between threads.
 
     It speaks HTTP/1.1 with the standard library's ``http.client`` over a small pool of
-    keep-alive connections, and receives a block with ``readinto`` straight into the
-    buffer the arrays will view: one copy from the socket, none in Python.
+    keep-alive connections, and receives a block's body with ``recv_into`` straight into
+    the buffer the arrays will view (a reused one, see ``_RECEIVE_BUFFERS``): one copy
+    from the socket, none in Python.
     """
 
     def __init__(
