@@ -86,3 +86,12 @@ def test_keep_at_least_only_grows_the_pool() -> None:
     pool.keep_at_least(1)
     held = [pool.take(MiB) for _ in range(3)]
     assert len(pool._buffers) == 2 and [_pooled(pool, h) for h in held] == [True, True, False]
+
+
+def test_forget_drops_every_buffer_and_frees_the_lock() -> None:
+    pool = BufferPool(keep=2)
+    kept = pool.take(MiB)
+    pool._lock.acquire()  # as if a thread of the parent held it when the process forked
+    pool.forget()
+    fresh = pool.take(MiB)  # would deadlock with the old lock
+    assert not np.shares_memory(fresh, kept) and len(pool._buffers) == 1

@@ -44,6 +44,12 @@ class BufferPool:
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    def forget(self) -> None:
+        """Drop every buffer and the lock (in a forked child, whose lock may be held by a
+        thread that does not exist there)."""
+        self._buffers = []
+        self._lock = threading.Lock()
+
     def keep_at_least(self, keep: int) -> None:
         """Let the pool keep ``keep`` buffers if it keeps fewer (one more user of the pool)."""
         with self._lock:

@@ -16,8 +16,10 @@ server that stays gone raises :class:`~mrecord.errors.DatasetServerError`.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import queue
 import socket
 import time
@@ -57,6 +59,8 @@ _RECEIVE_BUFFERS = BufferPool(keep=0)
 """Receive buffers, shared by the RemoteDatasets of this process so that a new one (a new
 epoch's, the evaluation set's) reuses the memory of earlier ones; it keeps as many
 buffers as the busiest client has requests in flight, plus two."""
+if hasattr(os, "register_at_fork"):  # a forked child starts with an empty pool and a free lock
+    os.register_at_fork(after_in_child=_RECEIVE_BUFFERS.forget)
 _ERRORS: dict[str, type[Exception]] = {
     "unauthorized": AuthenticationError,
     "unknown_dataset": DatasetNotFoundError,
@@ -399,14 +403,22 @@ def _receive_body(
     try:
         while got < len(view):
             want = len(view) - got
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, min(want, _WAKE_BYTES))
+            _set_rcvlowat(sock, min(want, _WAKE_BYTES))
             n = sock.recv_into(view[got:], want)
             if not n:
                 raise http.client.IncompleteRead(bytes(0), want)
             got += n
     finally:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+        _set_rcvlowat(sock, 1)
     response.close()
+
+
+def _set_rcvlowat(sock: socket.socket, nbytes: int) -> None:
+    """``SO_RCVLOWAT`` where the platform has it (not Windows); only an optimisation."""
+    option = getattr(socket, "SO_RCVLOWAT", None)
+    if option is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, option, nbytes)
 
 
 def _error_from(base: str, dataset: str, status: int, body: np.ndarray) -> Exception:
