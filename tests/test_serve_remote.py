@@ -325,3 +325,94 @@ def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: P
     local = build(lambda **kw: MindDataset(mixed, **kw))
     remote = build(lambda **kw: mrecord.RemoteDataset(server.url, "mixed", **kw))
     _same(_rows(local, 1), _rows(remote, 1))
+
+
+def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path) -> None:
+    """Images (big bytes values) go through reused buffers on both sides; values kept by the
+    caller must never change when later blocks reuse memory, and dropped ones free it."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "imgs.mrecord"
+    with FileWriter(path, shard_num=2, overwrite=True) as writer:
+        writer.add_schema({"image": {"type": "bytes"}, "label": {"type": "int32"}})
+        writer.write_raw_data(
+            {
+                "image": [rng.bytes(int(n)) for n in rng.integers(20 << 10, 40 << 10, 90)],
+                "label": np.arange(90, dtype=np.int32),
+            }
+        )
+    files = Path(str(path) + "0")
+    with ServerThread({"imgs": files}, limits=Limits(max_block_rows=8)) as srv:
+        remote = mrecord.RemoteDataset(
+            srv.url, "imgs", shuffle=Shuffle.GLOBAL, num_parallel_workers=2
+        )
+        local = MindDataset(files, shuffle=Shuffle.GLOBAL)
+        kept: list[tuple[np.ndarray, bytes]] = []
+        remote_it = remote.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        local_it = local.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        for _epoch in range(3):  # one pass over an iterator is one epoch
+            for i, (got, want) in enumerate(zip(remote_it, local_it, strict=True)):
+                assert bytes(got[0]) == bytes(want[0]) and int(got[1]) == int(want[1])
+                if i % 5 == 0:
+                    kept.append((got[0], bytes(want[0])))
+        assert len(kept) == 54
+        assert all(bytes(value) == expected for value, expected in kept)
+        remote.close()
+
+
+def _one_answer_server(answer: list[bytes], pause: float) -> tuple[int, Any]:
+    """A server on a free port that reads one request and writes ``answer``'s pieces with
+    ``pause`` seconds between them, then closes (a slow or dying ``mrecord serve``)."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(1 << 16)
+            for piece in answer:
+                conn.sendall(piece)
+                time.sleep(pause)
+        listener.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def _block_answer(rows: int) -> tuple[bytes, bytes, list[bytes]]:
+    from mrecord.serve.wire import encode_block
+
+    values = [bytes([i]) * (40 << 10) for i in range(rows)]
+    kinds = {"image": ("bytes", "|u1", [])}
+    body = b"".join(bytes(memoryview(b)) for b in encode_block({"image": values}, kinds, rows))
+    head = (
+        "HTTP/1.1 200 OK\r\ncontent-type: application/x-mrecord-block\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
+    return head, body, values
+
+
+def test_a_body_that_arrives_in_pieces_is_received_whole() -> None:
+    from mrecord.serve.remote import _Client
+
+    head, body, values = _block_answer(40)
+    # headers with the first bytes of the body, then the rest in uneven pieces
+    pieces = [head + body[:1000], body[1000:70_000], body[70_000:1_000_001], body[1_000_001:]]
+    port, thread = _one_answer_server(pieces, 0.05)
+    client = _Client(f"http://127.0.0.1:{port}", "x", None, 10.0, 0, 1)
+    block = client.read_block(np.arange(40), ["image"])
+    assert [bytes(v) for v in block.columns["image"]] == values
+    client.close()
+    thread.join(10)
+
+
+def test_a_server_that_dies_mid_body_gives_a_clear_error() -> None:
+    from mrecord.serve.remote import _Client
+
+    head, body, _values = _block_answer(40)
+    port, thread = _one_answer_server([head + body[: len(body) // 2]], 0.0)
+    client = _Client(f"http://127.0.0.1:{port}", "x", None, 10.0, 0, 1)
+    with pytest.raises(DatasetServerError, match="IncompleteRead"):
+        client.read_block(np.arange(40), ["image"])
+    thread.join(10)

@@ -23,7 +23,7 @@ KINDS = {
 def blocks(draw: st.DrawFn) -> tuple[int, dict[str, object]]:
     n = draw(st.integers(0, 12))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    big = draw(st.booleans())  # big bytes values take the no-join path
+    big = draw(st.booleans())  # big bytes values are copied into one buffer from alloc
     sizes = rng.integers(16 << 10, 40 << 10, n) if big else rng.integers(0, 50, n)
     return n, {
         "f": rng.standard_normal((n, 2, 3)).astype(np.float32),

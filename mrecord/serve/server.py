@@ -12,6 +12,7 @@ seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -76,6 +77,9 @@ def serve(
     opened = open_datasets(datasets)
     try:
         app = create_app(opened, token=token, limits=Limits(read_threads=workers))
+        # What is loaded now lives as long as the server: keep it out of the collector's
+        # full passes (measured: a few percent of the CPU per MB served).
+        gc.freeze()
         _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
     finally:
         for ds in opened.values():

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -48,8 +48,16 @@ __all__ = [
 MAX_HEADER_BYTES = 1 << 20
 _LEN = struct.Struct("<I")
 _NUMERIC_KINDS = "biuf"
-_SEND_AS_IS = 16 << 10
-"""Mean bytes per value from which a bytes column is sent value by value, not joined."""
+_JOIN_INTO_BUFFER = 16 << 10
+"""Mean bytes per value from which a bytes column is copied into one buffer from ``alloc``
+(a reused one: fresh pages cost a fault and zeroing each) rather than ``b"".join``ed.
+Joined, a column is one buffer that goes out in a few big writes; sent value by value,
+each 100 KB image would be one write through the ASGI stack, whose Python overhead per
+write (tens of microseconds) costs more than the copy."""
+
+
+def _empty(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, dtype=np.uint8)
 
 
 def encode_request(ids: np.ndarray, columns: Sequence[str] | None) -> bytes:
@@ -80,11 +88,16 @@ def decode_request(body: bytes, max_ids: int) -> tuple[np.ndarray, list[str] | N
 
 
 def encode_block(
-    columns: dict[str, ColumnValues], kinds: dict[str, tuple[str, str, list[int]]], rows: int
+    columns: dict[str, ColumnValues],
+    kinds: dict[str, tuple[str, str, list[int]]],
+    rows: int,
+    alloc: Callable[[int], np.ndarray] = _empty,
 ) -> list[bytes | memoryview]:
-    """The response body as a list of buffers (send them in order; nothing is joined).
+    """The response body as a list of buffers (send them in order, as they are).
 
     ``kinds`` maps a column to (kind, dtype string, row shape) from the schema.
+    ``alloc(n)`` gives the ``uint8`` buffer a column of big bytes values is copied into
+    (a :class:`~mrecord.serve.buffers.BufferPool`'s ``take`` on the server).
     """
     header_cols = []
     buffers: list[bytes | memoryview] = []
@@ -97,9 +110,8 @@ def encode_block(
         elif kind in ("bytes", "string"):
             items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
             offsets = _offsets(len(v) for v in items)
-            if kind == "bytes" and len(items) and offsets[-1] >= _SEND_AS_IS * len(items):
-                # big values (images): send the file's bytes as they are, no join copy
-                data: list[bytes | memoryview] = [memoryview(v) for v in items]
+            if kind == "bytes" and len(items) and offsets[-1] >= _JOIN_INTO_BUFFER * len(items):
+                data: list[bytes | memoryview] = [_join_into(items, offsets, alloc)]
             else:
                 data = [b"".join(items)]
             parts = [[offsets.tobytes()], data]
@@ -132,6 +144,16 @@ def _bytes_view(arr: np.ndarray) -> memoryview:
     return memoryview(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
 
 
+def _join_into(
+    items: Sequence[Any], offsets: np.ndarray, alloc: Callable[[int], np.ndarray]
+) -> memoryview:
+    """``items`` (bytes-like) one after the other in a buffer from ``alloc``."""
+    out = alloc(int(offsets[-1]))
+    for item, lo, hi in zip(items, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        out[lo:hi] = np.frombuffer(item, dtype=np.uint8)
+    return out.data
+
+
 def _offsets(lengths: Any) -> np.ndarray:
     sizes = np.fromiter(lengths, dtype=np.int64)
     out = np.zeros(len(sizes) + 1, dtype="<i8")
@@ -139,7 +161,7 @@ def _offsets(lengths: Any) -> np.ndarray:
     return out
 
 
-def decode_block(buf: bytearray | bytes) -> tuple[int, dict[str, ColumnValues]]:
+def decode_block(buf: bytearray | bytes | memoryview) -> tuple[int, dict[str, ColumnValues]]:
     """(rows, columns) of a response body; values view ``buf`` (no copy where possible).
 
     Fixed-shape columns come as one array ``(n, *shape)``, bytes as ``BytesArray``
