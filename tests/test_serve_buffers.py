@@ -20,7 +20,7 @@ def _pooled(pool: BufferPool, arr: np.ndarray) -> bool:
 def test_a_buffer_comes_back_once_every_view_of_it_is_gone() -> None:
     pool = BufferPool(keep=4)
     first = pool.take(3 * MiB)
-    views = [memoryview(first)[10:20], first[5:9], np.frombuffer(memoryview(first), np.uint8)]
+    views = [first.data[10:20], first[5:9], np.frombuffer(first.data, np.uint8)]
     del first
     for view in views:  # any one kind of view keeps the buffer in use
         again = pool.take(MiB)

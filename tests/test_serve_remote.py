@@ -4,6 +4,7 @@ a server that goes away, a small load)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -373,6 +374,13 @@ def _one_answer_server(answer: list[bytes], pause: float) -> tuple[int, Any]:
             for piece in answer:
                 conn.sendall(piece)
                 time.sleep(pause)
+            # End with a FIN, and read what is left of the request: closing with unread
+            # bytes would send a reset, which the client may see before the short body.
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(2)
+            with contextlib.suppress(OSError):
+                while conn.recv(1 << 16):
+                    pass
         listener.close()
 
     thread = threading.Thread(target=run, daemon=True)
@@ -384,7 +392,7 @@ def _block_answer(rows: int) -> tuple[bytes, bytes, list[bytes]]:
     from mrecord.serve.wire import encode_block
 
     values = [bytes([i]) * (40 << 10) for i in range(rows)]
-    kinds = {"image": ("bytes", "|u1", [])}
+    kinds: dict[str, tuple[str, str, list[int]]] = {"image": ("bytes", "|u1", [])}
     body = b"".join(bytes(memoryview(b)) for b in encode_block({"image": values}, kinds, rows))
     head = (
         "HTTP/1.1 200 OK\r\ncontent-type: application/x-mrecord-block\r\n"

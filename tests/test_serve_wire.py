@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.wire import decode_block, decode_request, encode_block, encode_request
 
@@ -60,7 +61,10 @@ def test_a_request_round_trips_and_is_bounded() -> None:
 
 @pytest.mark.parametrize("cut", [0, 3, 10, -1])
 def test_a_truncated_or_garbled_block_is_a_remote_error(cut: int) -> None:
-    columns = {"i": np.arange(4, dtype=np.int64), "b": [b"xy", b"", b"z", b"w"]}
+    columns: dict[str, ColumnValues] = {
+        "i": np.arange(4, dtype=np.int64),
+        "b": [b"xy", b"", b"z", b"w"],
+    }
     body = b"".join(bytes(memoryview(b)) for b in encode_block(columns, KINDS, 4))
     with pytest.raises(DatasetServerError):
         decode_block(bytearray(body[:cut]))
