@@ -89,3 +89,20 @@ def test_unaligned_values_are_gathered_byte_by_byte() -> None:
     for slot, value in zip(slots.tolist(), result, strict=True):
         assert isinstance(value, np.ndarray)
         np.testing.assert_array_equal(value, rows[slot])
+
+
+def test_close_releases_the_map_after_a_grouped_read(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The shard's own whole-file view (used by the grouped gather) must not keep the
+    memory map open after ``close()`` (the values returned are copies)."""
+    path = tmp_path_factory.mktemp("close") / "ds"
+    with FileWriter(path) as writer:
+        writer.add_schema({"a": {"type": "float32", "shape": [-1, 3]}})
+        writer.write_raw_data({"a": [np.zeros((i % 5 + 1, 3), np.float32) for i in range(3000)]})
+    reader = DatasetReader.open(path)
+    values = reader.read_rows(np.arange(3000)).columns["a"]  # kept: they must not pin it
+    shard = reader.shards[0]
+    reader.close()
+    assert shard.mm.closed
+    assert isinstance(values, list) and values[7].shape == (3, 3)

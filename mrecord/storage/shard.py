@@ -328,6 +328,7 @@ class ShardFile:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
         self._var_cache.clear()
+        self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):
             self._memory.release()
