@@ -334,16 +334,17 @@ class DatasetReader:
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
             col = shard.field_index(field.name)
-            # VARARRAY pages stored plain, when many rows are wanted: gathered by shape
+            # VARARRAY pages stored plain of which few rows are wanted: gathered by shape
+            # together (when there are enough such rows), else row by row.
             by_shape = kind is FieldKind.VARARRAY and len(pages) >= GROUPED_MIN_ROWS
-            in_file: list[PageRows] = []
+            sparse: list[tuple[PageRows, Any]] = []
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)  # checksummed by the policy
                 where = members if positions is None else positions[members]
                 if kind is FieldKind.VARARRAY:
                     offset = shard.uncompressed_offset(page, col) if by_shape else None
-                    if offset is not None:
-                        in_file.append((offset, head, where, slots[members]))
+                    if offset is not None and not _page_copy_pays(len(members), head):
+                        sparse.append(((offset, head, where, slots[members]), raw))
                     else:
                         _gather_arrays(
                             field, head, raw, where.tolist(), slots[members].tolist(), result
@@ -364,9 +365,18 @@ class DatasetReader:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
-            if in_file:
-                gather_by_shape(field, shard.file_bytes, in_file, result)
+            if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
+                gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
+            else:
+                for (_, head, where, wanted), raw in sparse:
+                    _gather_arrays(field, head, raw, where.tolist(), wanted.tolist(), result)
         return result
+
+
+def _page_copy_pays(wanted: int, head: Any) -> bool:
+    """Whether ``wanted`` rows of a variable-shape page are many enough that one copy of
+    the page's data and a view per row beat gathering them (``_gather_arrays``)."""
+    return 4 * wanted >= len(head.offsets) - 1
 
 
 def _not_utf8(shard: ShardFile, page: int, field: Field, exc: Exception) -> CorruptFileError:
@@ -551,7 +561,7 @@ def _gather_arrays(
     offsets, start = head.offsets, head.data_start
     shapes = head.shapes_list
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
-    if 4 * len(slot_list) >= len(offsets) - 1:
+    if _page_copy_pays(len(slot_list), head):
         flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
         seen: set[int] = set()
         for pos, slot in zip(pos_list, slot_list, strict=True):
