@@ -39,8 +39,8 @@ def test_read_rows_gives_every_value_as_its_own_array(
     grouped_from: int,
     data: st.DataObject,
 ) -> None:
-    """``grouped_from=1`` sends every call through the by-shape gather (a real reader
-    uses it from GROUPED_MIN_ROWS rows on), the default through the row-by-row path."""
+    """``grouped_from=1`` lets even small calls gather their sparse pages by shape (a
+    real reader does so from GROUPED_MIN_ROWS rows on); the default keeps them row by row."""
     path = tmp_path_factory.mktemp("ragged") / "ds"
     rng = np.random.default_rng(len(row_shapes))
     values = [(rng.random(s) * 100).astype(dtype) for s in row_shapes]
@@ -106,3 +106,38 @@ def test_close_releases_the_map_after_a_grouped_read(
     reader.close()
     assert shard.mm.closed
     assert isinstance(values, list) and values[7].shape == (3, 3)
+
+
+def test_a_big_sparse_read_is_gathered_by_shape(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """1,100 random ids (repeats included) of 6,000 small rows: few rows of each page are
+    wanted, so the call goes through the by-shape gather; values as written, each its own
+    writeable array."""
+    path = tmp_path_factory.mktemp("sparse") / "ds"
+    rng = np.random.default_rng(7)
+    values = [rng.random((int(k), 3)).astype(np.float32) for k in rng.integers(0, 9, 6000)]
+    with FileWriter(path) as writer:
+        writer.add_schema({"a": {"type": "float32", "shape": [-1, 3]}})
+        writer.write_raw_data({"a": values})
+    ids = rng.integers(0, 6000, 1100)
+    ids[:50] = ids[50:100]  # some rows asked twice
+    calls: list[int] = []
+    original = ragged.gather_by_shape
+
+    def counting(*args: object) -> None:
+        calls.append(1)
+        original(*args)  # type: ignore[arg-type]
+
+    with (
+        mock.patch.object(dataset_reader, "gather_by_shape", counting),
+        DatasetReader.open(path) as reader,
+    ):
+        got = reader.read_rows(ids).columns["a"]
+    assert calls, "the by-shape gather was not used"
+    assert isinstance(got, list)
+    for i, value in zip(ids.tolist(), got, strict=True):
+        np.testing.assert_array_equal(value, values[i])
+        assert value.flags.writeable
+    for k in range(50):  # the same row asked twice: two arrays
+        assert not np.shares_memory(got[k], got[k + 50])
