@@ -2,8 +2,10 @@
 
 One numpy array per value is what the reader hands out (MindSpore's semantics: each row's
 value is its own writeable array). Built one row at a time that is a slice, a reshape and
-a copy per row, ~1.5 µs of Python each. Here the wanted rows of a shard's uncompressed
-chunks are grouped by shape and each group is gathered from the file's memory map with
+a copy per row, ~1.5 µs of Python each. (Pages of which a quarter or more is wanted
+are copied whole and handed out as views, in ``DatasetReader``.) Here the wanted rows of
+a shard's other uncompressed pages, when a call wants at least ``GROUPED_MIN_ROWS`` of
+them, are grouped by shape and each group is gathered from the file's memory map with
 one fancy index into one new ``(rows, *shape)`` array; the values are its rows (views,
 writeable, not sharing memory with each other or with the file). A value kept alive
 keeps its group's array alive (at most one call's rows of that shape, values of at most
