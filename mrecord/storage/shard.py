@@ -47,7 +47,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
-from mrecord.storage.verified import FileKey, file_key, shared_verified
+from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
 __all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
@@ -108,7 +108,8 @@ class ShardFile:
         self._file_bytes: np.ndarray | None = None
         self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._cache_bytes = 0
-        self._var_cache: OrderedDict[tuple[int, int], DecodedVarChunk] = OrderedDict()
+        # Parsed heads of variable-size chunks, shared like the verified record.
+        self._heads = shared_heads(self._file_key())
         self._lock = threading.Lock()
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
 
@@ -293,17 +294,16 @@ class ShardFile:
         col = self._field_index[field.name]
         raw = self.raw_chunk(page, col)
         key = (page, col)
-        head = self._var_cache.get(key)
+        head = self._heads.get(key)
         if head is None:
             try:
                 head = decode_var(field, raw, self._page_rows_list[page])
             except ChunkFormatError as exc:
                 offset = int(self.meta.chunks[page, col]["offset"])
                 raise self._corrupt(page, col, offset, str(exc)) from exc
-            with self._lock:
-                self._var_cache[key] = head
-                if len(self._var_cache) > 4096:
-                    self._var_cache.popitem(last=False)
+            if head.shapes is not None:  # a view of this reader's map: keep a copy
+                head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+            self._heads.put(key, head)
         return head, raw
 
     def uncompressed_fixed(self, field: Field) -> bool:
@@ -327,7 +327,6 @@ class ShardFile:
         if self._ahead is not None:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
-        self._var_cache.clear()
         self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):

@@ -1,4 +1,5 @@
-"""Which chunks of which shard files this process has already checksummed.
+"""Which chunks of which shard files this process has already checksummed, and the
+parsed heads of their variable-size chunks.
 
 ``verify="once"`` promises one checksum pass per chunk per process. Each
 :class:`~mrecord.storage.shard.ShardFile` used to keep its own record, so a second reader
@@ -15,6 +16,11 @@ records of their parent, which describe the same bytes.
 
 The table is bounded (least recently opened records are dropped first); a dropped
 record only means those chunks are checked again.
+
+The same key also shares the parsed heads (offsets and shapes) of variable-size chunks
+(:func:`shared_heads`): a fresh reader of an images dataset otherwise parses every page's
+head again, ~10 µs a page. Shared heads hold no view of any reader's map, and all of them
+together hold at most 2M offsets.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FileKey", "clear_verified", "file_key", "shared_verified"]
+__all__ = ["FileKey", "HeadCache", "clear_verified", "file_key", "shared_heads", "shared_verified"]
 
 FileKey = tuple[int, int, int, int, int]
 """(st_dev, st_ino, st_mtime_ns, metadata offset, metadata crc32)."""
@@ -38,10 +45,58 @@ _lock = threading.Lock()
 def _reset_lock_after_fork() -> None:
     global _lock
     _lock = threading.Lock()  # a fork may happen while another thread holds it
+    _shared_store.lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_lock_after_fork)
+
+
+class _HeadStore:
+    """An LRU of parsed heads bounded by their total number of offsets."""
+
+    def __init__(self, budget: int) -> None:
+        self.items: OrderedDict[tuple[Any, int, int], Any] = OrderedDict()
+        self.budget = budget
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def put(self, key: tuple[Any, int, int], head: Any) -> None:
+        with self.lock:
+            old = self.items.pop(key, None)
+            if old is not None:
+                self.total -= len(old.offsets)
+            self.items[key] = head
+            self.total += len(head.offsets)
+            while self.total > self.budget and len(self.items) > 1:
+                _, dropped = self.items.popitem(last=False)
+                self.total -= len(dropped.offsets)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.total = 0
+
+
+_HEAD_BUDGET = 2_000_000  # offsets (Python ints) kept in all: ~70 MB at most
+_shared_store = _HeadStore(_HEAD_BUDGET)
+
+
+class HeadCache:
+    """Parsed chunk heads of one file, ``(page, col) -> head``: a window on the
+    process-wide store (bounded in all), or a private store for a non-local file."""
+
+    def __init__(self, key: FileKey | None) -> None:
+        self._key = key
+        self._store = _shared_store if key is not None else _HeadStore(_HEAD_BUDGET)
+
+    def get(self, page_col: tuple[int, int]) -> Any:
+        """The head stored for (page, col), or None."""
+        return self._store.items.get((self._key, *page_col))
+
+    def put(self, page_col: tuple[int, int], head: Any) -> None:
+        """Store ``head`` for (page, col); the least recently stored heads go first."""
+        self._store.put((self._key, *page_col), head)
 
 
 def file_key(stat: os.stat_result, metadata_offset: int, metadata_crc32: int) -> FileKey:
@@ -68,7 +123,14 @@ def shared_verified(key: FileKey | None, shape: tuple[int, int]) -> np.ndarray:
         return record
 
 
+def shared_heads(key: FileKey | None) -> HeadCache:
+    """The head cache of the file with ``key`` (``None``: a private one)."""
+    return HeadCache(key)
+
+
 def clear_verified() -> None:
-    """Forget every record: the next read of each chunk is checksummed again."""
+    """Forget every record (and every shared head): the next read of each chunk is
+    checksummed again."""
     with _lock:
         _records.clear()
+    _shared_store.clear()
