@@ -4,6 +4,7 @@ the columns being read, and stops with the reader."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -147,3 +148,38 @@ def test_the_thread_works_where_the_reader_reads(dataset: Path) -> None:
         assert shard._ahead is not None and shard._ahead.join(timeout=30)
         assert not shard._verified[:first, col].any()
         assert shard._verified[first + count : first + count + 10, col].all()
+
+
+def _read_everything_in_child(reader: DatasetReader, out: object) -> None:
+    """In a forked child: read every row through the parent's reader object."""
+    rows = [reader.read_row(i)["blob"] for i in range(reader.num_rows)]
+    ahead = reader.shards[0]._ahead
+    ok = all(r == bytes([i % 251]) * 600 for i, r in enumerate(rows))
+    out.put((ok, ahead is not None and ahead._pid == os.getpid()))  # type: ignore[attr-defined]
+
+
+# Python >= 3.12 warns on any fork of a process with threads; forking after reading is
+# what DataLoader workers do, and what this test checks is safe.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_reads_while_the_parents_thread_runs(dataset: Path) -> None:
+    """DataLoader workers fork after the parent has read and use its reader: the child
+    must not wait on the parent's thread or locks, and checks ahead with its own thread."""
+    import multiprocessing
+
+    parent = DatasetReader.open(dataset)
+    rng = np.random.default_rng(2)
+    for i in rng.permutation(parent.num_rows)[: verify_ahead.START_AFTER * 2].tolist():
+        parent.read_row(i)  # the parent's thread is running now
+    ahead = parent.shards[0]._ahead
+    assert ahead is not None and ahead._thread is not None and ahead._thread.is_alive()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_read_everything_in_child, args=(parent, out))
+    child.start()
+    try:
+        ok, own_thread = out.get(timeout=60)
+    finally:
+        child.join(30)
+        parent.close()
+    assert child.exitcode == 0
+    assert ok and own_thread  # the inherited checker was reset for the child
