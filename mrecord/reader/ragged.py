@@ -54,11 +54,15 @@ def gather_by_shape(
     ).astype(np.int64)
     where = np.concatenate([positions for _, _, positions, _ in pages])
     sizes = np.prod(shapes, axis=1) * itemsize
+
+    def copy_rows(rows: list[int]) -> None:  # one copy per value
+        for row in rows:
+            a, n = int(starts[row]), int(sizes[row])
+            value = file_bytes[a : a + n].view(dtype).reshape(tuple(shapes[row].tolist()))
+            result[int(where[row])] = value.copy()
+
     big = sizes > _GROUP_MAX_BYTES
-    for row in np.flatnonzero(big).tolist():
-        a, n = int(starts[row]), int(sizes[row])
-        value = file_bytes[a : a + n].view(dtype).reshape(tuple(shapes[row].tolist()))
-        result[int(where[row])] = value.copy()
+    copy_rows(np.flatnonzero(big).tolist())
     small = np.flatnonzero(~big)
     if not len(small):
         return
@@ -73,10 +77,7 @@ def gather_by_shape(
         shape = tuple(shapes[rows[0]].tolist())
         count = int(np.prod(shape, dtype=np.int64))
         if 0 < len(rows) < _GROUP_MIN_ROWS:  # a few rows: copies cost less than an index
-            for row in rows.tolist():
-                a = int(starts[row])
-                value = file_bytes[a : a + count * itemsize].view(dtype).reshape(shape)
-                result[int(where[row])] = value.copy()
+            copy_rows(rows.tolist())
             continue
         if count == 0:
             group = np.empty((len(rows), *shape), dtype=dtype)
