@@ -2,15 +2,17 @@
 
 Run: ``python -m benchmarks.bench_serve [--scale 0.25] [--clients 16] [--requests 200]``.
 
-1. For the ``tabular`` and ``images`` workloads (``benchmarks/workloads.py``): one epoch
+1. For the ``tabular`` and ``images`` workloads (``benchmarks/workloads.py``): epochs
    of GLOBAL-shuffled rows through ``batch(B)``, from ``MindDataset`` (local files) and
-   from ``RemoteDataset`` (a ``mrecord serve`` subprocess on 127.0.0.1): rows/s, MB/s of
-   payload, the remote/local ratio, and the CPU seconds per MB of the server (its /proc
-   utime + stime, counted in clock ticks: about +-10 ms on a 200 MB epoch) and of the
-   client (this process, pipeline included), printed in ms per MB. Each side gets one
-   warm-up epoch first, then times one epoch on a fresh dataset object. Targets (issue 13):
-   tabular >= 30% of local, images >= 50%. On a busy machine the wall-clock ratio is
-   noisy; the CPU per MB is not.
+   from ``RemoteDataset`` (a ``mrecord serve`` subprocess on 127.0.0.1) over each
+   transport: ``http`` (TCP loopback, the path a reader on another host takes) and
+   ``local`` (the same-host socket: blocks written into the reader's shared memory).
+   Printed: rows/s, MB/s of payload, the remote/local ratio, and the CPU seconds per MB
+   of the server (its /proc utime + stime, in clock ticks) and of the client (this
+   process, pipeline included), in ms per MB. Each side gets one warm-up epoch, then the
+   median of ``--repeats`` timed epochs, each on a fresh dataset object. Targets (issue
+   13): tabular >= 30% of local, images >= 50%. On a busy machine the wall-clock ratio
+   is noisy; the CPU per MB is not.
 2. Load: ``--clients`` threads x ``--requests`` POST /blocks of 64 random ids each on
    the tabular dataset: p50/p99 latency, requests/s, no errors. Bounded: every client
    sends exactly ``--requests`` requests, each with a timeout.
@@ -116,36 +118,62 @@ def _epoch(ds: Any, batch: int) -> tuple[int, float]:
     return rows, time.perf_counter() - start
 
 
-def bench_workload(name: str, path: Path, server: _Server, row_bytes: float) -> dict[str, Any]:
-    """Local vs remote epoch of ``name`` (GLOBAL shuffle, batched)."""
+def _timed_epochs(make: Any, batch: int, repeats: int) -> tuple[int, float]:
+    """Rows and the median seconds of ``repeats`` epochs, each on a fresh dataset object."""
+    times = []
+    rows = 0
+    for _ in range(repeats):
+        ds = make()
+        rows, seconds = _epoch(ds, batch)
+        times.append(seconds)
+        if hasattr(ds, "close"):
+            ds.close()
+    return rows, sorted(times)[len(times) // 2]
+
+
+def bench_workload(
+    name: str, path: Path, server: _Server, row_bytes: float, repeats: int = 3
+) -> dict[str, Any]:
+    """Local vs remote epochs of ``name`` (GLOBAL shuffle, batched), remote over HTTP and
+    over the same-host socket."""
     from mrecord import MindDataset, RemoteDataset, Shuffle
 
     batch = BATCH[name]
-    # Both sides alike: a warm-up epoch on one dataset object (page cache; for the remote
-    # side also the server's memory map), then the timed epoch on a fresh object.
-    _epoch(MindDataset(str(path), shuffle=Shuffle.GLOBAL), batch)
-    rows, local_s = _epoch(MindDataset(str(path), shuffle=Shuffle.GLOBAL), batch)
-    warm = RemoteDataset(server.url, name, shuffle=Shuffle.GLOBAL)
-    _epoch(warm, batch)
-    warm.close()
-    remote = RemoteDataset(server.url, name, shuffle=Shuffle.GLOBAL)
-    cpu0, mine0 = server.cpu(), _own_cpu()
-    rows_r, remote_s = _epoch(remote, batch)
-    cpu, mine = server.cpu() - cpu0, _own_cpu() - mine0
-    remote.close()
+
+    def local() -> Any:
+        return MindDataset(str(path), shuffle=Shuffle.GLOBAL)
+
+    # Every side alike: a warm-up epoch on one dataset object (page cache; for the remote
+    # side also the server's memory map and the receive buffers), then the median of
+    # `repeats` timed epochs, each on a fresh object.
+    _epoch(local(), batch)
+    rows, local_s = _timed_epochs(local, batch, repeats)
     mb = rows * row_bytes / 1e6
-    local_rps, remote_rps = rows / local_s, rows_r / remote_s
-    return {
+    out: dict[str, Any] = {
         "rows": rows,
-        "local_rows_per_s": local_rps,
-        "remote_rows_per_s": remote_rps,
+        "local_rows_per_s": rows / local_s,
         "local_mb_per_s": mb / local_s,
-        "remote_mb_per_s": mb / remote_s,
-        "ratio": remote_rps / local_rps,
         "target": TARGET[name],
-        "server_cpu_s_per_mb": cpu / mb,
-        "client_cpu_s_per_mb": mine / mb,
     }
+    for transport in ("http", "local"):
+
+        def remote(transport: str = transport) -> Any:
+            ds = RemoteDataset(server.url, name, shuffle=Shuffle.GLOBAL, transport=transport)
+            assert ds.transport == transport, (transport, ds.transport)
+            return ds
+
+        _epoch(remote(), batch)
+        cpu0, mine0 = server.cpu(), _own_cpu()
+        rows_r, remote_s = _timed_epochs(remote, batch, repeats)
+        cpu, mine = server.cpu() - cpu0, _own_cpu() - mine0
+        out[transport] = {
+            "rows_per_s": rows_r / remote_s,
+            "mb_per_s": mb / remote_s,
+            "ratio": local_s / remote_s,
+            "server_cpu_s_per_mb": cpu / (mb * repeats),
+            "client_cpu_s_per_mb": mine / (mb * repeats),
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=3, help="timed epochs per side")
     args = parser.parse_args(argv)
 
     from mrecord.maintenance.inspect import dataset_info
@@ -171,20 +200,23 @@ def main(argv: list[str] | None = None) -> int:
         server = _Server(paths)
         try:
             server.settle(list(paths))
-            print(f"RemoteDataset over loopback vs MindDataset (scale {args.scale}, GLOBAL)")
-            print(f"{'workload':10} {'rows':>9} {'local rows/s':>13} {'remote rows/s':>14} "
-                  f"{'local MB/s':>11} {'remote MB/s':>12} {'remote/local':>13} "
-                  f"{'srv CPU ms/MB':>14} {'cli CPU ms/MB':>14}")
+            print(f"RemoteDataset over loopback vs MindDataset (scale {args.scale}, GLOBAL; "
+                  f"median of {args.repeats} epochs)")
+            print(f"{'workload':10} {'transport':9} {'rows':>9} {'local rows/s':>13} "
+                  f"{'remote rows/s':>14} {'local MB/s':>11} {'remote MB/s':>12} "
+                  f"{'remote/local':>13} {'srv CPU ms/MB':>14} {'cli CPU ms/MB':>14}")
             for name, path in paths.items():
-                r = bench_workload(name, path, server, row_bytes[name])
+                r = bench_workload(name, path, server, row_bytes[name], args.repeats)
                 results[name] = r
-                verdict = "ok" if r["ratio"] >= r["target"] else "BELOW"
-                print(f"{name:10} {r['rows']:>9,} {r['local_rows_per_s']:>13,.0f} "
-                      f"{r['remote_rows_per_s']:>14,.0f} {r['local_mb_per_s']:>11,.1f} "
-                      f"{r['remote_mb_per_s']:>12,.1f} {r['ratio']:>12.0%} "
-                      f"{r['server_cpu_s_per_mb'] * 1e3:>14.3f} "
-                      f"{r['client_cpu_s_per_mb'] * 1e3:>14.3f}  "
-                      f"target {r['target']:.0%}: {verdict}")
+                for transport in ("http", "local"):
+                    t = r[transport]
+                    verdict = "ok" if t["ratio"] >= r["target"] else "BELOW"
+                    print(f"{name:10} {transport:9} {r['rows']:>9,} "
+                          f"{r['local_rows_per_s']:>13,.0f} {t['rows_per_s']:>14,.0f} "
+                          f"{r['local_mb_per_s']:>11,.1f} {t['mb_per_s']:>12,.1f} "
+                          f"{t['ratio']:>12.0%} {t['server_cpu_s_per_mb'] * 1e3:>14.3f} "
+                          f"{t['client_cpu_s_per_mb'] * 1e3:>14.3f}  "
+                          f"target {r['target']:.0%}: {verdict}")
             load = run_load(server.url, "tabular", clients=args.clients, requests=args.requests,
                             num_rows=rows["tabular"])
             summary = load.summary()

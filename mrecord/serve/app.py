@@ -14,19 +14,18 @@ import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
-from mrecord.format.schema import FieldKind
 from mrecord.serve._deps import anyio, starlette
+from mrecord.serve.answers import ERROR_CODES, ApiError, Limits, classify, plan_block, row_bytes
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.registry import ServedDataset, parse_field_value
-from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, token_ok
+from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, is_loopback, token_ok
 from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
 from mrecord.serve.values import block_to_json
 from mrecord.serve.wire import decode_request, encode_block
@@ -38,57 +37,6 @@ T = TypeVar("T")
 
 BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
 
-ERROR_CODES = {
-    "bad_request": 400,
-    "bad_ids": 400,
-    "unknown_column": 400,
-    "unauthorized": 401,
-    "forbidden_host": 403,
-    "unknown_dataset": 404,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "request_timeout": 408,
-    "too_large": 413,
-    "not_an_image": 415,
-    "corrupt_file": 500,
-    "dataset_error": 500,
-    "internal": 500,
-}
-"""Every error code the API returns, with its HTTP status (stable: clients match on them)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what one request may ask for and on the server's concurrency."""
-
-    max_page_rows: int = 200
-    """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
-    max_page_bytes: int = 8 << 20
-    """Estimated raw bytes per ``/rows`` page (fewer rows for big rows)."""
-    max_search_rows: int = 100
-    max_block_rows: int = 65_536
-    max_block_bytes: int = 64 << 20
-    """Estimated bytes of one ``/blocks`` answer (413 beyond: ask for fewer ids)."""
-    max_body_bytes: int = 1 << 20
-    read_threads: int = 4
-    """Requests reading data at once; the others wait their turn (not a thread each)."""
-    thumb_max_side: int = 256
-    thumb_cache_bytes: int = 32 << 20
-    send_timeout_s: float = 60.0
-    """A client that reads nothing of a block for this long is disconnected."""
-    body_timeout_s: float = 30.0
-    """A request body must arrive within this time."""
-
-
-class ApiError(Exception):
-    """An error answer: HTTP status from :data:`ERROR_CODES`, a stable code, a message."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = ERROR_CODES[code]
-        self.message = message
-
 
 def _error_response(code: str, message: str, headers: dict[str, str] | None = None) -> Any:
     return starlette.responses.JSONResponse(
@@ -96,28 +44,6 @@ def _error_response(code: str, message: str, headers: dict[str, str] | None = No
         status_code=ERROR_CODES[code],
         headers=headers,
     )
-
-
-def _classify(exc: BaseException, datasets: Iterable[ServedDataset]) -> tuple[str, str]:
-    """(code, message) for an exception raised while answering."""
-    if isinstance(exc, ApiError):
-        return exc.code, exc.message
-    text = str(exc)
-    for ds in datasets:  # name files, not the server's folders
-        for path in ds.reader.files:
-            text = text.replace(str(path.parent) + "/", "")
-    if isinstance(exc, CorruptFileError):
-        return "corrupt_file", text
-    if isinstance(exc, DecodeError):
-        return "not_an_image", text
-    if isinstance(exc, SchemaError):
-        return "unknown_column", text
-    if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, MrecordError):
-        return "bad_request", text
-    if isinstance(exc, MrecordError):
-        return "dataset_error", text
-    _log.error("internal error answering a request", exc_info=exc)
-    return "internal", f"internal error ({type(exc).__name__}); the server log has the details"
 
 
 # -- the application --------------------------------------------------------------------------
@@ -129,14 +55,17 @@ def create_app(
     token: str | None = None,
     limits: Limits | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    local_socket: str | None = None,
 ) -> Any:
     """The Starlette app serving ``datasets`` (already opened; the app does not close them).
 
     ``token``: require ``Authorization: Bearer TOKEN`` on every ``/api/`` request.
     ``allowed_hosts``: accepted ``Host`` names; by default loopback names only when
     there is no token (DNS-rebinding guard), any host when there is one.
+    ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.local_server`),
+    given in ``GET /api/datasets/{name}`` to clients on a loopback address.
     """
-    api = _Api(datasets, limits or Limits())
+    api = _Api(datasets, limits or Limits(), local_socket)
     Route = starlette.routing.Route
     routes = [
         Route("/", api.page, methods=["GET"]),
@@ -229,7 +158,7 @@ def _answers(method: Callable[..., Awaitable[Any]]) -> Handler:
         try:
             return await method(self, request)
         except Exception as exc:
-            code, message = _classify(exc, self.datasets.values())
+            code, message = classify(exc, self.datasets.values())
             return _error_response(code, message)
 
     return wrapper  # type: ignore[return-value]
@@ -238,8 +167,11 @@ def _answers(method: Callable[..., Awaitable[Any]]) -> Handler:
 class _Api:
     """The endpoints; state shared by all requests (datasets, limits, thread limiter, cache)."""
 
-    def __init__(self, datasets: dict[str, ServedDataset], limits: Limits) -> None:
+    def __init__(
+        self, datasets: dict[str, ServedDataset], limits: Limits, local_socket: str | None
+    ) -> None:
         self.datasets = datasets
+        self.local_socket = local_socket
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
         self.buffers = BufferPool(keep=limits.read_threads + 2)
@@ -293,6 +225,9 @@ class _Api:
         ds = self._dataset(request)
         info = dict(await self._run(ds.info))
         info["limits"] = asdict(self.limits)
+        client = request.client
+        if self.local_socket and client is not None and is_loopback(client.host):
+            info["local_socket"] = self.local_socket  # same-host readers only
         return starlette.responses.JSONResponse(_finite(info))
 
     @_answers
@@ -309,7 +244,7 @@ class _Api:
         stop = _int_param(q, "stop", start + 50, low=0)
         columns = _columns_param(q, ds)
         summary = _view_param(q)
-        per_row = sum(_row_bytes(ds, c) for c in columns) * (1 if summary else 2) + 1
+        per_row = sum(row_bytes(ds, c) for c in columns) * (1 if summary else 2) + 1
         cap = max(1, min(self.limits.max_page_rows, int(self.limits.max_page_bytes // per_row)))
         stop = min(stop, start + cap, n)
         ids = np.arange(start, max(start, stop), dtype=np.int64)
@@ -399,26 +334,11 @@ class _Api:
         ds = self._dataset(request)
         body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
         ids, columns = decode_request(body, self.limits.max_block_rows)
-        names = ds.reader.column_names if columns is None else columns
-        unknown = [c for c in names if c not in ds.reader.schema]
-        if unknown:
-            raise ApiError("unknown_column", f"{ds.name!r} has no column(s) {unknown!r}")
-        n = ds.reader.num_rows
-        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
-            bad = int(ids[(ids < 0) | (ids >= n)][0])
-            raise ApiError("bad_ids", f"row id {bad} is out of range: {ds.name!r} has {n} rows")
-        estimate = len(ids) * sum(_row_bytes(ds, c) for c in names)
-        if estimate > self.limits.max_block_bytes:
-            raise ApiError(
-                "too_large",
-                f"{len(ids)} rows of {names!r} are about {estimate:,.0f} bytes, more than "
-                f"{self.limits.max_block_bytes:,} per request; ask for fewer ids",
-            )
-        kinds = {c: _wire_kind(ds, c) for c in names}
+        plan = plan_block(ds, ids, columns, self.limits)
 
         def read() -> list[bytes | memoryview]:
-            block = ds.reader.read_rows(ids, columns=names, bytes_as_arrays=True)
-            return encode_block(block.columns, kinds, len(ids), self.buffers.take)
+            block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
+            return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
 
         buffers = await self._run(read)
         return _BuffersResponse(buffers, self.limits.send_timeout_s)
@@ -537,25 +457,6 @@ async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
     return bytes(body)
 
 
-def _row_bytes(ds: ServedDataset, column: str) -> float:
-    """Average stored bytes per row of ``column`` (from metadata; no data is read)."""
-    col = ds.reader.schema.names.index(column)
-    total = 0
-    for shard in ds.reader.shards:
-        if shard.meta.num_pages:
-            total += int(shard.meta.chunks[:, col]["raw_length"].sum())
-    return total / max(1, ds.reader.num_rows)
-
-
-def _wire_kind(ds: ServedDataset, column: str) -> tuple[str, str, list[int]]:
-    fld = ds.reader.schema[column]
-    if fld.kind in (FieldKind.BYTES, FieldKind.STRING):
-        dtype = "|u1"
-    else:
-        dtype = fld.dtype.newbyteorder("<").str
-    return fld.kind.value, dtype, list(fld.shape or ())
-
-
 def _finite(obj: Any) -> Any:
     """``obj`` with NaN and infinities replaced by None (JSON has no such numbers)."""
     if isinstance(obj, float):
@@ -567,8 +468,13 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-_MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+_MEDIA = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
 
 
 def _load_static() -> dict[str, tuple[bytes, str]]:

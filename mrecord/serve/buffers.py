@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -29,6 +30,12 @@ def _unused_refcount() -> int:
 
 
 _UNUSED = _unused_refcount()
+
+
+def _empty(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, dtype=np.uint8)
+
+
 _ROUND = 1 << 20
 
 
@@ -37,10 +44,13 @@ class BufferPool:
 
     ``take(n)`` returns an uninitialized ``uint8`` array of ``n`` bytes: a view of a pooled
     buffer when one is free and big enough, else a new one (pooled while there is room).
+    ``allocate(n)`` makes a new buffer (default: ``numpy.empty``; the same-host transport
+    gives shared memory).
     """
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, allocate: Callable[[int], np.ndarray] | None = None) -> None:
         self._keep = keep
+        self._allocate = allocate or _empty
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
 
@@ -64,7 +74,7 @@ class BufferPool:
             if fits:
                 return self._buffers[min(fits, key=lambda i: self._buffers[i].size)][:nbytes]
             # Round up so that blocks of slightly different sizes share buffers.
-            fresh = np.empty(-(-nbytes // _ROUND) * _ROUND, dtype=np.uint8)
+            fresh = self._allocate(-(-nbytes // _ROUND) * _ROUND)
             if len(self._buffers) < self._keep:
                 self._buffers.append(fresh)
             elif free:  # keep the bigger one: the next blocks are likely this size

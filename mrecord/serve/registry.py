@@ -134,9 +134,12 @@ class ServedDataset:
                 "problems": [_strip_paths(str(p), self.reader) for p in report.problems],
             }
         except Exception as exc:  # report it in the answer; the server keeps serving
-            state = {"state": "done", "ok": False, "pages_checked": 0, "problems": [
-                _strip_paths(f"{type(exc).__name__}: {exc}", self.reader)
-            ]}
+            state = {
+                "state": "done",
+                "ok": False,
+                "pages_checked": 0,
+                "problems": [_strip_paths(f"{type(exc).__name__}: {exc}", self.reader)],
+            }
         self._verify_state = state
 
     def stats(self) -> dict[str, Any]:
@@ -145,9 +148,7 @@ class ServedDataset:
             if self._stats is None:
                 fields = [(f.name, f.type, f.shape) for f in self.reader.schema.fields]
                 labels = ("label", *self.index_fields)
-                result = compute_stats(
-                    fields, self.reader.iter_blocks(4096), label_fields=labels
-                )
+                result = compute_stats(fields, self.reader.iter_blocks(4096), label_fields=labels)
                 self._stats = {"name": self.name, "rows": self.reader.num_rows, "fields": result}
             return self._stats
 

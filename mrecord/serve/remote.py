@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import logging
 import os
 import queue
 import socket
@@ -43,12 +44,22 @@ from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.buffers import BufferPool
+from mrecord.serve.local_client import LocalLink, LocalUnavailable, shared_link
+from mrecord.serve.local_protocol import available as local_available
+from mrecord.serve.security import is_loopback
 from mrecord.serve.wire import decode_block, encode_request
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["RemoteDataset"]
+__all__ = ["TRANSPORTS", "RemoteDataset"]
+
+_log = logging.getLogger("mrecord.serve")
+
+TRANSPORTS = ("auto", "http", "local")
+"""``RemoteDataset(transport=)``: ``local`` reads through the server's same-host socket
+(shared memory; docs/SERVE.md, "Same-host readers"), ``http`` never does, ``auto`` does
+when the server is on this machine and offers it, and falls back to HTTP otherwise."""
 
 _TARGET_BLOCK_BYTES = 16 << 20
 """Bytes per block request: big enough that a request costs little beside its copy."""
@@ -84,6 +95,10 @@ class RemoteDataset(SourceDataset):
         num_parallel_workers: block requests in flight (default 4).
         timeout: seconds to wait for one answer; retries: tries after a connection error.
         partial_window, adaptive_threshold: as for MindDataset.
+        transport: ``"auto"`` (default): blocks come through shared memory when the
+            server runs on this machine (a loopback URL) and offers its same-host socket,
+            else over HTTP; ``"http"``: always HTTP; ``"local"``: shared memory or an error.
+            The rows and values are the same either way.
     """
 
     def __init__(
@@ -103,8 +118,11 @@ class RemoteDataset(SourceDataset):
         retries: int = 4,
         partial_window: int = DEFAULT_PARTIAL_WINDOW,
         adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+        transport: str = "auto",
     ) -> None:
         super().__init__()
+        if transport not in TRANSPORTS:
+            raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         if isinstance(num_parallel_workers, bool) or not isinstance(num_parallel_workers, int):
             raise TypeError(f"num_parallel_workers must be an int, got {num_parallel_workers!r}")
         if not 1 <= num_parallel_workers <= 64:
@@ -136,6 +154,7 @@ class RemoteDataset(SourceDataset):
                 raise SchemaError(f"column(s) {unknown!r} are not in the schema {names!r}")
             self._columns = list(columns_list)
         self._block_rows = _block_rows(info, self._columns)
+        self._client.choose_transport(transport, info)
         self._labels: np.ndarray | None = None
         self._rows_per_epoch = self._sampler.num_rows_for(
             self._total_rows, labels=self._class_labels
@@ -185,6 +204,12 @@ class RemoteDataset(SourceDataset):
         return f"RemoteDataset({self._client.base!r}, sampler={self._sampler!r})"
 
     # -- public extras --------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> str:
+        """How blocks arrive now: ``"local"`` (the server's same-host socket, shared
+        memory) or ``"http"``."""
+        return self._client.transport
 
     @property
     def sampler(self) -> Sampler:
@@ -263,13 +288,47 @@ class _Client:
         self._path = f"{self._prefix}/api/datasets/{quote(dataset, safe='')}"
         self._retries = retries
         self._timeout = timeout
+        self._token = token
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(maxsize=pool + 2)
         _RECEIVE_BUFFERS.keep_at_least(pool + 2)
         self._buffers = _RECEIVE_BUFFERS
+        self._pool_size = pool
+        self._local: LocalLink | None = None
+        self._local_required = False
+        self._row_bytes: dict[str, float] = {}
+
+    @property
+    def transport(self) -> str:
+        """``"local"`` while blocks come through the same-host socket, else ``"http"``."""
+        return "local" if self._local is not None else "http"
+
+    def choose_transport(self, transport: str, info: dict[str, Any]) -> None:
+        """Use the same-host socket ``info`` advertises, as ``transport`` asks."""
+        self._row_bytes = {str(k): float(v) for k, v in info.get("row_bytes", {}).items()}
+        if transport == "http":
+            return
+        path = info.get("local_socket")
+        why = None
+        if not local_available():
+            why = "this platform has no memfd / Unix-socket fd passing (Linux only)"
+        elif not is_loopback(self._host):
+            why = f"{self._host!r} is not a loopback address (the socket is for this machine)"
+        elif not isinstance(path, str) or not path:
+            why = "the server offers no same-host socket (started with --local-socket off?)"
+        if why is not None:
+            if transport == "local":
+                raise DatasetServerError(f"{self.base}: cannot read through shared memory: {why}")
+            return
+        assert isinstance(path, str)
+        self._local_required = transport == "local"
+        rows = int(sum(int(f["rows"]) for f in info["files"]))
+        self._local = shared_link(
+            path, self.dataset, self._token, rows, self._pool_size + 2, self._timeout
+        )
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled HTTP connections (same-host ones are the process's, shared)."""
         while True:
             try:
                 self._idle.get_nowait().close()
@@ -290,18 +349,53 @@ class _Client:
         return json.loads(body.tobytes())
 
     def read_block(self, ids: np.ndarray, columns: list[str]) -> Block:
-        """One ``POST .../blocks``: the rows ``ids`` of ``columns``."""
+        """The rows ``ids`` of ``columns``: one same-host read or one ``POST .../blocks``."""
+        local = self._local
+        if local is not None:
+            try:
+                rows, cols = local.read(
+                    ids, columns, self._block_bytes(len(ids), columns), self._raise
+                )
+            except LocalUnavailable as exc:
+                if self._local_required:
+                    raise DatasetServerError(
+                        f"{self.base} ({self.dataset!r}): the same-host socket stopped "
+                        f"answering ({exc}); is `mrecord serve` still running?"
+                    ) from exc
+                _log.warning(
+                    "%s: same-host socket unusable (%s); reading over HTTP", self.base, exc
+                )
+                self._local = None
+            else:
+                return self._checked(ids, columns, rows, cols)
         body = encode_request(ids, columns)
         status, buf = self._retrying("POST", self._path + "/blocks", body)
         if status != 200:
             raise _error_from(self.base, self.dataset, status, buf)
         rows, cols = decode_block(buf.data)
+        return self._checked(ids, columns, rows, cols)
+
+    def _checked(
+        self, ids: np.ndarray, columns: list[str], rows: int, cols: dict[str, Any]
+    ) -> Block:
         if rows != len(ids) or list(cols) != columns:
             raise DatasetServerError(
                 f"{self.base}: asked for {len(ids)} rows of {columns!r}, "
                 f"got {rows} rows of {list(cols)!r}"
             )
         return Block(cols, ids)
+
+    def _block_bytes(self, rows: int, columns: list[str]) -> int:
+        """A segment size that fits most blocks of ``rows`` rows: the mean row, with room
+        for bigger ones (the server asks for more when a block does not fit)."""
+        per_row = sum(self._row_bytes.get(c, 0.0) for c in columns)
+        return int(rows * per_row * 1.25) + (64 << 10)
+
+    def _raise(self, error: dict[str, Any]) -> Exception:
+        """The mrecord error for an error answer of the same-host socket."""
+        code, message = str(error.get("code")), str(error.get("message"))
+        cls = _ERRORS.get(code, DatasetServerError)
+        return cls(f"{self.base} ({self.dataset!r}): {message} [{code}]")
 
     # -- connections -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`
 from __future__ import annotations
 
 import gc
+import logging
 import socket
 import threading
 import time
@@ -20,12 +21,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from mrecord.errors import DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.app import Limits, create_app
+from mrecord.serve.local_protocol import available as local_available
+from mrecord.serve.local_server import LocalServer, default_socket_path
 from mrecord.serve.registry import ServedDataset, open_datasets
 from mrecord.serve.security import check_bind
 
-__all__ = ["MAX_CONNECTIONS", "ServerThread", "serve"]
+__all__ = ["MAX_CONNECTIONS", "ServerThread", "local_socket_path", "serve"]
+
+_log = logging.getLogger("mrecord.serve")
 
 MAX_CONNECTIONS = 64
 """Default bound on open connections (and requests) at once; more get 503 straight away."""
@@ -71,23 +76,58 @@ def serve(
     workers: int = 4,
     max_connections: int = MAX_CONNECTIONS,
     log_level: str = "info",
+    local_socket: Path | str | None = "auto",
 ) -> None:
-    """Serve ``datasets`` ({name: path}) until interrupted (what ``mrecord serve`` runs)."""
+    """Serve ``datasets`` ({name: path}) until interrupted (what ``mrecord serve`` runs).
+
+    ``local_socket``: where same-host readers connect (``"auto"``: a fresh path in this
+    user's private folder, on Linux; ``None``: no same-host socket).
+    """
     check_bind(host, token)
     opened = open_datasets(datasets)
+    limits = Limits(read_threads=workers)
+    local = None
     try:
-        app = create_app(opened, token=token, limits=Limits(read_threads=workers))
+        socket_path = local_socket_path(local_socket)
+        if socket_path is not None:
+            local = LocalServer(
+                opened, socket_path, token=token, limits=limits, max_connections=max_connections
+            ).start()
+            _log.info("same-host readers: %s", socket_path)
+        app = create_app(
+            opened,
+            token=token,
+            limits=limits,
+            local_socket=str(socket_path) if socket_path else None,
+        )
         # What is loaded now lives as long as the server: keep it out of the collector's
         # full passes (measured: a few percent of the CPU per MB served).
         gc.freeze()
         _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
     finally:
+        if local is not None:
+            local.stop()
         for ds in opened.values():
             ds.close()
 
 
+def local_socket_path(choice: Path | str | None) -> Path | None:
+    """The same-host socket path for ``choice``: ``"auto"`` (a fresh private path where
+    the platform supports the transport), ``None`` / ``"off"``, or a path."""
+    if choice is None or choice == "off":
+        return None
+    if choice == "auto":
+        return default_socket_path() if local_available() else None
+    if not local_available():
+        raise ArgumentError("--local-socket needs Linux (memfd and Unix-socket fd passing)")
+    return Path(choice)
+
+
 class ServerThread:
     """A server on 127.0.0.1 on a free port, in a background thread (tests, benchmarks).
+
+    With ``local_socket`` (default, on Linux) it also serves same-host readers
+    (:mod:`~mrecord.serve.local_server`); ``local_socket_path`` is then its socket.
 
     ``with ServerThread(...) as server:`` starts it and waits until it answers;
     leaving the block stops it and closes the datasets it opened.
@@ -99,14 +139,22 @@ class ServerThread:
         *,
         token: str | None = None,
         limits: Limits | None = None,
+        local_socket: bool = True,
     ) -> None:
         self._given = datasets
         self._token = token
-        self._limits = limits
+        self._limits = limits or Limits()
+        self._want_local = local_socket and local_available()
+        self._local: LocalServer | None = None
         self._opened: dict[str, ServedDataset] = {}
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port = 0
+
+    @property
+    def local_socket_path(self) -> Path | None:
+        """The same-host socket, while it serves one."""
+        return self._local.path if self._local is not None else None
 
     @property
     def url(self) -> str:
@@ -122,7 +170,16 @@ class ServerThread:
         paths = {n: p for n, p in self._given.items() if not isinstance(p, ServedDataset)}
         self._opened = open_datasets(paths)
         served.update(self._opened)
-        app = create_app(served, token=self._token, limits=self._limits)
+        if self._want_local:
+            self._local = LocalServer(
+                served, default_socket_path(), token=self._token, limits=self._limits
+            ).start()
+        app = create_app(
+            served,
+            token=self._token,
+            limits=self._limits,
+            local_socket=str(self._local.path) if self._local else None,
+        )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -146,6 +203,9 @@ class ServerThread:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._local is not None:
+            self._local.stop()
+            self._local = None
         for ds in self._opened.values():
             ds.close()
         self._opened = {}

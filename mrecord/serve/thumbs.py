@@ -26,9 +26,7 @@ def _pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow is in the serve extra
-        raise ImportError(
-            "thumbnails need Pillow: pip install 'mrecord[serve]'"
-        ) from exc
+        raise ImportError("thumbnails need Pillow: pip install 'mrecord[serve]'") from exc
     return Image
 
 

@@ -39,10 +39,15 @@ from mrecord.errors import ArgumentError, DatasetServerError
 
 __all__ = [
     "MAX_HEADER_BYTES",
+    "NeedsRoom",
     "decode_block",
+    "decode_block_at",
     "decode_request",
     "encode_block",
+    "encode_block_into",
     "encode_request",
+    "encode_request_fields",
+    "request_fields",
 ]
 
 MAX_HEADER_BYTES = 1 << 20
@@ -62,8 +67,13 @@ def _empty(nbytes: int) -> np.ndarray:
 
 def encode_request(ids: np.ndarray, columns: Sequence[str] | None) -> bytes:
     """The request body asking for rows ``ids`` (and only ``columns`` when given)."""
+    return bytes(msgpack.packb(encode_request_fields(ids, columns)))
+
+
+def encode_request_fields(ids: np.ndarray, columns: Sequence[str] | None) -> dict[str, Any]:
+    """The request map (before MessagePack): ``ids`` as int64 LE bytes, ``columns``."""
     data = np.ascontiguousarray(ids, dtype="<i8").tobytes()
-    return bytes(msgpack.packb({"ids": data, "columns": list(columns) if columns else None}))
+    return {"ids": data, "columns": list(columns) if columns else None}
 
 
 def decode_request(body: bytes, max_ids: int) -> tuple[np.ndarray, list[str] | None]:
@@ -72,6 +82,11 @@ def decode_request(body: bytes, max_ids: int) -> tuple[np.ndarray, list[str] | N
         req = msgpack.unpackb(body, raw=False, max_bin_len=len(body), max_array_len=4096)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ArgumentError(f"request body is not a MessagePack block request ({exc})") from exc
+    return request_fields(req, max_ids)
+
+
+def request_fields(req: Any, max_ids: int) -> tuple[np.ndarray, list[str] | None]:
+    """The ids and columns of a decoded request map; ArgumentError saying what is wrong."""
     if not isinstance(req, dict) or not isinstance(req.get("ids"), bytes):
         raise ArgumentError('request body must be a map with "ids": int64 little-endian bytes')
     raw = req["ids"]
@@ -103,27 +118,7 @@ def encode_block(
     buffers: list[bytes | memoryview] = []
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
-        # Each logical buffer is a list of pieces sent one after the other.
-        if kind == "fixed":
-            arr = np.ascontiguousarray(values, dtype=np.dtype(dtype))
-            parts: list[list[bytes | memoryview]] = [[_bytes_view(arr)]]
-        elif kind in ("bytes", "string"):
-            items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
-            offsets = _offsets(len(v) for v in items)
-            if kind == "bytes" and len(items) and offsets[-1] >= _JOIN_INTO_BUFFER * len(items):
-                data: list[bytes | memoryview] = [_join_into(items, offsets, alloc)]
-            else:
-                data = [b"".join(items)]
-            parts = [[offsets.tobytes()], data]
-        else:
-            arrays = [np.ascontiguousarray(v, dtype=np.dtype(dtype)) for v in values]
-            shapes = np.array([a.shape for a in arrays], dtype="<i8")
-            shapes = shapes.reshape(len(arrays), len(shape))
-            parts = [
-                [_offsets(a.nbytes for a in arrays).tobytes()],
-                [shapes.tobytes()],
-                [b"".join(_bytes_view(a) for a in arrays)],
-            ]
+        parts = _column_parts(values, kind, dtype, shape, alloc, _JOIN_INTO_BUFFER)
         header_cols.append(
             {
                 "name": name,
@@ -137,6 +132,118 @@ def encode_block(
             buffers.extend(pieces)
     header = msgpack.packb({"rows": rows, "columns": header_cols})
     return [_LEN.pack(len(header)), header, *buffers]
+
+
+class NeedsRoom(Exception):
+    """The block does not fit the region it was to be written into: ``nbytes`` would."""
+
+    def __init__(self, nbytes: int) -> None:
+        super().__init__(f"the block needs {nbytes} bytes")
+        self.nbytes = nbytes
+
+
+def encode_block_into(
+    columns: dict[str, ColumnValues],
+    kinds: dict[str, tuple[str, str, list[int]]],
+    rows: int,
+    region: np.ndarray,
+) -> dict[str, Any]:
+    """Write a block's buffers into ``region`` (uint8) and return its header.
+
+    The same buffers as :func:`encode_block`, each placed at an ``offsets`` entry of its
+    column in the header (the same-host transport: the region is the client's shared
+    memory, so the bytes are copied once, from the file's map into it). Big bytes values
+    are copied straight into place. Raises :class:`NeedsRoom` when the region is too small.
+    """
+    room = _Bump(region)
+    header_cols = []
+    for name, values in columns.items():
+        kind, dtype, shape = kinds[name]
+        parts = _column_parts(values, kind, dtype, shape, room.alloc, 0)
+        sizes = [sum(memoryview(p).nbytes for p in pieces) for pieces in parts]
+        offsets = [room.place(pieces, size) for pieces, size in zip(parts, sizes, strict=True)]
+        header_cols.append(
+            {
+                "name": name,
+                "kind": kind,
+                "dtype": dtype,
+                "shape": shape,
+                "sizes": sizes,
+                "offsets": offsets,
+            }
+        )
+    if room.missing:
+        raise NeedsRoom(room.used + room.missing)
+    return {"rows": rows, "columns": header_cols}
+
+
+class _Bump:
+    """Hands out consecutive pieces of a region; counts what did not fit."""
+
+    def __init__(self, region: np.ndarray) -> None:
+        self.region = region
+        self.start = int(region.ctypes.data)
+        self.used = 0
+        self.missing = 0
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        if self.used + nbytes <= len(self.region):
+            out = self.region[self.used : self.used + nbytes]
+            self.used += nbytes
+            return out
+        self.missing += nbytes
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def place(self, pieces: list[bytes | memoryview], size: int) -> int:
+        """The offset of one logical buffer in the region, copying it there if needed."""
+        if len(pieces) == 1 and size:
+            at = int(np.frombuffer(pieces[0], dtype=np.uint8).ctypes.data) - self.start
+            if 0 <= at < len(self.region):
+                return at  # alloc() placed it already
+        missing = self.missing
+        out = self.alloc(size)
+        if self.missing != missing:
+            return -1  # no room: encode_block_into raises NeedsRoom with the total
+        pos = 0
+        for piece in pieces:
+            view = np.frombuffer(piece, dtype=np.uint8)
+            out[pos : pos + len(view)] = view
+            pos += len(view)
+        return self.used - size
+
+
+def _column_parts(
+    values: ColumnValues,
+    kind: str,
+    dtype: str,
+    shape: list[int],
+    alloc: Callable[[int], np.ndarray],
+    join_at: int,
+) -> list[list[bytes | memoryview]]:
+    """A column's logical buffers, each a list of pieces sent one after the other.
+
+    A bytes column whose mean value is at least ``join_at`` bytes is copied into one
+    buffer from ``alloc``; smaller values are ``b"".join``ed.
+    """
+    if kind == "fixed":
+        arr = np.ascontiguousarray(values, dtype=np.dtype(dtype))
+        return [[_bytes_view(arr)]]
+    if kind in ("bytes", "string"):
+        items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
+        offsets = _offsets(len(v) for v in items)
+        if kind == "bytes" and len(items) and offsets[-1] >= join_at * len(items):
+            data: list[bytes | memoryview] = [_join_into(items, offsets, alloc)]
+        else:
+            data = [b"".join(items)]
+        return [[offsets.tobytes()], data]
+    arrays = [np.ascontiguousarray(v, dtype=np.dtype(dtype)) for v in values]
+    shapes = np.array([a.shape for a in arrays], dtype="<i8")
+    shapes = shapes.reshape(len(arrays), len(shape))
+    return [
+        [_offsets(a.nbytes for a in arrays).tobytes()],
+        [shapes.tobytes()],
+        [b"".join(_bytes_view(a) for a in arrays)],
+    ]
 
 
 def _bytes_view(arr: np.ndarray) -> memoryview:
@@ -179,17 +286,42 @@ def _decode(view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
     if hlen > MAX_HEADER_BYTES or 4 + hlen > len(view):
         raise ValueError(f"header length {hlen} does not fit a {len(view)}-byte body")
     header = msgpack.unpackb(view[4 : 4 + hlen], raw=False)
-    n = int(header["rows"])
     pos = 4 + hlen
+    placed = []
+    for col in header["columns"]:
+        offsets = []
+        for size in col["sizes"]:
+            offsets.append(pos)
+            pos += int(size)
+        placed.append({**col, "offsets": offsets})
+    return _decode_columns({**header, "columns": placed}, view)
+
+
+def decode_block_at(header: Any, region: np.ndarray) -> tuple[int, dict[str, ColumnValues]]:
+    """(rows, columns) of a block written by :func:`encode_block_into`; values view
+    ``region``. DatasetServerError when the header does not describe the region."""
+    try:
+        return _decode_columns(header, region.reshape(-1).view(np.uint8).data)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise DatasetServerError(f"the server sent a malformed block ({exc})") from exc
+
+
+def _decode_columns(header: Any, view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
+    """Columns whose buffers lie at ``col["offsets"]`` in ``view``, bounds checked."""
+    n = int(header["rows"])
     out: dict[str, ColumnValues] = {}
     for col in header["columns"]:
         sizes = [int(s) for s in col["sizes"]]
-        if pos + sum(sizes) > len(view):
-            raise ValueError(f"column {col['name']!r} runs past the end of the body")
+        offsets = [int(o) for o in col["offsets"]]
+        if len(offsets) != len(sizes):
+            raise ValueError(
+                f"column {col['name']!r} has {len(sizes)} sizes, {len(offsets)} offsets"
+            )
         parts = []
-        for size in sizes:
-            parts.append(view[pos : pos + size])
-            pos += size
+        for at, size in zip(offsets, sizes, strict=True):
+            if at < 0 or size < 0 or at + size > len(view):
+                raise ValueError(f"column {col['name']!r} runs past the end of the body")
+            parts.append(view[at : at + size])
         out[str(col["name"])] = _decode_column(col, parts, n)
     return n, out
 

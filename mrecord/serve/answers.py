@@ -1,0 +1,155 @@
+"""What both block transports share: limits, error codes, and checking a block request.
+
+``POST /api/datasets/{name}/blocks`` (HTTP, :mod:`~mrecord.serve.app`) and the same-host
+socket (:mod:`~mrecord.serve.local_server`) answer the same requests with the same rules
+and the same error codes; this module holds them, and imports no web framework.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
+from mrecord.format.schema import FieldKind
+from mrecord.serve.registry import ServedDataset
+
+__all__ = [
+    "ERROR_CODES",
+    "ApiError",
+    "BlockPlan",
+    "Limits",
+    "classify",
+    "plan_block",
+    "row_bytes",
+]
+
+_log = logging.getLogger("mrecord.serve")
+
+ERROR_CODES = {
+    "bad_request": 400,
+    "bad_ids": 400,
+    "unknown_column": 400,
+    "unauthorized": 401,
+    "forbidden_host": 403,
+    "unknown_dataset": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "request_timeout": 408,
+    "too_large": 413,
+    "not_an_image": 415,
+    "corrupt_file": 500,
+    "dataset_error": 500,
+    "internal": 500,
+}
+"""Every error code the API returns, with its HTTP status (stable: clients match on them)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one request may ask for and on the server's concurrency."""
+
+    max_page_rows: int = 200
+    """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
+    max_page_bytes: int = 8 << 20
+    """Estimated raw bytes per ``/rows`` page (fewer rows for big rows)."""
+    max_search_rows: int = 100
+    max_block_rows: int = 65_536
+    max_block_bytes: int = 64 << 20
+    """Estimated bytes of one ``/blocks`` answer (413 beyond: ask for fewer ids)."""
+    max_body_bytes: int = 1 << 20
+    read_threads: int = 4
+    """Requests reading data at once; the others wait their turn (not a thread each)."""
+    thumb_max_side: int = 256
+    thumb_cache_bytes: int = 32 << 20
+    send_timeout_s: float = 60.0
+    """A client that reads nothing of a block for this long is disconnected."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive within this time."""
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status from :data:`ERROR_CODES`, a stable code, a message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = ERROR_CODES[code]
+        self.message = message
+
+
+def classify(exc: BaseException, datasets: Iterable[ServedDataset]) -> tuple[str, str]:
+    """(code, message) for an exception raised while answering."""
+    if isinstance(exc, ApiError):
+        return exc.code, exc.message
+    text = str(exc)
+    for ds in datasets:  # name files, not the server's folders
+        for path in ds.reader.files:
+            text = text.replace(str(path.parent) + "/", "")
+    if isinstance(exc, CorruptFileError):
+        return "corrupt_file", text
+    if isinstance(exc, DecodeError):
+        return "not_an_image", text
+    if isinstance(exc, SchemaError):
+        return "unknown_column", text
+    if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, MrecordError):
+        return "bad_request", text
+    if isinstance(exc, MrecordError):
+        return "dataset_error", text
+    _log.error("internal error answering a request", exc_info=exc)
+    return "internal", f"internal error ({type(exc).__name__}); the server log has the details"
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """A checked block request: the columns to read and how each goes on the wire."""
+
+    columns: list[str]
+    kinds: dict[str, tuple[str, str, list[int]]]
+    """column -> (kind, dtype string, row shape), as :func:`~mrecord.serve.wire.encode_block`
+    takes them."""
+    estimated_bytes: float
+
+
+def plan_block(
+    ds: ServedDataset, ids: np.ndarray, columns: list[str] | None, limits: Limits
+) -> BlockPlan:
+    """Check a block request against ``ds`` and ``limits``; ApiError saying what is wrong."""
+    names = ds.reader.column_names if columns is None else columns
+    unknown = [c for c in names if c not in ds.reader.schema]
+    if unknown:
+        raise ApiError("unknown_column", f"{ds.name!r} has no column(s) {unknown!r}")
+    n = ds.reader.num_rows
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        raise ApiError("bad_ids", f"row id {bad} is out of range: {ds.name!r} has {n} rows")
+    estimate = len(ids) * sum(row_bytes(ds, c) for c in names)
+    if estimate > limits.max_block_bytes:
+        raise ApiError(
+            "too_large",
+            f"{len(ids)} rows of {names!r} are about {estimate:,.0f} bytes, more than "
+            f"{limits.max_block_bytes:,} per request; ask for fewer ids",
+        )
+    return BlockPlan(list(names), {c: _wire_kind(ds, c) for c in names}, estimate)
+
+
+def row_bytes(ds: ServedDataset, column: str) -> float:
+    """Average stored bytes per row of ``column`` (from metadata; no data is read)."""
+    col = ds.reader.schema.names.index(column)
+    total = 0
+    for shard in ds.reader.shards:
+        if shard.meta.num_pages:
+            total += int(shard.meta.chunks[:, col]["raw_length"].sum())
+    return total / max(1, ds.reader.num_rows)
+
+
+def _wire_kind(ds: ServedDataset, column: str) -> tuple[str, str, list[int]]:
+    fld = ds.reader.schema[column]
+    if fld.kind in (FieldKind.BYTES, FieldKind.STRING):
+        dtype = "|u1"
+    else:
+        dtype = fld.dtype.newbyteorder("<").str
+    return fld.kind.value, dtype, list(fld.shape or ())

@@ -1,0 +1,276 @@
+"""The same-host transport's client: blocks arrive in this process's shared memory.
+
+:class:`LocalLink` is what :class:`~mrecord.RemoteDataset` uses when the server runs on
+the same machine and advertises its Unix socket (:mod:`~mrecord.serve.local_server`).
+Receive buffers are memfd segments from one process-wide :class:`~mrecord.serve.buffers.
+BufferPool`: the server writes a block into a segment and the values this process gets
+are views of it, so no byte crosses a socket. A segment is handed out again only when no
+value of its last block is alive (the pool's rule); one that the pool drops is closed when
+its last value dies, and the server is told to unmap it with the next request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import logging
+import mmap
+import os
+import socket
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mrecord.errors import DatasetServerError
+from mrecord.serve.buffers import BufferPool
+from mrecord.serve.local_protocol import VERSION, receive, send
+from mrecord.serve.wire import decode_block_at, encode_request_fields
+
+__all__ = ["LocalLink", "LocalUnavailable", "shared_link"]
+
+_log = logging.getLogger("mrecord.serve")
+
+
+class LocalUnavailable(Exception):
+    """The same-host socket cannot be used (gone, refused, busy): read over HTTP instead."""
+
+
+class _Answered(Exception):
+    """The server answered with an error (the connection is still good)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class _Segment:
+    number: int
+    fd: int
+
+
+_MAX_MAPPED = 8
+"""Segments one connection keeps mapped on the server (it accepts MAX_SEGMENTS)."""
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_numbers = itertools.count()
+_segments: dict[int, _Segment] = {}
+"""id(pooled array) -> its memfd, for the arrays the segment pool made."""
+_dead: set[int] = set()
+"""Numbers of segments closed here; each connection asks the server to unmap them."""
+
+
+def _new_segment(nbytes: int) -> np.ndarray:
+    """A sealed memfd of ``nbytes``, mapped here, as a uint8 array."""
+    fd = os.memfd_create("mrecord-block", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, nbytes)
+        fcntl.fcntl(
+            fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        )
+        # Populated now, once: the pool reuses the segment, and a page first touched
+        # later would cost a fault (and zeroing) in the middle of a read.
+        mapped = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED | _POPULATE)
+    except BaseException:
+        os.close(fd)
+        raise
+    array = np.frombuffer(mapped, dtype=np.uint8)
+    segment = _Segment(next(_numbers), fd)
+    _segments[id(array)] = segment
+    weakref.finalize(array, _release, id(array), segment)
+    return array
+
+
+def _release(key: int, segment: _Segment) -> None:
+    _segments.pop(key, None)
+    _dead.add(segment.number)
+    with contextlib.suppress(OSError):
+        os.close(segment.fd)
+
+
+_SEGMENTS = BufferPool(keep=0, allocate=_new_segment)
+if hasattr(os, "register_at_fork"):  # a forked child starts with an empty pool
+    os.register_at_fork(after_in_child=_SEGMENTS.forget)
+
+
+class _Connection:
+    """One Unix-socket connection to the server, said hello to for one dataset."""
+
+    def __init__(self, path: str, dataset: str, token: str | None, timeout: float) -> None:
+        self.pid = os.getpid()
+        self.mapped: OrderedDict[int, None] = OrderedDict()
+        """Segments the server has mapped for this connection, least recently used first."""
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.settimeout(timeout)
+            self.sock.connect(path)
+            send(self.sock, {"op": "hello", "version": VERSION, "dataset": dataset, "token": token})
+            reply, _ = receive(self.sock)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.rows = int(reply.get("rows", -1))
+        self.error = reply.get("error")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _unmap(self, room: int) -> list[int]:
+        """Segments the server should unmap now: the closed ones, and the least recently
+        used beyond ``_MAX_MAPPED - room`` (values a caller keeps pin their segment, so
+        the pool makes new ones; the server needs a map only while it writes)."""
+        gone = [number for number in self.mapped if number in _dead]
+        for number in gone:
+            del self.mapped[number]
+        while len(self.mapped) > _MAX_MAPPED - room:
+            gone.append(self.mapped.popitem(last=False)[0])
+        return gone
+
+    def read(self, request: dict[str, Any], nbytes: int) -> tuple[int, dict[str, Any]]:
+        """Send one read, into a segment of at least ``nbytes`` (a bigger one if the server
+        says so); (rows, columns) viewing the segment."""
+        for _ in range(3):
+            buffer = _SEGMENTS.take(max(1, nbytes))
+            region = buffer.base if buffer.base is not None else buffer
+            segment = _segments[id(region)]
+            if segment.number in self.mapped:
+                self.mapped.move_to_end(segment.number)
+            else:
+                message = {"op": "map", "segment": segment.number, "unmap": self._unmap(1)}
+                send(self.sock, message, (segment.fd,))
+                reply, _ = receive(self.sock)
+                if "error" in reply:
+                    raise _Answered(reply["error"])
+                self.mapped[segment.number] = None
+            send(self.sock, {**request, "segment": segment.number, "unmap": self._unmap(0)})
+            reply, _ = receive(self.sock)
+            if "error" in reply:
+                raise _Answered(reply["error"])
+            if "need" in reply:
+                nbytes = int(reply["need"])
+                continue
+            return decode_block_at(reply["block"], region)
+        raise DatasetServerError("the server asked for a bigger segment three times in a row")
+
+
+class LocalLink:
+    """Same-host reads of one dataset through ``path``, with a pool of connections.
+
+    ``read`` raises :class:`LocalUnavailable` when the socket cannot be used (the caller
+    reads over HTTP instead), and the server's own errors as ``on_error`` maps them.
+    One link per (socket, dataset, token) is shared by the process (:func:`shared_link`):
+    a new ``RemoteDataset`` (the next epoch's, say) reuses its connections, and with
+    them the server's maps of this process's segments, instead of paying the page
+    faults of mapping them again.
+    """
+
+    def __init__(self, path: str, dataset: str, token: str | None, rows: int) -> None:
+        self.path = path
+        self.dataset = dataset
+        self.token = token
+        self.rows = rows
+        self.timeout = 60.0
+        self._keep = 2
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def keep_at_least(self, connections: int, timeout: float) -> None:
+        """Keep up to ``connections`` idle connections (one more user of the link)."""
+        with self._lock:
+            self._keep = max(self._keep, connections)
+            self.timeout = max(self.timeout, timeout)
+        _SEGMENTS.keep_at_least(self._keep + 2)
+
+    def read(
+        self,
+        ids: np.ndarray,
+        columns: list[str],
+        nbytes: int,
+        on_error: Callable[[dict[str, Any]], Exception],
+    ) -> tuple[int, dict[str, Any]]:
+        """(rows, columns) of ``ids``; ``nbytes`` is the expected size of the block."""
+        request = {"op": "read", **encode_request_fields(ids, columns)}
+        while True:
+            conn, reused = self._connection()
+            try:
+                result = conn.read(request, nbytes)
+            except _Answered as answer:
+                self._give_back(conn)
+                raise on_error(answer.error) from None
+            except OSError as exc:
+                conn.close()
+                if reused:
+                    continue  # the server closed an idle connection: try the next one
+                raise LocalUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                conn.close()
+                raise
+            self._give_back(conn)
+            return result
+
+    def close(self) -> None:
+        """Close the idle connections."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _connection(self) -> tuple[_Connection, bool]:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                break
+            if conn.pid == os.getpid():
+                return conn, True
+            conn.close()  # inherited through fork: the parent's, not ours
+        try:
+            conn = _Connection(self.path, self.dataset, self.token, self.timeout)
+        except OSError as exc:
+            raise LocalUnavailable(f"cannot connect to {self.path}: {exc}") from exc
+        except DatasetServerError as exc:
+            raise LocalUnavailable(f"{self.path} does not speak this protocol: {exc}") from exc
+        if conn.error is not None or conn.rows != self.rows:
+            conn.close()
+            why = conn.error or f"it serves {conn.rows} rows, the HTTP API said {self.rows}"
+            raise LocalUnavailable(f"{self.path} refused the dataset: {why}")
+        return conn, False
+
+    def _give_back(self, conn: _Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self._keep:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+_links: dict[tuple[str, str, str | None], LocalLink] = {}
+_links_lock = threading.Lock()
+
+
+def shared_link(
+    path: str, dataset: str, token: str | None, rows: int, connections: int, timeout: float
+) -> LocalLink:
+    """This process's link to ``dataset`` through ``path`` (made on first use)."""
+    key = (path, dataset, token)
+    with _links_lock:
+        link = _links.get(key)
+        if link is None or link.rows != rows:
+            link = _links[key] = LocalLink(path, dataset, token, rows)
+    link.keep_at_least(connections, timeout)
+    return link
+
+
+def _forget_links() -> None:
+    global _links_lock
+    _links.clear()
+    _links_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # a child makes its own connections
+    os.register_at_fork(after_in_child=_forget_links)

@@ -1,0 +1,310 @@
+"""The same-host transport's server: blocks written straight into the reader's memory.
+
+A ``RemoteDataset`` on the same machine as ``mrecord serve`` connects to a Unix socket
+(only the server's user can: the socket is 0600 in a 0700 folder) and hands the server
+shared-memory segments (sealed memfds). The server answers a block request by writing
+the block's buffers into one of them: every byte is copied once, from the file's map into
+the reader's memory, instead of twice through a TCP socket. Requests, limits and error
+codes are the HTTP API's (:mod:`~mrecord.serve.answers`); docs/SERVE.md, "Same-host
+readers", has the protocol and the security model.
+
+::
+
+    with LocalServer(datasets, default_socket_path(), token=None, limits=Limits()) as server:
+        ...   # server.path is what GET /api/datasets/{name} advertises as "local_socket"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hmac
+import itertools
+import logging
+import mmap
+import os
+import socket
+import stat
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from mrecord.errors import ArgumentError, DatasetServerError
+from mrecord.serve.answers import ApiError, Limits, classify, plan_block
+from mrecord.serve.local_protocol import VERSION, receive, send
+from mrecord.serve.registry import ServedDataset
+from mrecord.serve.wire import NeedsRoom, encode_block_into, request_fields
+
+__all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
+
+_log = logging.getLogger("mrecord.serve")
+
+MAX_SEGMENTS = 16
+"""Segments one connection may have mapped at once."""
+MAX_SEGMENT_BYTES = 1 << 30
+"""Largest segment the server maps (a block is at most ``Limits.max_block_bytes`` anyway)."""
+IDLE_TIMEOUT_S = 300.0
+"""A connection that sends nothing for this long is closed (its thread and maps freed)."""
+_counter = itertools.count()
+
+
+def default_socket_path() -> Path:
+    """A fresh socket path in this user's private folder.
+
+    ``$XDG_RUNTIME_DIR`` when it is this user's, else ``<tmp>/mrecord-<uid>`` (created
+    0700). Raises ArgumentError when that folder exists but others could write to it.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.stat(runtime).st_uid == os.getuid():
+        folder = Path(runtime)
+    else:
+        folder = Path(tempfile.gettempdir()) / f"mrecord-{os.getuid()}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ArgumentError(
+            f"{folder} is not a private folder of this user (owner, mode); "
+            "pass --local-socket PATH in a folder only you can write to, or --local-socket off"
+        )
+    return folder / f"mrecord-serve-{os.getpid()}-{next(_counter)}.sock"
+
+
+class LocalServer:
+    """Serve ``datasets`` to same-host readers on the Unix socket ``path``, in threads.
+
+    One thread accepts; each connection gets a thread (at most ``max_connections``, more
+    are told ``busy`` and closed); reading is bounded by ``limits.read_threads``.
+    """
+
+    def __init__(
+        self,
+        datasets: dict[str, ServedDataset],
+        path: Path,
+        *,
+        token: str | None,
+        limits: Limits,
+        max_connections: int = 64,
+    ) -> None:
+        self.datasets = datasets
+        self.path = path
+        self._token = token
+        self._limits = limits
+        self._max_connections = max_connections
+        self._reading = threading.BoundedSemaphore(limits.read_threads)
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def start(self) -> LocalServer:
+        """Bind the socket (0600; a stale file of a dead server is replaced) and accept."""
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                os.unlink(self.path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            old = os.umask(0o177)
+            try:
+                listener.bind(str(self.path))
+            finally:
+                os.umask(old)
+            os.chmod(self.path, 0o600)
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._thread = threading.Thread(target=self._accept, name="mrecord-local", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection (their threads end), remove the socket."""
+        self._stopping = True
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
+            self._listener.close()
+        with self._lock:
+            for conn in list(self._connections):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- connections -------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._stopping:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed by stop()
+            with self._lock:
+                busy = len(self._connections) >= self._max_connections
+                if not busy:
+                    self._connections.add(conn)
+            if busy:
+                self._refuse(conn)
+                continue
+            threading.Thread(
+                target=self._serve, args=(conn,), name="mrecord-local-conn", daemon=True
+            ).start()
+
+    def _refuse(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.settimeout(1.0)
+            message = f"more than {self._max_connections} connections at once; try again"
+            send(conn, {"error": {"code": "busy", "message": message}})
+        conn.close()
+
+    def _serve(self, conn: socket.socket) -> None:
+        segments: dict[int, mmap.mmap] = {}
+        try:
+            conn.settimeout(IDLE_TIMEOUT_S)
+            ds = self._hello(conn)
+            while ds is not None:
+                message, fds = receive(conn, max_fds=1)
+                try:
+                    reply = self._answer(ds, message, fds, segments)
+                except Exception as exc:
+                    code, text = classify(exc, self.datasets.values())
+                    reply = {"error": {"code": code, "message": text}}
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                send(conn, reply)
+        except (OSError, DatasetServerError) as exc:  # gone, idle too long, or not our protocol
+            _log.debug("same-host connection ended: %s", exc)
+        finally:
+            for mapped in segments.values():
+                _unmap(mapped)
+            with self._lock:
+                self._connections.discard(conn)
+            conn.close()
+
+    def _hello(self, conn: socket.socket) -> ServedDataset | None:
+        message, _ = receive(conn)
+        error = None
+        ds = self.datasets.get(str(message.get("dataset")))
+        token = message.get("token")
+        if message.get("op") != "hello" or message.get("version") != VERSION:
+            error = ("bad_request", f"expected hello version {VERSION}, got {message!r:.200}")
+        elif self._token and not (
+            isinstance(token, str)
+            and hmac.compare_digest(token.encode("utf-8"), self._token.encode("utf-8"))
+        ):
+            error = ("unauthorized", "missing or wrong token")
+        elif ds is None:
+            names = sorted(self.datasets)
+            error = ("unknown_dataset", f"no dataset named {message.get('dataset')!r}: {names}")
+        if error is not None:
+            send(conn, {"error": {"code": error[0], "message": error[1]}})
+            return None
+        assert ds is not None
+        send(conn, {"ok": True, "rows": ds.reader.num_rows})
+        return ds
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def _answer(
+        self,
+        ds: ServedDataset,
+        message: dict[str, Any],
+        fds: list[int],
+        segments: dict[int, mmap.mmap],
+    ) -> dict[str, Any]:
+        op = message.get("op")
+        for number in message.get("unmap") or ():
+            if isinstance(number, int) and number in segments:
+                _unmap(segments.pop(number))
+        if op == "map":
+            number = _segment_number(message)
+            if len(fds) != 1:
+                raise ApiError("bad_request", "map needs exactly one file descriptor")
+            if number not in segments and len(segments) >= MAX_SEGMENTS:
+                raise ApiError("bad_request", f"at most {MAX_SEGMENTS} segments per connection")
+            mapped = _map_segment(fds[0])
+            if number in segments:
+                _unmap(segments.pop(number))
+            segments[number] = mapped
+            return {"ok": True}
+        if op == "read":
+            number = _segment_number(message)
+            if number not in segments:
+                raise ApiError("bad_request", f"segment {number} is not mapped; send map first")
+            return self._read(ds, message, segments[number])
+        raise ApiError("bad_request", f"unknown op {op!r}; expected map or read")
+
+    def _read(
+        self, ds: ServedDataset, message: dict[str, Any], mapped: mmap.mmap
+    ) -> dict[str, Any]:
+        ids, columns = request_fields(message, self._limits.max_block_rows)
+        plan = plan_block(ds, ids, columns, self._limits)
+        with self._reading:
+            block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
+            region = np.frombuffer(mapped, dtype=np.uint8)
+            try:
+                header = encode_block_into(block.columns, plan.kinds, len(ids), region)
+            except NeedsRoom as exc:
+                return {"need": exc.nbytes}
+            finally:
+                del region
+        return {"ok": True, "block": header}
+
+
+def _segment_number(message: dict[str, Any]) -> int:
+    number = message.get("segment")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise ApiError("bad_request", f'"segment" must be a non-negative integer, got {number!r}')
+    return number
+
+
+def _map_segment(fd: int) -> mmap.mmap:
+    """Map a client's segment for writing, if it is a memfd sealed against shrinking.
+
+    The seal is what makes writing safe: a file the client could shrink while the server
+    writes would kill the server with SIGBUS.
+    """
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as exc:
+        raise ApiError("bad_request", "the segment is not a sealable memfd") from exc
+    if not seals & fcntl.F_SEAL_SHRINK:
+        raise ApiError("bad_request", "the segment must be sealed with F_SEAL_SHRINK")
+    size = os.fstat(fd).st_size
+    if not 0 < size <= MAX_SEGMENT_BYTES:
+        raise ApiError("bad_request", f"segment of {size} bytes; 1 to {MAX_SEGMENT_BYTES}")
+    try:
+        # Populated at once: one pass over the page tables instead of a fault per page
+        # on the first block written into it.
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        return mmap.mmap(fd, size, flags, mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as exc:
+        raise ApiError("bad_request", f"cannot map the segment for writing ({exc})") from exc
+
+
+def _unmap(mapped: mmap.mmap) -> None:
+    with contextlib.suppress(BufferError):  # a view still alive: the collector closes it
+        mapped.close()
