@@ -55,6 +55,7 @@ class _Segment:
     fd: int
 
 
+_FILES_PER_MESSAGE = 64
 _MAX_MAPPED = 8
 """Segments one connection keeps mapped on the server (it accepts MAX_SEGMENTS)."""
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
@@ -131,7 +132,9 @@ class _Connection:
             gone.append(self.mapped.popitem(last=False)[0])
         return gone
 
-    def read(self, request: dict[str, Any], nbytes: int) -> tuple[int, dict[str, Any]]:
+    def read(
+        self, request: dict[str, Any], nbytes: int, files: _FileMaps
+    ) -> tuple[int, dict[str, Any]]:
         """Send one read, into a segment of at least ``nbytes`` (a bigger one if the server
         says so); (rows, columns) viewing the segment."""
         for _ in range(3):
@@ -154,8 +157,44 @@ class _Connection:
             if "need" in reply:
                 nbytes = int(reply["need"])
                 continue
-            return decode_block_at(reply["block"], region)
+            header = reply["block"]
+            missing = files.missing(header.get("files") or ())
+            for lo in range(0, len(missing), _FILES_PER_MESSAGE):
+                wanted = missing[lo : lo + _FILES_PER_MESSAGE]
+                send(self.sock, {"op": "files", "files": wanted})
+                answer, fds = receive(self.sock, max_fds=len(wanted))
+                if "error" in answer:
+                    for fd in fds:
+                        os.close(fd)
+                    raise _Answered(answer["error"])
+                files.add(wanted, fds)  # takes the descriptors, closes them once mapped
+            return decode_block_at(header, region, files.maps)
         raise DatasetServerError("the server asked for a bigger segment three times in a row")
+
+
+class _FileMaps:
+    """The server's shard files, mapped read-only here (shared by a link's connections)."""
+
+    def __init__(self) -> None:
+        self.maps: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def missing(self, numbers: Any) -> list[int]:
+        with self._lock:
+            return [int(n) for n in numbers if int(n) not in self.maps]
+
+    def add(self, numbers: list[int], fds: list[int]) -> None:
+        try:
+            if len(fds) != len(numbers):
+                raise DatasetServerError(f"asked for {len(numbers)} files, got {len(fds)}")
+            for number, fd in zip(numbers, fds, strict=True):
+                size = os.fstat(fd).st_size
+                mapped = np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8)
+                with self._lock:
+                    self.maps.setdefault(number, mapped)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
 
 class LocalLink:
@@ -178,6 +217,7 @@ class LocalLink:
         self._keep = 2
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
+        self._files = _FileMaps()
 
     def keep_at_least(self, connections: int, timeout: float) -> None:
         """Keep up to ``connections`` idle connections (one more user of the link)."""
@@ -198,7 +238,7 @@ class LocalLink:
         while True:
             conn, reused = self._connection()
             try:
-                result = conn.read(request, nbytes)
+                result = conn.read(request, nbytes, self._files)
             except _Answered as answer:
                 self._give_back(conn)
                 raise on_error(answer.error) from None

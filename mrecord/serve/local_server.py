@@ -37,7 +37,7 @@ from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.answers import ApiError, Limits, classify, plan_block
 from mrecord.serve.local_protocol import VERSION, receive, send
 from mrecord.serve.registry import ServedDataset
-from mrecord.serve.wire import NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.wire import MappedFiles, NeedsRoom, encode_block_into, request_fields
 
 __all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
 
@@ -47,6 +47,8 @@ MAX_SEGMENTS = 16
 """Segments one connection may have mapped at once."""
 MAX_SEGMENT_BYTES = 1 << 30
 """Largest segment the server maps (a block is at most ``Limits.max_block_bytes`` anyway)."""
+MAX_FILES_PER_MESSAGE = 64
+"""Shard file descriptors sent with one ``files`` answer."""
 IDLE_TIMEOUT_S = 300.0
 """A connection that sends nothing for this long is closed (its thread and maps freed)."""
 _counter = itertools.count()
@@ -95,6 +97,7 @@ class LocalServer:
         self._limits = limits
         self._max_connections = max_connections
         self._reading = threading.BoundedSemaphore(limits.read_threads)
+        self._mapped: dict[str, _SharedFiles] = {}
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -140,6 +143,10 @@ class LocalServer:
             self._thread.join(timeout=10)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        with self._lock:
+            shared, self._mapped = list(self._mapped.values()), {}
+        for files in shared:
+            files.close()
 
     def __enter__(self) -> LocalServer:
         return self.start()
@@ -186,15 +193,16 @@ class LocalServer:
             ds = self._hello(conn)
             while ds is not None:
                 message, fds = receive(conn, max_fds=1)
+                give: tuple[int, ...] = ()
                 try:
-                    reply = self._answer(ds, message, fds, segments)
+                    reply, give = self._answer(ds, message, fds, segments)
                 except Exception as exc:
                     code, text = classify(exc, self.datasets.values())
                     reply = {"error": {"code": code, "message": text}}
                 finally:
                     for fd in fds:
                         os.close(fd)
-                send(conn, reply)
+                send(conn, reply, give)
         except (OSError, DatasetServerError) as exc:  # gone, idle too long, or not our protocol
             _log.debug("same-host connection ended: %s", exc)
         finally:
@@ -234,7 +242,8 @@ class LocalServer:
         message: dict[str, Any],
         fds: list[int],
         segments: dict[int, mmap.mmap],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], tuple[int, ...]]:
+        """The reply to one message, and the descriptors to send with it."""
         op = message.get("op")
         for number in message.get("unmap") or ():
             if isinstance(number, int) and number in segments:
@@ -249,13 +258,22 @@ class LocalServer:
             if number in segments:
                 _unmap(segments.pop(number))
             segments[number] = mapped
-            return {"ok": True}
+            return {"ok": True}, ()
         if op == "read":
             number = _segment_number(message)
             if number not in segments:
                 raise ApiError("bad_request", f"segment {number} is not mapped; send map first")
-            return self._read(ds, message, segments[number])
-        raise ApiError("bad_request", f"unknown op {op!r}; expected map or read")
+            return self._read(ds, message, segments[number]), ()
+        if op == "files":
+            wanted = message.get("files")
+            if not isinstance(wanted, list) or not 0 < len(wanted) <= MAX_FILES_PER_MESSAGE:
+                raise ApiError(
+                    "bad_request", f'"files" must list 1 to {MAX_FILES_PER_MESSAGE} file numbers'
+                )
+            shared = self._shared_files(ds)
+            given = tuple(shared.descriptor(number) for number in wanted)
+            return {"ok": True, "files": wanted}, given
+        raise ApiError("bad_request", f"unknown op {op!r}; expected map, read or files")
 
     def _read(
         self, ds: ServedDataset, message: dict[str, Any], mapped: mmap.mmap
@@ -265,13 +283,60 @@ class LocalServer:
         with self._reading:
             block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
             region = np.frombuffer(mapped, dtype=np.uint8)
+            files = self._shared_files(ds).mapped
             try:
-                header = encode_block_into(block.columns, plan.kinds, len(ids), region)
+                header = encode_block_into(block.columns, plan.kinds, len(ids), region, files)
             except NeedsRoom as exc:
                 return {"need": exc.nbytes}
             finally:
                 del region
         return {"ok": True, "block": header}
+
+    def _shared_files(self, ds: ServedDataset) -> _SharedFiles:
+        with self._lock:
+            shared = self._mapped.get(ds.name)
+            if shared is None:
+                shared = self._mapped[ds.name] = _SharedFiles(ds)
+            return shared
+
+
+class _SharedFiles:
+    """The shard files of one dataset that same-host readers may map themselves.
+
+    A shard is shared when its path still names the file the server mapped (same inode,
+    not shorter): the reader then views the very bytes the server checksummed. Values in
+    other shards (replaced since, or not local files) are copied into the segment.
+    """
+
+    def __init__(self, ds: ServedDataset) -> None:
+        self._fds: dict[int, int] = {}
+        starts, sizes, numbers = [], [], []
+        for number, shard in enumerate(ds.reader.shards):
+            fd = shard.open_mapped_file()
+            if fd is None:
+                continue
+            self._fds[number] = fd
+            starts.append(int(shard.file_bytes.ctypes.data))
+            sizes.append(shard.size)
+            numbers.append(number)
+        order = np.argsort(np.asarray(starts, dtype=np.int64))
+        self.mapped = MappedFiles(
+            np.asarray(starts, dtype=np.int64)[order],
+            np.asarray(sizes, dtype=np.int64)[order],
+            np.asarray(numbers, dtype=np.int64)[order],
+        )
+
+    def descriptor(self, number: Any) -> int:
+        """The read-only descriptor of shared file ``number`` (ApiError if not shared)."""
+        fd = self._fds.get(number) if isinstance(number, int) else None
+        if fd is None:
+            raise ApiError("bad_request", f"file {number!r} is not shared")
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
 
 
 def _segment_number(message: dict[str, Any]) -> int:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -39,6 +40,7 @@ from mrecord.errors import ArgumentError, DatasetServerError
 
 __all__ = [
     "MAX_HEADER_BYTES",
+    "MappedFiles",
     "NeedsRoom",
     "decode_block",
     "decode_block_at",
@@ -142,23 +144,67 @@ class NeedsRoom(Exception):
         self.nbytes = nbytes
 
 
+@dataclass(frozen=True)
+class MappedFiles:
+    """Where files the reader also has lie in the server's memory (the same-host transport).
+
+    A bytes value that views one of them goes as a reference (file, offset, length)
+    instead of its bytes: the reader maps the same file and views the same page-cache
+    pages, so the value is never copied.
+    """
+
+    starts: np.ndarray
+    """int64 address of each map, ascending."""
+    sizes: np.ndarray
+    files: np.ndarray
+    """The file number of each map (its shard index)."""
+
+    def locate(self, addresses: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(file number or -1, offset in that file) of each value."""
+        slot = np.searchsorted(self.starts, addresses, side="right") - 1
+        inside = slot >= 0
+        safe = np.where(inside, slot, 0)
+        offsets = addresses - self.starts[safe]
+        inside &= offsets + lengths <= self.sizes[safe]
+        return np.where(inside, self.files[safe], -1), np.where(inside, offsets, 0)
+
+
 def encode_block_into(
     columns: dict[str, ColumnValues],
     kinds: dict[str, tuple[str, str, list[int]]],
     rows: int,
     region: np.ndarray,
+    files: MappedFiles | None = None,
 ) -> dict[str, Any]:
     """Write a block's buffers into ``region`` (uint8) and return its header.
 
     The same buffers as :func:`encode_block`, each placed at an ``offsets`` entry of its
     column in the header (the same-host transport: the region is the client's shared
     memory, so the bytes are copied once, from the file's map into it). Big bytes values
-    are copied straight into place. Raises :class:`NeedsRoom` when the region is too small.
+    are copied straight into place; with ``files``, a bytes column is sent as
+    references (:func:`_bytes_refs`) and only values outside those files are copied.
+    Raises :class:`NeedsRoom` when the region is too small.
     """
     room = _Bump(region)
     header_cols = []
+    referenced: set[int] = set()
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
+        if kind == "bytes" and files is not None:
+            refs = _bytes_refs(values, files, room)
+            referenced.update(int(f) for f in np.unique(refs[0]) if f >= 0)
+            header_cols.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "dtype": dtype,
+                    "shape": shape,
+                    "refs": True,
+                    "sizes": [refs.nbytes],
+                    "offsets": [room.place([_bytes_view(refs)], refs.nbytes)],
+                }
+            )
+            continue
         parts = _column_parts(values, kind, dtype, shape, room.alloc, 0)
         sizes = [sum(memoryview(p).nbytes for p in pieces) for pieces in parts]
         offsets = [room.place(pieces, size) for pieces, size in zip(parts, sizes, strict=True)]
@@ -174,7 +220,22 @@ def encode_block_into(
         )
     if room.missing:
         raise NeedsRoom(room.used + room.missing)
-    return {"rows": rows, "columns": header_cols}
+    return {"rows": rows, "columns": header_cols, "files": sorted(referenced)}
+
+
+def _bytes_refs(values: ColumnValues, files: MappedFiles, room: _Bump) -> np.ndarray:
+    """A bytes column as an int64 array ``(3, n)``: file number (-1: in the region), offset,
+    length of each value; values outside ``files`` are copied into the region."""
+    arrays = [v if isinstance(v, np.ndarray) else np.frombuffer(v, dtype=np.uint8) for v in values]
+    n = len(arrays)
+    addresses = np.fromiter((a.__array_interface__["data"][0] for a in arrays), np.int64, n)
+    lengths = np.fromiter((a.nbytes for a in arrays), np.int64, n)
+    where, offsets = files.locate(addresses, lengths)
+    for i in np.flatnonzero(where < 0).tolist():
+        out = room.alloc(int(lengths[i]))
+        out[:] = arrays[i].reshape(-1).view(np.uint8)
+        offsets[i] = room.used - int(lengths[i])
+    return np.stack([where, offsets, lengths]).astype("<i8")
 
 
 class _Bump:
@@ -294,19 +355,24 @@ def _decode(view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
             offsets.append(pos)
             pos += int(size)
         placed.append({**col, "offsets": offsets})
-    return _decode_columns({**header, "columns": placed}, view)
+    return _decode_columns({**header, "columns": placed}, view, {})
 
 
-def decode_block_at(header: Any, region: np.ndarray) -> tuple[int, dict[str, ColumnValues]]:
+def decode_block_at(
+    header: Any, region: np.ndarray, files: Mapping[int, np.ndarray] | None = None
+) -> tuple[int, dict[str, ColumnValues]]:
     """(rows, columns) of a block written by :func:`encode_block_into`; values view
-    ``region``. DatasetServerError when the header does not describe the region."""
+    ``region`` (and ``files``, {file number: uint8 array of the mapped file}, for a
+    column sent as references). DatasetServerError when the header does not fit them."""
     try:
-        return _decode_columns(header, region.reshape(-1).view(np.uint8).data)
+        return _decode_columns(header, region.reshape(-1).view(np.uint8).data, files or {})
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise DatasetServerError(f"the server sent a malformed block ({exc})") from exc
 
 
-def _decode_columns(header: Any, view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
+def _decode_columns(
+    header: Any, view: memoryview, files: Mapping[int, np.ndarray]
+) -> tuple[int, dict[str, ColumnValues]]:
     """Columns whose buffers lie at ``col["offsets"]`` in ``view``, bounds checked."""
     n = int(header["rows"])
     out: dict[str, ColumnValues] = {}
@@ -322,8 +388,28 @@ def _decode_columns(header: Any, view: memoryview) -> tuple[int, dict[str, Colum
             if at < 0 or size < 0 or at + size > len(view):
                 raise ValueError(f"column {col['name']!r} runs past the end of the body")
             parts.append(view[at : at + size])
-        out[str(col["name"])] = _decode_column(col, parts, n)
+        if col.get("refs"):
+            out[str(col["name"])] = _decode_refs(col, parts[0], n, view, files)
+        else:
+            out[str(col["name"])] = _decode_column(col, parts, n)
     return n, out
+
+
+def _decode_refs(
+    col: dict[str, Any], part: memoryview, n: int, view: memoryview, files: Mapping[int, np.ndarray]
+) -> list[Any]:
+    """A bytes column sent as references: read-only views of the files or the region."""
+    refs = np.frombuffer(part, dtype="<i8").reshape(3, n)
+    region = np.frombuffer(view, dtype=np.uint8)
+    values: list[Any] = []
+    for where, start, length in zip(*refs.tolist(), strict=True):
+        base = region if where < 0 else files[where]
+        if start < 0 or length < 0 or start + length > len(base):
+            raise ValueError(f"column {col['name']!r}: a value runs past the end of its file")
+        value = base[start : start + length].view(BytesArray)
+        value.flags.writeable = False
+        values.append(value)
+    return values
 
 
 def _numeric(dtype: str) -> np.dtype[Any]:

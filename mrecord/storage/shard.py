@@ -270,6 +270,23 @@ class ShardFile:
             return None
         return self._offsets[page][col]
 
+    def open_mapped_file(self) -> int | None:
+        """A new read-only descriptor of the file this shard mapped (the caller closes
+        it), or None: not a local file, or its path now names another file (replaced)
+        or a shorter one."""
+        if self._stat is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        now = os.fstat(fd)
+        same = (now.st_dev, now.st_ino) == (self._stat.st_dev, self._stat.st_ino)
+        if not same or now.st_size < self.size:
+            os.close(fd)
+            return None
+        return fd
+
     @property
     def file_bytes(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` array viewing the map (local files)."""
