@@ -274,6 +274,49 @@ class DatasetReader:
                 out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
         return Block(out, ids)
 
+    def locate_bytes(
+        self, ids: np.ndarray | Sequence[int], column: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the values of bytes ``column`` at ``ids`` lie in the shard files.
+
+        Returns int64 arrays ``(shard, offset, length)``: value ``i`` is the bytes
+        ``offset[i]:offset[i] + length[i]`` of file ``self.files[shard[i]]``, or, where
+        ``shard[i]`` is -1, a value stored compressed (read it with :meth:`read_rows`).
+        Each chunk is checksummed first under the reader's ``verify`` policy, as a read
+        would: the places handed out hold checked bytes. For a reader in another process
+        that maps the same files (``mrecord serve``'s same-host readers).
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
+            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
+            raise RowIndexError(
+                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
+            )
+        field = self.schema[_check_columns(self.schema, [column])[0]]
+        if field.kind is not FieldKind.BYTES:
+            raise SchemaError(f"column {column!r} is {field.kind.value}, not bytes")
+        n = len(ids)
+        shards, offsets, lengths = [-1] * n, [0] * n, [0] * n
+        for s, positions, pages, slots in self._group(ids):
+            shard = self.shards[s]
+            col = shard.field_index(field.name)
+            for page, members in _by_page(pages):
+                head, _ = shard.var_page(page, field)  # checksummed by the policy
+                where = members if positions is None else positions[members]
+                base = shard.uncompressed_offset(page, col)
+                starts = head.offsets
+                start = head.data_start + (base or 0)
+                for pos, slot in zip(where.tolist(), slots[members].tolist(), strict=True):
+                    lengths[pos] = starts[slot + 1] - starts[slot]
+                    if base is not None:
+                        shards[pos] = s
+                        offsets[pos] = start + starts[slot]
+        return (
+            np.array(shards, dtype=np.int64),
+            np.array(offsets, dtype=np.int64),
+            np.array(lengths, dtype=np.int64),
+        )
+
     def _group(self, ids: np.ndarray) -> list[Any]:
         """(shard, positions in ``ids`` or None for all of them, pages, slots) per shard."""
         if not len(ids):

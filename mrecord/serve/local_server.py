@@ -23,21 +23,24 @@ import itertools
 import logging
 import mmap
 import os
+import selectors
 import socket
 import stat
 import tempfile
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.answers import ApiError, Limits, classify, plan_block
 from mrecord.serve.local_protocol import VERSION, receive, send
 from mrecord.serve.registry import ServedDataset
-from mrecord.serve.wire import MappedFiles, NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
 
 __all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
 
@@ -50,7 +53,9 @@ MAX_SEGMENT_BYTES = 1 << 30
 MAX_FILES_PER_MESSAGE = 64
 """Shard file descriptors sent with one ``files`` answer."""
 IDLE_TIMEOUT_S = 300.0
-"""A connection that sends nothing for this long is closed (its thread and maps freed)."""
+"""A connection that sends nothing for this long is closed (its maps freed)."""
+_IDLE_CHECK_S = 10.0
+_MESSAGE_TIMEOUT_S = 10.0
 _counter = itertools.count()
 
 
@@ -78,8 +83,8 @@ def default_socket_path() -> Path:
 class LocalServer:
     """Serve ``datasets`` to same-host readers on the Unix socket ``path``, in threads.
 
-    One thread accepts; each connection gets a thread (at most ``max_connections``, more
-    are told ``busy`` and closed); reading is bounded by ``limits.read_threads``.
+    One thread accepts and answers every connection, a message at a time (at most
+    ``max_connections`` connections; more are told ``busy`` and closed).
     """
 
     def __init__(
@@ -96,13 +101,13 @@ class LocalServer:
         self._token = token
         self._limits = limits
         self._max_connections = max_connections
-        self._reading = threading.BoundedSemaphore(limits.read_threads)
         self._mapped: dict[str, _SharedFiles] = {}
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._wake_r, self._wake_w = socket.socketpair()
 
     # -- lifetime ----------------------------------------------------------------------------------
 
@@ -124,23 +129,21 @@ class LocalServer:
             listener.close()
             raise
         self._listener = listener
-        self._thread = threading.Thread(target=self._accept, name="mrecord-local", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="mrecord-local", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop accepting, close every connection (their threads end), remove the socket."""
+        """Stop accepting, close every connection, remove the socket."""
         self._stopping = True
-        if self._listener is not None:
-            with contextlib.suppress(OSError):
-                self._listener.shutdown(socket.SHUT_RDWR)
-            self._listener.close()
-        with self._lock:
-            for conn in list(self._connections):
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")  # the loop is in select(): wake it
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=2 * _MESSAGE_TIMEOUT_S)
+        if self._listener is not None:
+            self._listener.close()
+        self._wake_r.close()
+        self._wake_w.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         with self._lock:
@@ -161,56 +164,94 @@ class LocalServer:
 
     # -- connections -------------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while not self._stopping:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return  # closed by stop()
-            with self._lock:
-                busy = len(self._connections) >= self._max_connections
-                if not busy:
-                    self._connections.add(conn)
-            if busy:
-                self._refuse(conn)
-                continue
-            threading.Thread(
-                target=self._serve, args=(conn,), name="mrecord-local-conn", daemon=True
-            ).start()
+    def _loop(self) -> None:
+        """Accept and answer every connection, one message at a time, in this one thread.
 
-    def _refuse(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            conn.settimeout(1.0)
-            message = f"more than {self._max_connections} connections at once; try again"
-            send(conn, {"error": {"code": "busy", "message": message}})
-        conn.close()
-
-    def _serve(self, conn: socket.socket) -> None:
-        segments: dict[int, mmap.mmap] = {}
+        One thread rather than one per connection: on few cores, threads answering at
+        once mostly hand the GIL to each other (futex wake-ups were a sixth of the
+        server's CPU per MB, measured with perf), and an answer is short: the values
+        themselves are not copied (files shared) or are copied once.
+        """
+        listener = self._listener
+        assert listener is not None
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ, None)
+        selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
-            conn.settimeout(IDLE_TIMEOUT_S)
-            ds = self._hello(conn)
-            while ds is not None:
-                message, fds = receive(conn, max_fds=1)
-                give: tuple[int, ...] = ()
-                try:
-                    reply, give = self._answer(ds, message, fds, segments)
-                except Exception as exc:
-                    code, text = classify(exc, self.datasets.values())
-                    reply = {"error": {"code": code, "message": text}}
-                finally:
-                    for fd in fds:
-                        os.close(fd)
-                send(conn, reply, give)
-        except (OSError, DatasetServerError) as exc:  # gone, idle too long, or not our protocol
-            _log.debug("same-host connection ended: %s", exc)
+            while not self._stopping:
+                for key, _ in selector.select(timeout=_IDLE_CHECK_S):
+                    if key.data == "wake":
+                        break
+                    if key.data is None:
+                        self._accept(listener, selector)
+                    elif not self._step(key.data):
+                        selector.unregister(key.fileobj)
+                        self._drop(key.data)
+                now = time.monotonic()
+                for key in list(selector.get_map().values()):
+                    if isinstance(key.data, _Connection) and now - key.data.active > IDLE_TIMEOUT_S:
+                        selector.unregister(key.fileobj)
+                        self._drop(key.data)
         finally:
-            for mapped in segments.values():
-                _unmap(mapped)
-            with self._lock:
-                self._connections.discard(conn)
-            conn.close()
+            for key in list(selector.get_map().values()):
+                if isinstance(key.data, _Connection):
+                    self._drop(key.data)
+            selector.close()
+
+    def _accept(self, listener: socket.socket, selector: selectors.BaseSelector) -> None:
+        try:
+            sock, _ = listener.accept()
+        except OSError:
+            return  # closed by stop(), or the client gave up
+        with self._lock:
+            busy = len(self._connections) >= self._max_connections
+            if not busy:
+                self._connections.add(sock)
+        if busy:
+            self._refuse(sock)
+            return
+        # A message is read whole once its first byte is here; a client that stops
+        # half-way is dropped after this long.
+        sock.settimeout(_MESSAGE_TIMEOUT_S)
+        selector.register(sock, selectors.EVENT_READ, _Connection(sock))
+
+    def _refuse(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(1.0)
+            message = f"more than {self._max_connections} connections at once; try again"
+            send(sock, {"error": {"code": "busy", "message": message}})
+        sock.close()
+
+    def _step(self, conn: _Connection) -> bool:
+        """Answer the next message of ``conn``; False when the connection is over."""
+        conn.active = time.monotonic()
+        try:
+            if conn.dataset is None:
+                conn.dataset = self._hello(conn.sock)
+                return conn.dataset is not None
+            message, fds = receive(conn.sock, max_fds=1)
+            give: tuple[int, ...] = ()
+            try:
+                reply, give = self._answer(conn.dataset, message, fds, conn.segments)
+            except Exception as exc:
+                code, text = classify(exc, self.datasets.values())
+                reply = {"error": {"code": code, "message": text}}
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            send(conn.sock, reply, give)
+            return True
+        except (OSError, DatasetServerError) as exc:  # gone, too slow, or not our protocol
+            _log.debug("same-host connection ended: %s", exc)
+            return False
+
+    def _drop(self, conn: _Connection) -> None:
+        for mapped in conn.segments.values():
+            _unmap(mapped)
+        conn.segments = {}
+        with self._lock:
+            self._connections.discard(conn.sock)
+        conn.sock.close()
 
     def _hello(self, conn: socket.socket) -> ServedDataset | None:
         message, _ = receive(conn)
@@ -280,17 +321,43 @@ class LocalServer:
     ) -> dict[str, Any]:
         ids, columns = request_fields(message, self._limits.max_block_rows)
         plan = plan_block(ds, ids, columns, self._limits)
-        with self._reading:
-            block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
-            region = np.frombuffer(mapped, dtype=np.uint8)
-            files = self._shared_files(ds).mapped
-            try:
-                header = encode_block_into(block.columns, plan.kinds, len(ids), region, files)
-            except NeedsRoom as exc:
-                return {"need": exc.nbytes}
-            finally:
-                del region
+        values = self._columns(ds, ids, plan.columns, plan.kinds)
+        region = np.frombuffer(mapped, dtype=np.uint8)
+        try:
+            header = encode_block_into(values, plan.kinds, len(ids), region)
+        except NeedsRoom as exc:
+            return {"need": exc.nbytes}
+        finally:
+            del region
         return {"ok": True, "block": header}
+
+    def _columns(
+        self,
+        ds: ServedDataset,
+        ids: np.ndarray,
+        names: list[str],
+        kinds: dict[str, tuple[str, str, list[int]]],
+    ) -> dict[str, ColumnValues | BytesRefs]:
+        """The block's columns; bytes columns as places in the shared files (values
+        stored compressed, or in a file not shared, are read and sent inline)."""
+        shared = self._shared_files(ds)
+        by_place = [c for c in names if kinds[c][0] == "bytes" and shared.any]
+        rest = [c for c in names if c not in by_place]
+        read = ds.reader.read_rows(ids, columns=rest, bytes_as_arrays=True).columns if rest else {}
+        out: dict[str, ColumnValues | BytesRefs] = {}
+        for name in names:
+            if name not in by_place:
+                out[name] = read[name]
+                continue
+            files, offsets, lengths = ds.reader.locate_bytes(ids, name)
+            files = shared.only_shared(files)
+            inline: dict[int, Any] = {}
+            elsewhere = np.flatnonzero(files < 0)
+            if len(elsewhere):
+                block = ds.reader.read_rows(ids[elsewhere], columns=[name], bytes_as_arrays=True)
+                inline = dict(zip(elsewhere.tolist(), block.columns[name], strict=True))
+            out[name] = BytesRefs(files, offsets, lengths, inline)
+        return out
 
     def _shared_files(self, ds: ServedDataset) -> _SharedFiles:
         with self._lock:
@@ -298,6 +365,16 @@ class LocalServer:
             if shared is None:
                 shared = self._mapped[ds.name] = _SharedFiles(ds)
             return shared
+
+
+class _Connection:
+    """One client's socket, its dataset (after hello) and the segments mapped for it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.dataset: ServedDataset | None = None
+        self.segments: dict[int, mmap.mmap] = {}
+        self.active = time.monotonic()
 
 
 class _SharedFiles:
@@ -310,21 +387,17 @@ class _SharedFiles:
 
     def __init__(self, ds: ServedDataset) -> None:
         self._fds: dict[int, int] = {}
-        starts, sizes, numbers = [], [], []
         for number, shard in enumerate(ds.reader.shards):
             fd = shard.open_mapped_file()
-            if fd is None:
-                continue
-            self._fds[number] = fd
-            starts.append(int(shard.file_bytes.ctypes.data))
-            sizes.append(shard.size)
-            numbers.append(number)
-        order = np.argsort(np.asarray(starts, dtype=np.int64))
-        self.mapped = MappedFiles(
-            np.asarray(starts, dtype=np.int64)[order],
-            np.asarray(sizes, dtype=np.int64)[order],
-            np.asarray(numbers, dtype=np.int64)[order],
-        )
+            if fd is not None:
+                self._fds[number] = fd
+        self._shared = np.zeros(len(ds.reader.shards) + 1, dtype=bool)  # [-1]: not shared
+        self._shared[list(self._fds)] = True
+        self.any = bool(self._fds)
+
+    def only_shared(self, files: np.ndarray) -> np.ndarray:
+        """``files`` with -1 for every file number that is not shared."""
+        return np.where(self._shared[files], files, -1)
 
     def descriptor(self, number: Any) -> int:
         """The read-only descriptor of shared file ``number`` (ApiError if not shared)."""

@@ -40,7 +40,7 @@ from mrecord.errors import ArgumentError, DatasetServerError
 
 __all__ = [
     "MAX_HEADER_BYTES",
-    "MappedFiles",
+    "BytesRefs",
     "NeedsRoom",
     "decode_block",
     "decode_block_at",
@@ -145,54 +145,43 @@ class NeedsRoom(Exception):
 
 
 @dataclass(frozen=True)
-class MappedFiles:
-    """Where files the reader also has lie in the server's memory (the same-host transport).
+class BytesRefs:
+    """A bytes column given by where its values lie (the same-host transport).
 
-    A bytes value that views one of them goes as a reference (file, offset, length)
-    instead of its bytes: the reader maps the same file and views the same page-cache
-    pages, so the value is never copied.
+    Value ``i`` is bytes ``offsets[i]:offsets[i] + lengths[i]`` of shared file
+    ``files[i]``, which the reader maps too, so the value is never copied; where
+    ``files[i]`` is -1 the value is ``inline[i]`` and is copied into the region.
     """
 
-    starts: np.ndarray
-    """int64 address of each map, ascending."""
-    sizes: np.ndarray
     files: np.ndarray
-    """The file number of each map (its shard index)."""
-
-    def locate(self, addresses: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(file number or -1, offset in that file) of each value."""
-        slot = np.searchsorted(self.starts, addresses, side="right") - 1
-        inside = slot >= 0
-        safe = np.where(inside, slot, 0)
-        offsets = addresses - self.starts[safe]
-        inside &= offsets + lengths <= self.sizes[safe]
-        return np.where(inside, self.files[safe], -1), np.where(inside, offsets, 0)
+    offsets: np.ndarray
+    lengths: np.ndarray
+    inline: Mapping[int, Any]
 
 
 def encode_block_into(
-    columns: dict[str, ColumnValues],
+    columns: Mapping[str, ColumnValues | BytesRefs],
     kinds: dict[str, tuple[str, str, list[int]]],
     rows: int,
     region: np.ndarray,
-    files: MappedFiles | None = None,
 ) -> dict[str, Any]:
     """Write a block's buffers into ``region`` (uint8) and return its header.
 
     The same buffers as :func:`encode_block`, each placed at an ``offsets`` entry of its
     column in the header (the same-host transport: the region is the client's shared
     memory, so the bytes are copied once, from the file's map into it). Big bytes values
-    are copied straight into place; with ``files``, a bytes column is sent as
-    references (:func:`_bytes_refs`) and only values outside those files are copied.
-    Raises :class:`NeedsRoom` when the region is too small.
+    are copied straight into place; a bytes column given as :class:`BytesRefs` is sent
+    as references, and only its inline values are copied. Raises :class:`NeedsRoom`
+    when the region is too small.
     """
     room = _Bump(region)
     header_cols = []
     referenced: set[int] = set()
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
-        if kind == "bytes" and files is not None:
-            refs = _bytes_refs(values, files, room)
-            referenced.update(int(f) for f in np.unique(refs[0]) if f >= 0)
+        if isinstance(values, BytesRefs):
+            refs = _bytes_refs(values, room)
+            referenced.update(values.files.tolist())
             header_cols.append(
                 {
                     "name": name,
@@ -220,22 +209,22 @@ def encode_block_into(
         )
     if room.missing:
         raise NeedsRoom(room.used + room.missing)
+    referenced.discard(-1)
     return {"rows": rows, "columns": header_cols, "files": sorted(referenced)}
 
 
-def _bytes_refs(values: ColumnValues, files: MappedFiles, room: _Bump) -> np.ndarray:
-    """A bytes column as an int64 array ``(3, n)``: file number (-1: in the region), offset,
-    length of each value; values outside ``files`` are copied into the region."""
-    arrays = [v if isinstance(v, np.ndarray) else np.frombuffer(v, dtype=np.uint8) for v in values]
-    n = len(arrays)
-    addresses = np.fromiter((a.__array_interface__["data"][0] for a in arrays), np.int64, n)
-    lengths = np.fromiter((a.nbytes for a in arrays), np.int64, n)
-    where, offsets = files.locate(addresses, lengths)
-    for i in np.flatnonzero(where < 0).tolist():
-        out = room.alloc(int(lengths[i]))
-        out[:] = arrays[i].reshape(-1).view(np.uint8)
-        offsets[i] = room.used - int(lengths[i])
-    return np.stack([where, offsets, lengths]).astype("<i8")
+def _bytes_refs(values: BytesRefs, room: _Bump) -> np.ndarray:
+    """``values`` as an int64 array ``(3, n)``: file number (-1: in the region), offset,
+    length of each value, with the inline values copied into the region."""
+    offsets = values.offsets.astype(np.int64, copy=True)
+    lengths = values.lengths.astype(np.int64, copy=True)
+    for i, value in values.inline.items():
+        data = value.reshape(-1).view(np.uint8) if isinstance(value, np.ndarray) else value
+        view = np.frombuffer(data, dtype=np.uint8)
+        out = room.alloc(len(view))
+        out[:] = view
+        offsets[i], lengths[i] = room.used - len(view), len(view)
+    return np.stack([values.files.astype(np.int64), offsets, lengths]).astype("<i8")
 
 
 class _Bump:
