@@ -75,7 +75,7 @@ class _Server:
     def __init__(self, datasets: dict[str, Path]) -> None:
         self.port = _free_port()
         args = [f"{n}={p}" for n, p in datasets.items()]
-        cmd = [sys.executable, "-m", "mrecord.cli.main", "serve", *args, "--port", str(self.port), "--workers", os.environ.get("W", "4")]
+        cmd = [sys.executable, "-m", "mrecord.cli.main", "serve", *args, "--port", str(self.port)]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
