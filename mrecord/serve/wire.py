@@ -396,7 +396,8 @@ def _decode_refs(
         if start < 0 or length < 0 or start + length > len(base):
             raise ValueError(f"column {col['name']!r}: a value runs past the end of its file")
         value = base[start : start + length].view(BytesArray)
-        value.flags.writeable = False
+        if where < 0:  # the segment is writable memory; the files are mapped read-only
+            value.flags.writeable = False
         values.append(value)
     return values
 
