@@ -13,8 +13,9 @@ Modules: :mod:`~mrecord.serve.registry` (the named datasets), :mod:`~mrecord.ser
 binary block format), :mod:`~mrecord.serve.remote` (``RemoteDataset``), and the same-host
 transport: :mod:`~mrecord.serve.local_protocol`, :mod:`~mrecord.serve.local_server`,
 :mod:`~mrecord.serve.local_client` (blocks in the reader's shared memory, bytes values as
-places in shard files the reader maps itself). Needs the extra: ``pip install 'mrecord[serve]'``. Nothing under
-``format``, ``reader``, ``writer`` or ``pipeline`` imports this package.
+places in shard files the reader maps itself). Needs the extra:
+``pip install 'mrecord[serve]'``. Nothing under ``format``, ``reader``, ``writer`` or
+``pipeline`` imports this package.
 """
 
 from __future__ import annotations
