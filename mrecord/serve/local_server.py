@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hmac
 import itertools
 import logging
 import mmap
@@ -40,6 +39,7 @@ from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.answers import ApiError, Limits, classify, plan_block
 from mrecord.serve.local_protocol import VERSION, receive, send
 from mrecord.serve.registry import ServedDataset
+from mrecord.serve.security import token_matches
 from mrecord.serve.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
 
 __all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
@@ -260,10 +260,7 @@ class LocalServer:
         token = message.get("token")
         if message.get("op") != "hello" or message.get("version") != VERSION:
             error = ("bad_request", f"expected hello version {VERSION}, got {message!r:.200}")
-        elif self._token and not (
-            isinstance(token, str)
-            and hmac.compare_digest(token.encode("utf-8"), self._token.encode("utf-8"))
-        ):
+        elif self._token and not token_matches(token, self._token):
             error = ("unauthorized", "missing or wrong token")
         elif ds is None:
             names = sorted(self.datasets)

@@ -401,9 +401,9 @@ class _Client:
 
     def _raise(self, error: dict[str, Any]) -> Exception:
         """The mrecord error for an error answer of the same-host socket."""
-        code, message = str(error.get("code")), str(error.get("message"))
-        cls = _ERRORS.get(code, DatasetServerError)
-        return cls(f"{self.base} ({self.dataset!r}): {message} [{code}]")
+        return _error_for(
+            self.base, self.dataset, str(error.get("code")), str(error.get("message"))
+        )
 
     # -- connections -------------------------------------------------------------------------------
 
@@ -530,5 +530,10 @@ def _error_from(base: str, dataset: str, status: int, body: np.ndarray) -> Excep
         code, message = str(err["code"]), str(err["message"])
     except Exception:
         code, message = "unexpected", f"HTTP {status}: {body[:200].tobytes()!r}"
+    return _error_for(base, dataset, code, message)
+
+
+def _error_for(base: str, dataset: str, code: str, message: str) -> Exception:
+    """The mrecord error for an error ``code`` of the API (the code chooses the type)."""
     cls = _ERRORS.get(code, DatasetServerError)
     return cls(f"{base} ({dataset!r}): {message} [{code}]")

@@ -13,7 +13,7 @@ import ipaddress
 
 from mrecord.errors import ArgumentError
 
-__all__ = ["LOOPBACK_HOSTS", "check_bind", "host_ok", "is_loopback", "token_ok"]
+__all__ = ["LOOPBACK_HOSTS", "check_bind", "host_ok", "is_loopback", "token_matches", "token_ok"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -47,7 +47,14 @@ def token_ok(authorization: str | None, token: str) -> bool:
     scheme, _, given = authorization.partition(" ")
     if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
+    return token_matches(given.strip(), token)
+
+
+def token_matches(given: object, token: str) -> bool:
+    """True when ``given`` is the string ``token`` (compared in constant time)."""
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
 
 
 def host_ok(host_header: str | None, allowed: frozenset[str]) -> bool:
