@@ -11,6 +11,7 @@ its last value dies, and the server is told to unmap it with the next request.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import itertools
@@ -325,6 +326,17 @@ def shared_link(
             link = _links[key] = LocalLink(path, dataset, token, rows)
     link.keep_at_least(connections, timeout)
     return link
+
+
+def _close_links() -> None:
+    """Close every idle same-host connection (at exit: no socket is left to the collector)."""
+    with _links_lock:
+        links = list(_links.values())
+    for link in links:
+        link.close()
+
+
+atexit.register(_close_links)
 
 
 def _forget_links() -> None:
