@@ -239,8 +239,21 @@ def bench_h2d(batches: int, repeats: int) -> list[str]:
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
+    prebuilt = [batch for batch in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+
+    def delivery_only() -> float:
+        # Batches made beforehand: the queue's own host-to-device rate.
+        with DeviceQueue(prebuilt, device="cuda", num_epochs=1) as q:
+            t0 = time.perf_counter()
+            for image, _ in q:
+                image.sum()
+            torch.cuda.synchronize()
+            return time.perf_counter() - t0
+
     through_queue(True)
+    delivery_only()
     for name, fn in (
+        ("sink alone (batches made beforehand)", delivery_only),
         ("pipeline + .to('cuda') in the loop", plain_copies),
         ("sink, pinned, side stream", lambda: through_queue(True)),
         ("sink, pageable", lambda: through_queue(False)),
