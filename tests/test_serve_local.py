@@ -65,8 +65,9 @@ MB = 1 << 20
 # -- datasets and servers --------------------------------------------------------------------------
 
 
-def _write_mixed(path: Path) -> Path:
-    """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages."""
+def _write_mixed(path: Path, compress: bool = False) -> Path:
+    """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages;
+    ``compress``: the same rows, with the bytes and string columns stored compressed."""
     rng = np.random.default_rng(13)
     with FileWriter(path, shard_num=3, overwrite=True) as writer:
         writer.add_schema(
@@ -80,6 +81,8 @@ def _write_mixed(path: Path) -> Path:
             }
         )
         writer.set_page_size(1 << 12)
+        if compress:
+            writer.set_compression("zstd", ["blob", "text"])
         writer.write_raw_data(
             {
                 "id": np.arange(ROWS, dtype=np.int64),
@@ -139,6 +142,13 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``mixed``'s rows with compressed bytes values: they cannot be shared in place, so
+    the same-host server copies them into the reader's segment."""
+    return _write_mixed(tmp_path_factory.mktemp("packed") / "packed.mrecord", compress=True)
+
+
+@pytest.fixture(scope="module")
 def sizes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write_sizes(tmp_path_factory.mktemp("sizes") / "sizes.mrecord")
 
@@ -149,8 +159,8 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(mixed: Path, sizes: Path) -> Iterator[ServerThread]:
-    with ServerThread({"mixed": mixed, "sizes": sizes}) as srv:
+def server(mixed: Path, packed: Path, sizes: Path) -> Iterator[ServerThread]:
+    with ServerThread({"mixed": mixed, "packed": packed, "sizes": sizes}) as srv:
         assert srv.local_socket_path is not None
         yield srv
 
@@ -242,25 +252,61 @@ def test_a_column_subset_in_its_order(
 
 
 @pytest.fixture(scope="module")
-def pair(server: ServerThread) -> tuple[mrecord.RemoteDataset, mrecord.RemoteDataset]:
-    return _remote(server, "local"), _remote(server, "http")
+def pairs(server: ServerThread) -> dict[str, tuple[mrecord.RemoteDataset, ...]]:
+    """name -> (local, http) RemoteDatasets of ``mixed`` and of ``packed``."""
+    return {
+        name: (_remote(server, "local", name=name), _remote(server, "http", name=name))
+        for name in ("mixed", "packed")
+    }
 
 
 @given(
+    name=st.sampled_from(["mixed", "packed"]),
     ids=st.lists(st.integers(0, ROWS - 1), max_size=80),
     columns=st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=6, unique=True),
 )
 def test_read_rows_is_the_files_through_both_transports(
-    pair: tuple[mrecord.RemoteDataset, mrecord.RemoteDataset],
+    pairs: dict[str, tuple[mrecord.RemoteDataset, ...]],
     truth: dict[str, list[Any]],
+    name: str,
     ids: list[int],
     columns: list[str],
 ) -> None:
+    """Values shared in place (``mixed``'s bytes) and copied (``packed``'s compressed
+    bytes, and every other kind) are the files' values, whichever transport."""
     want = {c: [_plain(truth[c][i]) for i in ids] for c in columns}
-    local, http = pair
+    local, http = pairs[name]
     assert _block(local.read_rows(ids, columns), columns) == want
     assert _block(http.read_rows(ids, columns), columns) == want
     assert local.transport == "local"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("shard", [None, 1], ids=lambda s: f"shard{s}")
+def test_compressed_values_read_what_mind_dataset_reads(
+    server: ServerThread, packed: Path, transport: str, shard: int | None
+) -> None:
+    kwargs: dict[str, Any] = {"shuffle": Shuffle.GLOBAL}
+    if shard is not None:
+        kwargs.update(num_shards=3, shard_id=shard)
+    remote = _remote(server, transport, name="packed", **kwargs)
+    assert _rows(remote) == _rows(MindDataset(packed, **kwargs))
+
+
+@pytest.mark.parametrize("name", ["mixed", "packed"])
+def test_values_are_writable_where_mind_datasets_are(
+    server: ServerThread, mixed: Path, packed: Path, name: str
+) -> None:
+    """In-place edits (normalizing an array) work, or are refused, alike everywhere."""
+    files = {"mixed": mixed, "packed": packed}[name]
+
+    def flags(ds: Any) -> list[bool]:
+        row = next(iter(ds.create_tuple_iterator(num_epochs=1, output_numpy=True)))
+        return [bool(np.asarray(v).flags.writeable) for v in row]
+
+    want = flags(MindDataset(files, shuffle=False))
+    for transport in TRANSPORTS:
+        assert flags(_remote(server, transport, name=name, shuffle=False)) == want
 
 
 def test_threads_sharing_one_dataset_each_get_their_rows(
@@ -499,6 +545,31 @@ def test_local_says_the_socket_stopped_answering(mixed: Path) -> None:
             _rows(ds, 1)
         with pytest.raises(DatasetServerError, match="stopped answering"):
             ds.read_rows([1, 2])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("first_read", ["before", "after"])
+def test_a_dataset_replaced_on_disk_is_served_as_it_was_opened(
+    mixed: Path, tmp_path: Path, transport: str, first_read: str
+) -> None:
+    """Writing a new dataset over the served one (new files at the same paths) changes
+    nothing for readers: the server serves, and shares, the files it opened."""
+    path = tmp_path / "mixed.mrecord"
+    first = _write_mixed(path)
+    with ServerThread({"m": first}) as srv:
+        ds = _remote(srv, transport, name="m")
+        ids = np.arange(0, ROWS, 7)
+        if first_read == "before":
+            ds.read_rows(ids, ["blob"])
+        with DatasetReader.open(first) as reader:
+            want = _block(reader.read_rows(ids, ["blob", "text"]), ["blob", "text"])
+        with FileWriter(path, shard_num=3, overwrite=True) as writer:
+            writer.add_schema({"blob": {"type": "bytes"}, "text": {"type": "string"}})
+            writer.write_raw_data(
+                {"blob": [bytes([i % 251]) * 300 for i in range(ROWS)], "text": ["new"] * ROWS}
+            )
+        assert _block(ds.read_rows(ids, ["blob", "text"]), ["blob", "text"]) == want
+        assert ds.transport == transport
 
 
 # -- a damaged file --------------------------------------------------------------------------------
@@ -881,6 +952,32 @@ def test_a_segment_too_small_gets_need(
     assert [_plain(v) for v in cols["points"]] == [_plain(truth["points"][i]) for i in ids]
 
 
+def test_shard_files_are_given_read_only_and_only_the_datasets(
+    raw_server: LocalServer, mixed: Path
+) -> None:
+    """A reader gets the shard files its blocks refer to as read-only descriptors of the
+    very files served; nothing else, whatever number it asks for."""
+    shards = sorted(mixed.parent.glob("mixed.mrecord[0-9]"))
+    with _session(raw_server.path) as sock:
+        answer, fds = _ask_fds(sock, {"op": "files", "files": [0, 2]}, 2)
+        try:
+            assert answer == {"ok": True, "files": [0, 2]} and len(fds) == 2
+            for fd, shard in zip(fds, (shards[0], shards[2]), strict=True):
+                assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+                assert os.fstat(fd).st_ino == os.stat(shard).st_ino
+                with pytest.raises(OSError):
+                    os.write(fd, b"x")
+                with pytest.raises((OSError, PermissionError)):
+                    mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        for wanted in ([3], [-1], ["0"], [None], [], "0", None, list(range(65))):
+            answer, fds = _ask_fds(sock, {"op": "files", "files": wanted}, 4)
+            assert fds == [] and _code(answer) == "bad_request", wanted
+        _still_reads(sock)
+
+
 def test_bad_requests_get_the_http_api_codes(raw_server: LocalServer) -> None:
     with _session(raw_server.path) as sock:
         fd = _memfd(MB)
@@ -923,6 +1020,39 @@ def test_a_broken_frame_closes_only_that_connection(
     with other:
         _still_reads(other)
     _serves(raw_server.path, truth)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="one thread answers every same-host connection and reads a message whole once "
+    "its first byte is in: a client that stops half-way through a message (paused, "
+    "stopped in a debugger, or a slow big send) stalls every other reader until "
+    "_MESSAGE_TIMEOUT_S (10 s) runs out on one recv, and one that trickles a byte at a "
+    "time stalls them for as long as it likes",
+)
+def test_a_client_stalled_mid_message_does_not_stall_the_others(
+    served: dict[str, ServedDataset], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mrecord.serve import local_server
+
+    monkeypatch.setattr(local_server, "_MESSAGE_TIMEOUT_S", 1.0)  # keep the test short
+    with LocalServer(served, default_socket_path(), token=None, limits=Limits()) as srv:
+        staller = _connect(srv.path)
+        assert _hello(staller, token=None)["ok"]
+        payload = msgpack.packb({"op": "read", "ids": b"\0" * 8, "columns": None, "segment": 0})
+        staller.sendall(struct.pack("<I", len(payload)) + payload[:3])  # the rest never comes
+        time.sleep(0.2)  # the server has seen the first bytes
+        with _connect(srv.path) as other:
+            assert _hello(other, token=None)["ok"]  # answered at once, or after the timeout
+            staller.setblocking(False)
+            try:
+                still_open = staller.recv(1) != b""
+            except BlockingIOError:
+                still_open = True  # nothing to read, no end of stream: the server waits on
+            except ConnectionResetError:
+                still_open = False
+        staller.close()
+        assert still_open  # the other reader was answered while the staller still stalled
 
 
 def test_more_fds_than_a_message_allows_are_closed(raw_server: LocalServer) -> None:
