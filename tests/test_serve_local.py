@@ -123,10 +123,12 @@ def _write_sizes(path: Path) -> Path:
 
 
 def _write_images(path: Path, rows: int = 90) -> Path:
-    """Image-sized bytes values (20-40 KB) and a label."""
+    """Image-sized bytes values (20-40 KB), stored compressed (so a same-host reader gets
+    them copied into its segments, not as places in the files), and a label."""
     rng = np.random.default_rng(11)
     with FileWriter(path, shard_num=2, overwrite=True) as writer:
         writer.add_schema({"image": {"type": "bytes"}, "label": {"type": "int32"}})
+        writer.set_compression("zstd", ["image"])
         writer.write_raw_data(
             {
                 "image": [rng.bytes(int(n)) for n in rng.integers(20 << 10, 40 << 10, rows)],
@@ -469,6 +471,26 @@ def test_blocks_bigger_than_the_first_guess_come_back_whole(
         assert needs and max(needs) > 4 * 2 * MB  # the retry path was taken
     assert _rows(ds) == _rows(MindDataset(sizes, shuffle=Shuffle.GLOBAL))
     assert ds.transport == transport
+
+
+def test_kept_values_never_change_while_segments_are_reused(images: Path) -> None:
+    """Keep every 5th value over 3 epochs of small blocks: each kept value pins its
+    segment, so the client makes many more segments than the server maps at once, and
+    the free ones are written again."""
+    with ServerThread({"imgs": images}, limits=Limits(max_block_rows=8)) as srv:
+        remote = _remote(srv, "local", name="imgs", shuffle=Shuffle.GLOBAL)
+        local = MindDataset(images, shuffle=Shuffle.GLOBAL)
+        kept: list[tuple[np.ndarray, bytes]] = []
+        remote_it = remote.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        local_it = local.create_tuple_iterator(num_epochs=3, output_numpy=True)
+        for _epoch in range(3):
+            for i, (got, want) in enumerate(zip(remote_it, local_it, strict=True)):
+                assert bytes(got[0]) == bytes(want[0]) and int(got[1]) == int(want[1])
+                if i % 5 == 0:
+                    kept.append((got[0], bytes(want[0])))
+        assert len(kept) == 54
+        assert [bytes(value) for value, _ in kept] == [expected for _, expected in kept]
+        assert remote.transport == "local"
 
 
 def _memfd_maps() -> int:
