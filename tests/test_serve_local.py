@@ -594,6 +594,46 @@ def test_a_dataset_replaced_on_disk_is_served_as_it_was_opened(
         assert ds.transport == transport
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a process's LocalLink keeps the shard files it mapped by file number for good "
+    "(_FileMaps): after `mrecord serve` is restarted on the same --local-socket PATH "
+    "serving rewritten files (same name, same row count), new blocks' places are read in "
+    "the OLD files' maps: silently wrong bytes (or 'malformed block' when a place runs past "
+    "an old file's end)",
+)
+def test_a_server_restarted_on_the_same_socket_with_new_files_is_read_right(
+    mixed: Path, tmp_path: Path
+) -> None:
+    v2 = tmp_path / "v2" / "mixed.mrecord"
+    v2.parent.mkdir()
+    with FileWriter(v2, shard_num=3, overwrite=True) as writer:
+        writer.add_schema({"blob": {"type": "bytes"}, "id": {"type": "int64"}})
+        writer.write_raw_data(
+            {
+                "blob": [bytes([i % 251]) * (i % 7 + 1) for i in range(ROWS)],
+                "id": np.arange(ROWS, dtype=np.int64),
+            }
+        )
+    ids = np.arange(0, ROWS, 5)
+    with DatasetReader.open(Path(str(v2) + "0")) as reader:
+        want = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+    with ServerThread({"m": mixed}) as srv:
+        ds = _remote(srv, "local", name="m")
+        ds.read_rows(ids, ["blob"])  # the old files are mapped here now
+        assert srv._local is not None
+        path = srv._local.path
+        srv._local.stop()  # `mrecord serve` restarted on the same socket, new files
+        opened = open_datasets({"m": Path(str(v2) + "0")})
+        try:
+            with LocalServer(opened, path, token=None, limits=Limits()):
+                got = [bytes(v) for v in ds.read_rows(ids, ["blob"]).columns["blob"]]
+        finally:
+            for served in opened.values():
+                served.close()
+    assert got == want
+
+
 # -- a damaged file --------------------------------------------------------------------------------
 
 
