@@ -341,6 +341,8 @@ def test_auto_reads_through_the_socket_on_this_machine(server: ServerThread, mix
     assert ds.transport == "local"
     assert _rows(ds, 1) == _rows(MindDataset(mixed, shuffle=False), 1)
     assert mrecord.RemoteDataset(server.url, "mixed", transport="http").transport == "http"
+    by_name = server.url.replace("127.0.0.1", "localhost")
+    assert mrecord.RemoteDataset(by_name, "mixed").transport == "local"
 
 
 def test_local_without_a_socket_says_why(mixed: Path) -> None:
@@ -632,6 +634,32 @@ def test_a_server_restarted_on_the_same_socket_with_new_files_is_read_right(
             for served in opened.values():
                 served.close()
     assert got == want
+
+
+def test_connections_the_server_closed_when_idle_are_replaced(
+    mixed: Path, truth: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training job that pauses (evaluation, a checkpoint) longer than the server keeps
+    idle connections goes on reading through the socket, not over HTTP."""
+    from mrecord.serve import local_server
+
+    monkeypatch.setattr(local_server, "IDLE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(local_server, "_IDLE_CHECK_S", 0.1)
+    with ServerThread({"mixed": mixed}) as srv:
+        ds = _remote(srv, "local", name="mixed", shuffle=False)
+        want = [tuple(_plain(truth[c][i]) for c in COLUMNS) for i in range(ROWS)]
+        local = srv._local
+        assert local is not None
+        for _pause in range(3):
+            assert _rows(ds, 1) == want
+            assert local._connections  # this process's connections, idle now
+            for _ in range(600):  # until the server has closed them (a bounded wait)
+                if not local._connections:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the server never closed the idle connections")
+        assert ds.transport == "local"
 
 
 # -- a damaged file --------------------------------------------------------------------------------
