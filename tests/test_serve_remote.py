@@ -31,6 +31,7 @@ from mrecord.errors import (
     DatasetServerError,
     SchemaError,
 )
+from mrecord.serve import local_protocol
 from mrecord.serve.app import Limits
 from mrecord.serve.loadtest import run_load
 from mrecord.serve.server import ServerThread
@@ -84,7 +85,8 @@ def _seed() -> Iterator[None]:
 
 
 def _rows(ds: Any, epochs: int = 2) -> list[tuple[Any, ...]]:
-    return [tuple(row) for row in ds.create_tuple_iterator(num_epochs=epochs, output_numpy=True)]
+    it = ds.create_tuple_iterator(num_epochs=epochs, output_numpy=True)
+    return [tuple(row) for _ in range(epochs) for row in it]  # one pass is one epoch
 
 
 def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> None:
@@ -96,12 +98,16 @@ def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> None:
 
 
 MODES = [None, False, True, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE]
+TRANSPORTS = ["http", "local"] if local_protocol.available() else ["http"]
+"""Both block transports where the same-host one exists (ServerThread offers it there,
+and ``auto`` would never exercise HTTP on one machine)."""
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("shuffle", MODES, ids=repr)
 @pytest.mark.parametrize("shard", [None, (3, 0), (3, 2), (4, 1)], ids=repr)
 def test_remote_reads_what_mind_dataset_reads(
-    server: ServerThread, mixed: Path, shuffle: Any, shard: tuple[int, int] | None
+    server: ServerThread, mixed: Path, shuffle: Any, shard: tuple[int, int] | None, transport: str
 ) -> None:
     kwargs: dict[str, Any] = {"shuffle": shuffle}
     if shard is not None:
@@ -109,10 +115,11 @@ def test_remote_reads_what_mind_dataset_reads(
     if shuffle is Shuffle.PARTIAL:
         kwargs["partial_window"] = 50
     local = MindDataset(mixed, **kwargs)
-    remote = mrecord.RemoteDataset(server.url, "mixed", **kwargs)
+    remote = mrecord.RemoteDataset(server.url, "mixed", transport=transport, **kwargs)
     assert remote.get_dataset_size() == local.get_dataset_size()
     want, got = _rows(local), _rows(remote)
     _same(want, got)
+    assert remote.transport == transport
     at = remote.get_col_names().index("id")  # columns sorted by name, as MindDataset's
     ids = [int(r[at]) for r in got]
     if shard is None and shuffle is not False:
@@ -129,16 +136,22 @@ def test_remote_reads_what_mind_dataset_reads(
     ],
     ids=["distributed", "random", "subset_random", "pk"],
 )
-def test_remote_samplers_match_mind_dataset(server: ServerThread, mixed: Path, make: Any) -> None:
-    remote = mrecord.RemoteDataset(server.url, "mixed", sampler=make())
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_remote_samplers_match_mind_dataset(
+    server: ServerThread, mixed: Path, make: Any, transport: str
+) -> None:
+    remote = mrecord.RemoteDataset(server.url, "mixed", sampler=make(), transport=transport)
     _same(_rows(MindDataset(mixed, sampler=make())), _rows(remote))
 
 
-def test_num_samples_columns_list_and_batches(server: ServerThread, mixed: Path) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_num_samples_columns_list_and_batches(
+    server: ServerThread, mixed: Path, transport: str
+) -> None:
     cols = ["text", "vec", "id"]
     local = MindDataset(mixed, columns_list=cols, shuffle=True, num_samples=77).batch(10)
     remote = mrecord.RemoteDataset(
-        server.url, "mixed", columns_list=cols, shuffle=True, num_samples=77
+        server.url, "mixed", columns_list=cols, shuffle=True, num_samples=77, transport=transport
     ).batch(10)
     a = [b[2] for b in local.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     b = [b[2] for b in remote.create_tuple_iterator(num_epochs=1, output_numpy=True)]
@@ -158,21 +171,28 @@ def test_argument_errors_are_mind_datasets(server: ServerThread) -> None:
         mrecord.RemoteDataset(server.url, "missing")
 
 
-def test_token_is_sent_and_checked(mixed: Path) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_token_is_sent_and_checked(mixed: Path, transport: str) -> None:
     with ServerThread({"mixed": mixed}, token="s3cret") as srv:
         with pytest.raises(AuthenticationError, match="token"):
-            mrecord.RemoteDataset(srv.url, "mixed")
+            mrecord.RemoteDataset(srv.url, "mixed", transport=transport)
         with pytest.raises(AuthenticationError):
-            mrecord.RemoteDataset(srv.url, "mixed", token="wrong")
-        ds = mrecord.RemoteDataset(srv.url, "mixed", token="s3cret", columns_list=["id"])
+            mrecord.RemoteDataset(srv.url, "mixed", token="wrong", transport=transport)
+        ds = mrecord.RemoteDataset(
+            srv.url, "mixed", token="s3cret", columns_list=["id"], transport=transport
+        )
+        assert ds.transport == transport
         assert [int(r[0]) for r in _rows(ds, 1)] == [
             int(r[0]) for r in _rows(MindDataset(mixed, columns_list=["id"]), 1)
         ]
 
 
-def test_a_server_that_goes_away_gives_a_clear_error(mixed: Path) -> None:
+@pytest.mark.parametrize("transport", ["http", "auto"])
+def test_a_server_that_goes_away_gives_a_clear_error(mixed: Path, transport: str) -> None:
+    """With ``auto`` the same-host socket goes too: the client falls back to HTTP, which
+    is gone as well."""
     srv = ServerThread({"mixed": mixed}).start()
-    ds = mrecord.RemoteDataset(srv.url, "mixed", shuffle=False, retries=1)
+    ds = mrecord.RemoteDataset(srv.url, "mixed", shuffle=False, retries=1, transport=transport)
     assert len(_rows(ds, 1)) == ROWS
     srv.stop()
     with pytest.raises(DatasetServerError, match="did not answer"):
@@ -238,7 +258,9 @@ def test_a_client_that_stops_reading_is_dropped(tmp_path: Path) -> None:
         sock.close()
         assert received < rows * 100 * 100  # cut short, and the connection closed
         # the server still answers others
-        ds = mrecord.RemoteDataset(srv.url, "big", num_samples=3, shuffle=False)
+        ds = mrecord.RemoteDataset(
+            srv.url, "big", num_samples=3, shuffle=False, transport="http"
+        )
         assert len(_rows(ds, 1)) == 3
 
 
@@ -315,7 +337,10 @@ def test_the_serve_command_serves_until_stopped(mixed: Path) -> None:
     assert f"serving m on http://127.0.0.1:{port}/" in err
 
 
-def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: Path) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_concat_use_sampler_reads_the_same_ranges(
+    server: ServerThread, mixed: Path, transport: str
+) -> None:
     from mrecord import ConcatDataset
 
     def build(make: Any) -> Any:
@@ -324,13 +349,18 @@ def test_concat_use_sampler_reads_the_same_ranges(server: ServerThread, mixed: P
         return ds
 
     local = build(lambda **kw: MindDataset(mixed, **kw))
-    remote = build(lambda **kw: mrecord.RemoteDataset(server.url, "mixed", **kw))
+    remote = build(
+        lambda **kw: mrecord.RemoteDataset(server.url, "mixed", transport=transport, **kw)
+    )
     _same(_rows(local, 1), _rows(remote, 1))
 
 
-def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path, transport: str) -> None:
     """Images (big bytes values) go through reused buffers on both sides; values kept by the
-    caller must never change when later blocks reuse memory, and dropped ones free it."""
+    caller must never change when later blocks reuse memory, and dropped ones free it.
+    Through the same-host socket each kept value pins its shared segment, so the client
+    makes more segments than the server maps for one connection at once."""
     rng = np.random.default_rng(11)
     path = tmp_path / "imgs.mrecord"
     with FileWriter(path, shard_num=2, overwrite=True) as writer:
@@ -344,7 +374,7 @@ def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path) -> None:
     files = Path(str(path) + "0")
     with ServerThread({"imgs": files}, limits=Limits(max_block_rows=8)) as srv:
         remote = mrecord.RemoteDataset(
-            srv.url, "imgs", shuffle=Shuffle.GLOBAL, num_parallel_workers=2
+            srv.url, "imgs", shuffle=Shuffle.GLOBAL, num_parallel_workers=2, transport=transport
         )
         local = MindDataset(files, shuffle=Shuffle.GLOBAL)
         kept: list[tuple[np.ndarray, bytes]] = []
@@ -357,6 +387,7 @@ def test_big_values_stay_right_while_buffers_are_reused(tmp_path: Path) -> None:
                     kept.append((got[0], bytes(want[0])))
         assert len(kept) == 54
         assert all(bytes(value) == expected for value, expected in kept)
+        assert remote.transport == transport
         remote.close()
 
 
