@@ -419,15 +419,6 @@ def test_a_bad_request_is_the_same_error_through_both_transports(
     assert ds.transport == transport  # a caller's mistake is no reason to change transport
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a read_rows of more than 524,288 ids makes a request over the socket's "
-    "MAX_MESSAGE_BYTES (4 MiB): the server closes the connection without an answer and the "
-    "client takes that for the socket being gone: transport='local' raises "
-    "DatasetServerError 'the same-host socket stopped answering (BrokenPipeError) ... is "
-    "mrecord serve still running?', and 'auto' falls back to HTTP for good (HTTP answers "
-    "413 too_large, an ArgumentError)",
-)
 @pytest.mark.parametrize("transport", ["local", "auto"])
 def test_too_many_ids_for_one_message_is_an_argument_error(
     server: ServerThread, transport: str
@@ -596,14 +587,6 @@ def test_a_dataset_replaced_on_disk_is_served_as_it_was_opened(
         assert ds.transport == transport
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process's LocalLink keeps the shard files it mapped by file number for good "
-    "(_FileMaps): after `mrecord serve` is restarted on the same --local-socket PATH "
-    "serving rewritten files (same name, same row count), new blocks' places are read in "
-    "the OLD files' maps: silently wrong bytes (or 'malformed block' when a place runs past "
-    "an old file's end)",
-)
 def test_a_server_restarted_on_the_same_socket_with_new_files_is_read_right(
     mixed: Path, tmp_path: Path
 ) -> None:
@@ -700,13 +683,6 @@ def test_a_corrupt_page_is_a_corrupt_file_error_through_the_socket(
         assert ds.transport == "local"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GET /api/datasets/{name} reads row 0 of every bytes column (Registry."
-    "_image_columns) outside any error handling: a damaged first page of a bytes column "
-    "makes the whole info answer a 500 corrupt_file, so RemoteDataset cannot even be "
-    "created (MindDataset opens the same files, and only the damaged rows fail)",
-)
 def test_a_corrupt_first_page_still_lets_the_dataset_open(mixed: Path, tmp_path: Path) -> None:
     first, ids = _damaged_copy(mixed, tmp_path, "blob", 0)
     MindDataset(first)  # opens: only reading the damaged rows fails
@@ -829,7 +805,7 @@ def _hello(sock: socket.socket, dataset: str = "mixed", token: Any = TOKEN) -> d
 
 def _session(path: Path) -> socket.socket:
     sock = _connect(path)
-    assert _hello(sock) == {"ok": True, "rows": ROWS}
+    assert _hello(sock).items() >= {"ok": True, "rows": ROWS}.items()
     return sock
 
 
@@ -1104,7 +1080,7 @@ def test_a_broken_frame_closes_only_that_connection(
     other = _session(raw_server.path)  # a reader in the middle of its work
     with _connect(raw_server.path) as sock:
         if after_hello:
-            assert _hello(sock) == {"ok": True, "rows": ROWS}
+            assert _hello(sock).items() >= {"ok": True, "rows": ROWS}.items()
         sock.sendall(frame)
         assert _closed(sock)
     with other:
@@ -1112,20 +1088,9 @@ def test_a_broken_frame_closes_only_that_connection(
     _serves(raw_server.path, truth)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one thread answers every same-host connection and reads a message whole once "
-    "its first byte is in: a client that stops half-way through a message (paused, "
-    "stopped in a debugger, or a slow big send) stalls every other reader until "
-    "_MESSAGE_TIMEOUT_S (10 s) runs out on one recv, and one that trickles a byte at a "
-    "time stalls them for as long as it likes",
-)
 def test_a_client_stalled_mid_message_does_not_stall_the_others(
-    served: dict[str, ServedDataset], monkeypatch: pytest.MonkeyPatch
+    served: dict[str, ServedDataset],
 ) -> None:
-    from mrecord.serve import local_server
-
-    monkeypatch.setattr(local_server, "_MESSAGE_TIMEOUT_S", 1.0)  # keep the test short
     with LocalServer(served, default_socket_path(), token=None, limits=Limits()) as srv:
         staller = _connect(srv.path)
         assert _hello(staller, token=None)["ok"]
@@ -1133,7 +1098,7 @@ def test_a_client_stalled_mid_message_does_not_stall_the_others(
         staller.sendall(struct.pack("<I", len(payload)) + payload[:3])  # the rest never comes
         time.sleep(0.2)  # the server has seen the first bytes
         with _connect(srv.path) as other:
-            assert _hello(other, token=None)["ok"]  # answered at once, or after the timeout
+            assert _hello(other, token=None)["ok"]  # answered while the staller stalls
             staller.setblocking(False)
             try:
                 still_open = staller.recv(1) != b""
@@ -1184,14 +1149,6 @@ def test_more_connections_than_allowed_are_told_busy(
         assert _try_hello(srv.path).get("ok")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a 'busy' answer of the same-host socket is taken as the socket being gone "
-    "(LocalLink._connection raises LocalUnavailable): transport='local' raises "
-    "DatasetServerError 'the same-host socket stopped answering ... is mrecord serve still "
-    "running?' at once, and 'auto' falls back to HTTP for good, where HTTP retries its 503 "
-    "with back-off",
-)
 def test_a_busy_socket_is_waited_for_like_a_busy_http_server(mixed: Path) -> None:
     import threading
 
@@ -1227,13 +1184,6 @@ def test_the_socket_is_private_to_this_user(server: ServerThread) -> None:
     assert folder.st_uid == os.getuid() and not folder.st_mode & 0o022
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LocalServer.__init__ makes its wake-up socket pair, which only stop() closes: a "
-    "start() that fails (socket path in a missing folder, taken, too long) leaks two "
-    "sockets (a ResourceWarning, an error under this suite's filterwarnings, in whichever "
-    "test the collector happens to run)",
-)
 def test_a_server_that_cannot_bind_leaks_nothing(
     served: dict[str, ServedDataset], tmp_path: Path
 ) -> None:
@@ -1242,8 +1192,8 @@ def test_a_server_that_cannot_bind_leaks_nothing(
         srv = LocalServer(served, tmp_path / "missing" / "s.sock", token=None, limits=Limits())
         try:
             srv.start()
-        except OSError:
-            pass
+        except ArgumentError as exc:  # names the path and the option
+            assert str(tmp_path / "missing") in str(exc) and "--local-socket" in str(exc)
         else:
             srv.stop()
             raise AssertionError("bound a socket in a missing folder")
@@ -1334,15 +1284,8 @@ def _serve_at(mixed: Path, path: Path) -> tuple[int, str]:
 
     from mrecord.cli.main import cli
 
-    # The LocalServer that failed to start leaks its wake-up socket pair (see the xfail
-    # test_a_server_that_cannot_bind_leaks_nothing): collect it here, not in a later test.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        result = CliRunner().invoke(cli, ["serve", f"m={mixed}", "--local-socket", str(path)])
-        answer = result.exit_code, result.output
-        del result
-        gc.collect()
-    return answer
+    result = CliRunner().invoke(cli, ["serve", f"m={mixed}", "--local-socket", str(path)])
+    return result.exit_code, result.output
 
 
 @pytest.mark.parametrize("kind", BAD_SOCKET_PATHS)
@@ -1356,12 +1299,6 @@ def test_serve_refuses_a_socket_path_it_cannot_use(
         assert path.read_text() == "keep me"  # never removed: only a stale socket is
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LocalServer.start's OSError reaches the CLI as it is: 'Error: [Errno 98] Address "
-    "already in use', 'Error: [Errno 2] No such file or directory', 'Error: AF_UNIX path too "
-    "long': neither the path nor --local-socket is named (98 reads like the TCP port)",
-)
 @pytest.mark.parametrize("kind", BAD_SOCKET_PATHS)
 def test_serve_names_the_socket_path_it_cannot_use(
     mixed: Path, tmp_path: Path, kind: str
@@ -1414,12 +1351,6 @@ def test_the_serve_command_serves_the_socket_it_was_given(mixed: Path, tmp_path:
     assert not sock_path.exists()  # removed on the way out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="uvicorn re-raises SIGTERM after its graceful shutdown, inside Server.run(): the "
-    "process dies there and serve()'s finally (LocalServer.stop, which unlinks the socket) "
-    "never runs, so every `mrecord serve` stopped by SIGTERM leaves its socket file behind",
-)
 def test_sigterm_removes_the_socket_too(mixed: Path, tmp_path: Path) -> None:
     sock_path = tmp_path / "serve.sock"
     proc, _url, _info = _start_serve(mixed, sock_path)

@@ -28,18 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.buffers import BufferPool
-from mrecord.serve.local_protocol import VERSION, receive, send
+from mrecord.serve.local_protocol import MAX_MESSAGE_BYTES, VERSION, receive, send
 from mrecord.serve.wire import decode_block_at, encode_request_fields
 
-__all__ = ["LocalLink", "LocalUnavailable", "shared_link"]
+__all__ = ["LocalBusy", "LocalLink", "LocalUnavailable", "shared_link"]
 
 _log = logging.getLogger("mrecord.serve")
 
 
 class LocalUnavailable(Exception):
     """The same-host socket cannot be used (gone, refused, busy): read over HTTP instead."""
+
+
+class LocalBusy(LocalUnavailable):
+    """The server has as many same-host connections as it takes: try again shortly."""
 
 
 class _Answered(Exception):
@@ -57,14 +61,19 @@ class _Segment:
 
 
 _FILES_PER_MESSAGE = 64
+_MAX_IDS = (MAX_MESSAGE_BYTES - (64 << 10)) // 8
+"""Ids one request may carry (the rest of a message is its columns' names)."""
 _MAX_MAPPED = 8
 """Segments one connection keeps mapped on the server (it accepts MAX_SEGMENTS)."""
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 _numbers = itertools.count()
 _segments: dict[int, _Segment] = {}
 """id(pooled array) -> its memfd, for the arrays the segment pool made."""
-_dead: set[int] = set()
-"""Numbers of segments closed here; each connection asks the server to unmap them."""
+_dead: OrderedDict[int, None] = OrderedDict()
+"""Numbers of segments closed here (the latest _MAX_DEAD); each connection asks the server
+to unmap them. One forgotten here stays mapped on the server only until that
+connection's least-recently-used rule unmaps it."""
+_MAX_DEAD = 1024
 
 
 def _new_segment(nbytes: int) -> np.ndarray:
@@ -90,7 +99,9 @@ def _new_segment(nbytes: int) -> np.ndarray:
 
 def _release(key: int, segment: _Segment) -> None:
     _segments.pop(key, None)
-    _dead.add(segment.number)
+    _dead[segment.number] = None
+    while len(_dead) > _MAX_DEAD:
+        _dead.popitem(last=False)
     with contextlib.suppress(OSError):
         os.close(segment.fd)
 
@@ -118,6 +129,8 @@ class _Connection:
             raise
         self.rows = int(reply.get("rows", -1))
         self.error = reply.get("error")
+        self.instance = str(reply.get("instance", ""))
+        self.files = _FileMaps()  # replaced by the link's maps for this server instance
 
     def close(self) -> None:
         self.sock.close()
@@ -133,9 +146,7 @@ class _Connection:
             gone.append(self.mapped.popitem(last=False)[0])
         return gone
 
-    def read(
-        self, request: dict[str, Any], nbytes: int, files: _FileMaps
-    ) -> tuple[int, dict[str, Any], int]:
+    def read(self, request: dict[str, Any], nbytes: int) -> tuple[int, dict[str, Any], int]:
         """Send one read, into a segment of at least ``nbytes`` (a bigger one if the server
         says so); (rows, columns) viewing the segment, and the segment bytes it used."""
         for _ in range(3):
@@ -159,6 +170,7 @@ class _Connection:
                 nbytes = int(reply["need"])
                 continue
             header = reply["block"]
+            files = self.files
             missing = files.missing(header.get("files") or ())
             for lo in range(0, len(missing), _FILES_PER_MESSAGE):
                 wanted = missing[lo : lo + _FILES_PER_MESSAGE]
@@ -232,7 +244,9 @@ class LocalLink:
         shared files take 24 (their place), far less than their size."""
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
-        self._files = _FileMaps()
+        self._files: dict[str, _FileMaps] = {}
+        """The shard files mapped here, per server instance: a server restarted on the
+        same socket may serve rewritten files under the same numbers."""
 
     def keep_at_least(self, connections: int, timeout: float) -> None:
         """Keep up to ``connections`` idle connections (one more user of the link)."""
@@ -250,6 +264,11 @@ class LocalLink:
     ) -> tuple[int, dict[str, Any]]:
         """(rows, columns) of ``ids``; ``nbytes`` is the block's size as values (the
         segment asked for is what the last block of these columns needed, per row)."""
+        if len(ids) > _MAX_IDS:
+            raise ArgumentError(
+                f"asked for {len(ids)} rows in one request; at most {_MAX_IDS} through the "
+                "same-host socket (ask in parts)"
+            )
         request = {"op": "read", **encode_request_fields(ids, columns)}
         key = tuple(columns)
         learned = self._per_row.get(key)
@@ -258,7 +277,7 @@ class LocalLink:
         while True:
             conn, reused = self._connection()
             try:
-                rows, values, used = conn.read(request, nbytes, self._files)
+                rows, values, used = conn.read(request, nbytes)
             except _Answered as answer:
                 self._give_back(conn)
                 raise on_error(answer.error) from None
@@ -299,8 +318,15 @@ class LocalLink:
             raise LocalUnavailable(f"{self.path} does not speak this protocol: {exc}") from exc
         if conn.error is not None or conn.rows != self.rows:
             conn.close()
+            if isinstance(conn.error, dict) and conn.error.get("code") == "busy":
+                raise LocalBusy(f"{self.path}: {conn.error.get('message')}")
             why = conn.error or f"it serves {conn.rows} rows, the HTTP API said {self.rows}"
             raise LocalUnavailable(f"{self.path} refused the dataset: {why}")
+        with self._lock:
+            conn.files = self._files.setdefault(conn.instance, _FileMaps())
+            if len(self._files) > 1:  # a restarted server: the old one's maps are done with
+                for instance in [i for i in self._files if i != conn.instance]:
+                    del self._files[instance]
         return conn, False
 
     def _give_back(self, conn: _Connection) -> None:

@@ -29,7 +29,16 @@ import msgpack
 
 from mrecord.errors import DatasetServerError
 
-__all__ = ["MAX_MESSAGE_BYTES", "VERSION", "available", "receive", "send"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "VERSION",
+    "Inbox",
+    "available",
+    "encode",
+    "receive",
+    "send",
+    "send_fds_with",
+]
 
 VERSION = 1
 MAX_MESSAGE_BYTES = 4 << 20
@@ -47,13 +56,23 @@ def available() -> bool:
     )
 
 
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as it goes on the socket: length, then MessagePack."""
+    payload: bytes = msgpack.packb(message)
+    return _LEN.pack(len(payload)) + payload
+
+
+def send_fds_with(sock: socket.socket, data: bytes | memoryview, fds: tuple[int, ...]) -> int:
+    """Send the start of ``data`` with ``fds`` attached; the number of bytes sent."""
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+    return sock.sendmsg([data], ancillary)
+
+
 def send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
-    """Send one message (and ``fds`` with it)."""
-    payload = msgpack.packb(message)
-    frame = _LEN.pack(len(payload)) + payload
+    """Send one message (and ``fds`` with it), blocking until it is all sent."""
+    frame = encode(message)
     if fds:
-        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-        sent = sock.sendmsg([frame], ancillary)
+        sent = send_fds_with(sock, frame, fds)
         if sent < len(frame):
             sock.sendall(frame[sent:])
     else:
@@ -73,17 +92,12 @@ def receive(sock: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], l
             data, ancdata, _flags, _addr = sock.recvmsg(
                 _LEN.size - len(head), socket.CMSG_SPACE(max(1, max_fds) * 4)
             )
-            for level, kind, raw in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    got = array.array("i")
-                    got.frombytes(raw[: len(raw) - len(raw) % got.itemsize])
-                    fds.extend(got)
+            fds.extend(_descriptors(ancdata))
             if not data:
                 raise ConnectionError("the other side closed the connection")
             head += data
         (length,) = _LEN.unpack(head)
-        if length > MAX_MESSAGE_BYTES:
-            raise DatasetServerError(f"a {length}-byte message; at most {MAX_MESSAGE_BYTES}")
+        _check_length(length)
         body = bytearray(length)
         view = memoryview(body)
         got_bytes = 0
@@ -92,18 +106,91 @@ def receive(sock: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], l
             if not n:
                 raise ConnectionError("the other side closed the connection mid-message")
             got_bytes += n
-        try:
-            message = msgpack.unpackb(body, raw=False)
-        except Exception as exc:  # msgpack raises several unrelated types
-            raise DatasetServerError(f"not a MessagePack message ({exc})") from exc
-        if not isinstance(message, dict):
-            raise DatasetServerError("a message must be a MessagePack map")
+        message = _parse(body)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    if len(fds) > max_fds:  # more than the exchange allows: keep none of the extra ones
-        for fd in fds[max_fds:]:
+    return message, _at_most(fds, max_fds)
+
+
+class Inbox:
+    """Messages arriving on a non-blocking socket, however they are cut (the server's
+    side: one thread serves every connection, so a client that sends half a message
+    and stops holds up no one)."""
+
+    def __init__(self, max_fds: int) -> None:
+        self._data = bytearray()
+        self._fds: list[int] = []
+        self._max_fds = max_fds
+
+    def fill(self, sock: socket.socket) -> bool:
+        """Take in what the socket has now; False when the peer has closed it.
+
+        Raises BlockingIOError when there is nothing to read yet.
+        """
+        data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, socket.CMSG_SPACE(self._max_fds * 4))
+        self._fds.extend(_descriptors(ancdata))
+        self._data += data
+        return bool(data)
+
+    def next(self) -> tuple[dict[str, Any], list[int]] | None:
+        """The next whole message and the descriptors that came before its end, or None.
+
+        Raises DatasetServerError when the bytes are not this protocol's.
+        """
+        if len(self._data) < _LEN.size:
+            return None
+        (length,) = _LEN.unpack_from(self._data)
+        _check_length(length)
+        end = _LEN.size + length
+        if len(self._data) < end:
+            return None
+        body = bytes(self._data[_LEN.size : end])
+        del self._data[:end]
+        fds, self._fds = self._fds, []
+        try:
+            message = _parse(body)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return message, _at_most(fds, self._max_fds)
+
+    def close(self) -> None:
+        """Close descriptors received but not handed out."""
+        for fd in self._fds:
             os.close(fd)
-        fds = fds[:max_fds]
-    return message, fds
+        self._fds = []
+
+
+def _descriptors(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, raw in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            got = array.array("i")
+            got.frombytes(raw[: len(raw) - len(raw) % got.itemsize])
+            fds.extend(got)
+    return fds
+
+
+def _check_length(length: int) -> None:
+    if length > MAX_MESSAGE_BYTES:
+        raise DatasetServerError(f"a {length}-byte message; at most {MAX_MESSAGE_BYTES}")
+
+
+def _parse(body: bytes | bytearray) -> dict[str, Any]:
+    try:
+        message = msgpack.unpackb(body, raw=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise DatasetServerError(f"not a MessagePack message ({exc})") from exc
+    if not isinstance(message, dict):
+        raise DatasetServerError("a message must be a MessagePack map")
+    return message
+
+
+def _at_most(fds: list[int], max_fds: int) -> list[int]:
+    """``fds`` cut to ``max_fds`` (more than the exchange allows: the extra ones closed)."""
+    for fd in fds[max_fds:]:
+        os.close(fd)
+    return fds[:max_fds]

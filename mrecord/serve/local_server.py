@@ -22,6 +22,7 @@ import itertools
 import logging
 import mmap
 import os
+import secrets
 import selectors
 import socket
 import stat
@@ -37,7 +38,7 @@ import numpy as np
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.answers import ApiError, Limits, classify, plan_block
-from mrecord.serve.local_protocol import VERSION, receive, send
+from mrecord.serve.local_protocol import VERSION, Inbox, encode, receive, send, send_fds_with
 from mrecord.serve.registry import ServedDataset
 from mrecord.serve.security import token_matches
 from mrecord.serve.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
@@ -55,7 +56,7 @@ MAX_FILES_PER_MESSAGE = 64
 IDLE_TIMEOUT_S = 300.0
 """A connection that sends nothing for this long is closed (its maps freed)."""
 _IDLE_CHECK_S = 10.0
-_MESSAGE_TIMEOUT_S = 10.0
+_REFUSE_TIMEOUT_S = 0.5
 _counter = itertools.count()
 
 
@@ -107,15 +108,18 @@ class LocalServer:
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake: tuple[socket.socket, socket.socket] | None = None
+        self.instance = secrets.token_hex(8)
+        """Told to every client in hello: a reader that sees a new one (a restarted server)
+        forgets the shard files it mapped from the old one."""
 
     # -- lifetime ----------------------------------------------------------------------------------
 
     def start(self) -> LocalServer:
-        """Bind the socket (0600; a stale file of a dead server is replaced) and accept."""
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                os.unlink(self.path)
+        """Bind the socket (0600) and answer in a thread; ArgumentError naming the path
+        when it cannot be used. A socket file left by a server that is gone is replaced;
+        one where a server still answers, or any other file, is left alone."""
+        self._clear_stale_socket()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             old = os.umask(0o177)
@@ -125,27 +129,52 @@ class LocalServer:
                 os.umask(old)
             os.chmod(self.path, 0o600)
             listener.listen(128)
-        except OSError:
+        except OSError as exc:
             listener.close()
-            raise
+            raise ArgumentError(
+                f"--local-socket {self.path}: cannot listen there ({exc.strerror or exc}); "
+                "give a path in an existing folder of yours, shorter than 108 bytes, or "
+                "--local-socket off"
+            ) from exc
+        listener.setblocking(False)
         self._listener = listener
+        self._wake = socket.socketpair()
         self._thread = threading.Thread(target=self._loop, name="mrecord-local", daemon=True)
         self._thread.start()
         return self
 
+    def _clear_stale_socket(self) -> None:
+        try:
+            if not stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                return  # not a socket: bind fails and says so; never removed
+        except OSError:
+            return
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.path))
+            except OSError:
+                os.unlink(self.path)  # nobody listens: a server that is gone left it
+                return
+        raise ArgumentError(
+            f"--local-socket {self.path}: another server is listening there; "
+            "give another path, or --local-socket auto"
+        )
+
     def stop(self) -> None:
         """Stop accepting, close every connection, remove the socket."""
         self._stopping = True
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")  # the loop is in select(): wake it
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                self._wake[1].send(b"x")  # the loop is in select(): wake it
         if self._thread is not None:
-            self._thread.join(timeout=2 * _MESSAGE_TIMEOUT_S)
+            self._thread.join(timeout=10)
         if self._listener is not None:
             self._listener.close()
-        self._wake_r.close()
-        self._wake_w.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
         with self._lock:
             shared, self._mapped = list(self._mapped.values()), {}
         for files in shared:
@@ -165,28 +194,37 @@ class LocalServer:
     # -- connections -------------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        """Accept and answer every connection, one message at a time, in this one thread.
+        """Accept and answer every connection, in this one thread, without blocking.
 
         One thread rather than one per connection: on few cores, threads answering at
         once mostly hand the GIL to each other (futex wake-ups were a sixth of the
         server's CPU per MB, measured with perf), and an answer is short: the values
-        themselves are not copied (files shared) or are copied once.
+        themselves are not copied (files shared) or are copied once. Sockets are
+        non-blocking and each connection keeps what it has received of a message, so a
+        client that sends half a message and stops holds up no one; one that does not
+        read its answers is not read from until it does.
         """
-        listener = self._listener
-        assert listener is not None
+        listener, wake = self._listener, self._wake
+        assert listener is not None and wake is not None
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ, None)
-        selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        selector.register(wake[0], selectors.EVENT_READ, "wake")
         try:
             while not self._stopping:
-                for key, _ in selector.select(timeout=_IDLE_CHECK_S):
+                for key, events in selector.select(timeout=_IDLE_CHECK_S):
                     if key.data == "wake":
                         break
                     if key.data is None:
                         self._accept(listener, selector)
-                    elif not self._step(key.data):
-                        selector.unregister(key.fileobj)
-                        self._drop(key.data)
+                        continue
+                    conn = key.data
+                    if self._service(conn, events):
+                        wanted = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ
+                        if wanted != key.events:
+                            selector.modify(conn.sock, wanted, conn)
+                    else:
+                        selector.unregister(conn.sock)
+                        self._drop(conn)
                 now = time.monotonic()
                 for key in list(selector.get_map().values()):
                     if isinstance(key.data, _Connection) and now - key.data.active > IDLE_TIMEOUT_S:
@@ -210,66 +248,86 @@ class LocalServer:
         if busy:
             self._refuse(sock)
             return
-        # A message is read whole once its first byte is here; a client that stops
-        # half-way is dropped after this long.
-        sock.settimeout(_MESSAGE_TIMEOUT_S)
+        sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, _Connection(sock))
 
     def _refuse(self, sock: socket.socket) -> None:
+        """Answer the client's hello with ``busy`` and close (reading the hello first: a
+        socket closed before the client has written would fail its write instead)."""
+        with contextlib.suppress(OSError, DatasetServerError):
+            sock.settimeout(_REFUSE_TIMEOUT_S)
+            receive(sock)
         with contextlib.suppress(OSError):
-            sock.settimeout(1.0)
             message = f"more than {self._max_connections} connections at once; try again"
             send(sock, {"error": {"code": "busy", "message": message}})
         sock.close()
 
-    def _step(self, conn: _Connection) -> bool:
-        """Answer the next message of ``conn``; False when the connection is over."""
+    def _service(self, conn: _Connection, events: int) -> bool:
+        """Send what is waiting, read what has come, answer every whole message; False
+        when the connection is over."""
         conn.active = time.monotonic()
         try:
-            if conn.dataset is None:
-                conn.dataset = self._hello(conn.sock)
-                return conn.dataset is not None
-            message, fds = receive(conn.sock, max_fds=1)
-            give: tuple[int, ...] = ()
-            try:
-                reply, give = self._answer(conn.dataset, message, fds, conn.segments)
-            except Exception as exc:
-                code, text = classify(exc, self.datasets.values())
-                reply = {"error": {"code": code, "message": text}}
-            finally:
-                for fd in fds:
-                    os.close(fd)
-            send(conn.sock, reply, give)
+            if events & selectors.EVENT_WRITE:
+                conn.flush()
+            if conn.outbox:
+                return True
+            if events & selectors.EVENT_READ and not conn.inbox.fill(conn.sock):
+                return False  # the client closed it
+            while not conn.outbox and not conn.closing:
+                got = conn.inbox.next()
+                if got is None:
+                    break
+                message, fds = got
+                reply, give = self._reply(conn, message, fds)
+                conn.queue(reply, give)
+            return not (conn.closing and not conn.outbox)
+        except BlockingIOError:
             return True
-        except (OSError, DatasetServerError) as exc:  # gone, too slow, or not our protocol
+        except (OSError, DatasetServerError) as exc:  # gone, or not our protocol
             _log.debug("same-host connection ended: %s", exc)
             return False
+
+    def _reply(
+        self, conn: _Connection, message: dict[str, Any], fds: list[int]
+    ) -> tuple[dict[str, Any], tuple[int, ...]]:
+        """The answer to one message (hello first), and the descriptors to send with it."""
+        try:
+            if conn.dataset is None:
+                conn.dataset = self._hello(message)
+                return {"ok": True, "rows": conn.dataset.reader.num_rows,
+                        "instance": self.instance}, ()  # fmt: skip
+            return self._answer(conn.dataset, message, fds, conn.segments)
+        except Exception as exc:
+            if conn.dataset is None:
+                conn.closing = True  # a refused hello ends the connection
+            code, text = classify(exc, self.datasets.values())
+            return {"error": {"code": code, "message": text}}, ()
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _drop(self, conn: _Connection) -> None:
         for mapped in conn.segments.values():
             _unmap(mapped)
         conn.segments = {}
+        conn.inbox.close()
         with self._lock:
             self._connections.discard(conn.sock)
         conn.sock.close()
 
-    def _hello(self, conn: socket.socket) -> ServedDataset | None:
-        message, _ = receive(conn)
-        error = None
+    def _hello(self, message: dict[str, Any]) -> ServedDataset:
         ds = self.datasets.get(str(message.get("dataset")))
-        token = message.get("token")
         if message.get("op") != "hello" or message.get("version") != VERSION:
-            error = ("bad_request", f"expected hello version {VERSION}, got {message!r:.200}")
-        elif self._token and not token_matches(token, self._token):
-            error = ("unauthorized", "missing or wrong token")
-        elif ds is None:
+            raise ApiError(
+                "bad_request", f"expected hello version {VERSION}, got {message!r:.200}"
+            )
+        if self._token and not token_matches(message.get("token"), self._token):
+            raise ApiError("unauthorized", "missing or wrong token")
+        if ds is None:
             names = sorted(self.datasets)
-            error = ("unknown_dataset", f"no dataset named {message.get('dataset')!r}: {names}")
-        if error is not None:
-            send(conn, {"error": {"code": error[0], "message": error[1]}})
-            return None
-        assert ds is not None
-        send(conn, {"ok": True, "rows": ds.reader.num_rows})
+            raise ApiError(
+                "unknown_dataset", f"no dataset named {message.get('dataset')!r}: {names}"
+            )
         return ds
 
     # -- requests ----------------------------------------------------------------------------------
@@ -365,13 +423,37 @@ class LocalServer:
 
 
 class _Connection:
-    """One client's socket, its dataset (after hello) and the segments mapped for it."""
+    """One client's socket, what it has half sent or not yet read, its dataset (after
+    hello) and the segments mapped for it."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.inbox = Inbox(max_fds=1)
+        self.outbox = b""
+        self.outbox_fds: tuple[int, ...] = ()
+        self.closing = False
         self.dataset: ServedDataset | None = None
         self.segments: dict[int, mmap.mmap] = {}
         self.active = time.monotonic()
+
+    def queue(self, reply: dict[str, Any], fds: tuple[int, ...]) -> None:
+        """Send ``reply`` (and ``fds``) as far as the socket takes it now."""
+        self.outbox, self.outbox_fds = encode(reply), fds
+        self.flush()
+
+    def flush(self) -> None:
+        """Send more of the waiting answer (the descriptors go with its first bytes)."""
+        if not self.outbox:
+            return
+        try:
+            if self.outbox_fds:
+                sent = send_fds_with(self.sock, self.outbox, self.outbox_fds)
+                self.outbox_fds = ()
+            else:
+                sent = self.sock.send(self.outbox)
+        except BlockingIOError:
+            return
+        self.outbox = self.outbox[sent:]
 
 
 class _SharedFiles:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, MrecordError
 from mrecord.format.schema import Field, FieldKind
 from mrecord.maintenance.inspect import dataset_info
 from mrecord.maintenance.stats import compute_stats
@@ -194,7 +194,13 @@ class ServedDataset:
             if fld.kind is FieldKind.FIXED and is_image_shape(fld):
                 out.append(fld.name)
             elif fld.kind is FieldKind.BYTES and self.reader.num_rows:
-                first = self.reader.read_rows([0], columns=[fld.name]).columns[fld.name][0]
+                try:
+                    first = self.reader.read_rows([0], columns=[fld.name]).columns[fld.name][0]
+                except MrecordError:
+                    # A damaged first page: the column is not offered as images, and the
+                    # rest of the answer (and every other page) stays readable; verify
+                    # reports the damage.
+                    continue
                 if bytes(first[:8]).startswith(_IMAGE_MAGIC) or _is_webp(bytes(first[:12])):
                     out.append(fld.name)
         return out

@@ -44,7 +44,7 @@ from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, sampler_from_args
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.buffers import BufferPool
-from mrecord.serve.local_client import LocalLink, LocalUnavailable, shared_link
+from mrecord.serve.local_client import LocalBusy, LocalLink, LocalUnavailable, shared_link
 from mrecord.serve.local_protocol import available as local_available
 from mrecord.serve.security import is_loopback
 from mrecord.serve.wire import decode_block, encode_request
@@ -360,10 +360,33 @@ class _Client:
         """The rows ``ids`` of ``columns``: one same-host read or one ``POST .../blocks``."""
         local = self._local
         if local is not None:
+            block = self._read_local(local, ids, columns)
+            if block is not None:
+                return block
+        body = encode_request(ids, columns)
+        status, buf = self._retrying("POST", self._path + "/blocks", body)
+        if status != 200:
+            raise _error_from(self.base, self.dataset, status, buf)
+        rows, cols = decode_block(buf.data)
+        return self._checked(ids, columns, rows, cols)
+
+    def _read_local(self, local: LocalLink, ids: np.ndarray, columns: list[str]) -> Block | None:
+        """The block through the same-host socket; None: read it over HTTP instead."""
+        nbytes = self._block_bytes(len(ids), columns)
+        for attempt in range(self._retries + 1):
             try:
-                rows, cols = local.read(
-                    ids, columns, self._block_bytes(len(ids), columns), self._raise
-                )
+                rows, cols = local.read(ids, columns, nbytes, self._raise)
+            except LocalBusy as exc:
+                if attempt < self._retries:  # as HTTP's 503: wait, then try again
+                    time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+                    continue
+                if self._local_required:
+                    raise DatasetServerError(
+                        f"{self.base} ({self.dataset!r}): the same-host socket stayed busy "
+                        f"after {self._retries + 1} tries ({exc}); start `mrecord serve` "
+                        "with a larger --max-connections"
+                    ) from exc
+                return None  # this block over HTTP; the socket stays for the next ones
             except LocalUnavailable as exc:
                 if self._local_required:
                     raise DatasetServerError(
@@ -374,14 +397,9 @@ class _Client:
                     "%s: same-host socket unusable (%s); reading over HTTP", self.base, exc
                 )
                 self._local = None
-            else:
-                return self._checked(ids, columns, rows, cols)
-        body = encode_request(ids, columns)
-        status, buf = self._retrying("POST", self._path + "/blocks", body)
-        if status != 200:
-            raise _error_from(self.base, self.dataset, status, buf)
-        rows, cols = decode_block(buf.data)
-        return self._checked(ids, columns, rows, cols)
+                return None
+            return self._checked(ids, columns, rows, cols)
+        return None  # pragma: no cover - the loop returns or raises
 
     def _checked(
         self, ids: np.ndarray, columns: list[str], rows: int, cols: dict[str, Any]

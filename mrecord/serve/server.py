@@ -12,11 +12,14 @@ seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -103,12 +106,36 @@ def serve(
         # What is loaded now lives as long as the server: keep it out of the collector's
         # full passes (measured: a few percent of the CPU per MB served).
         gc.freeze()
-        _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
+        with _sigterm_unwinds():
+            _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
     finally:
         if local is not None:
             local.stop()
         for ds in opened.values():
             ds.close()
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM ends the server through ``finally`` blocks (the socket file is removed).
+
+    uvicorn shuts down gracefully on SIGTERM, restores the handler it found, and raises
+    the signal again; with the default handler the process would die right there. This
+    handler turns it into ``SystemExit(143)`` (128 + SIGTERM, the usual exit status).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
 
 
 def local_socket_path(choice: Path | str | None) -> Path | None:
