@@ -50,6 +50,7 @@ EXTRA_SUITES = {
     "ray": "benchmarks.bench_ray",
     "serve": "benchmarks.bench_serve",
     "torch": "benchmarks.bench_torch",
+    "gpu": "benchmarks.bench_gpu",
     "peers": "benchmarks.peers",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""

@@ -2,11 +2,13 @@
 
 :class:`LocalLink` is what :class:`~mrecord.RemoteDataset` uses when the server runs on
 the same machine and advertises its Unix socket (:mod:`~mrecord.serve.local_server`).
-Receive buffers are memfd segments from one process-wide :class:`~mrecord.serve.buffers.
-BufferPool`: the server writes a block into a segment and the values this process gets
-are views of it, so no byte crosses a socket. A segment is handed out again only when no
-value of its last block is alive (the pool's rule); one that the pool drops is closed when
-its last value dies, and the server is told to unmap it with the next request.
+No byte of a value crosses the socket: a bytes value comes as its place in a shard file
+that this process maps read-only (the server passes the file's descriptor once), and the
+other columns are written by the server into a memfd segment of this process, from one
+process-wide :class:`~mrecord.serve.buffers.BufferPool`. A segment is handed out again
+only when no value of its last block is alive (the pool's rule); one that the pool drops
+is closed when its last value dies, and the server is told to unmap it with the next
+request.
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 
 A ``RemoteDataset`` on the same machine as ``mrecord serve`` connects to a Unix socket
 (only the server's user can: the socket is 0600 in a 0700 folder) and hands the server
-shared-memory segments (sealed memfds). The server answers a block request by writing
-the block's buffers into one of them: every byte is copied once, from the file's map into
-the reader's memory, instead of twice through a TCP socket. Requests, limits and error
-codes are the HTTP API's (:mod:`~mrecord.serve.answers`); docs/SERVE.md, "Same-host
-readers", has the protocol and the security model.
+shared-memory segments (sealed memfds). The server answers a block request with the
+places of its bytes values in the shard files (the reader maps the same files, from
+read-only descriptors the server passes once: those values are never copied) and writes
+the other columns into one of the reader's segments (copied once, instead of twice
+through a TCP socket). Requests, limits and error codes are the HTTP API's
+(:mod:`~mrecord.serve.answers`); docs/SERVE.md, "Same-host readers", has the protocol and
+the security model.
 
 ::
 
@@ -102,7 +104,7 @@ class LocalServer:
         self._token = token
         self._limits = limits
         self._max_connections = max_connections
-        self._mapped: dict[str, _SharedFiles] = {}
+        self._shared: dict[str, _SharedFiles] = {}
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -176,7 +178,7 @@ class LocalServer:
             for end in self._wake:
                 end.close()
         with self._lock:
-            shared, self._mapped = list(self._mapped.values()), {}
+            shared, self._shared = list(self._shared.values()), {}
         for files in shared:
             files.close()
 
@@ -416,9 +418,9 @@ class LocalServer:
 
     def _shared_files(self, ds: ServedDataset) -> _SharedFiles:
         with self._lock:
-            shared = self._mapped.get(ds.name)
+            shared = self._shared.get(ds.name)
             if shared is None:
-                shared = self._mapped[ds.name] = _SharedFiles(ds)
+                shared = self._shared[ds.name] = _SharedFiles(ds)
             return shared
 
 
