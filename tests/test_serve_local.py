@@ -51,6 +51,7 @@ from mrecord.serve.local_server import MAX_SEGMENTS, LocalServer, default_socket
 from mrecord.serve.registry import ServedDataset, open_datasets
 from mrecord.serve.server import ServerThread, local_socket_path
 from mrecord.serve.wire import decode_block_at
+from mrecord.testing.mixed import write_mixed
 
 pytestmark = pytest.mark.skipif(
     not local_protocol.available(), reason="the same-host transport needs Linux (memfd, SCM_RIGHTS)"
@@ -66,34 +67,9 @@ MB = 1 << 20
 
 
 def _write_mixed(path: Path, compress: bool = False) -> Path:
-    """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages;
+    """``mixed``: every kind of column, 3 shards, small pages, no index;
     ``compress``: the same rows, with the bytes and string columns stored compressed."""
-    rng = np.random.default_rng(13)
-    with FileWriter(path, shard_num=3, overwrite=True) as writer:
-        writer.add_schema(
-            {
-                "id": {"type": "int64"},
-                "label": {"type": "int32"},
-                "vec": {"type": "float32", "shape": [4]},
-                "blob": {"type": "bytes"},
-                "text": {"type": "string"},
-                "points": {"type": "float64", "shape": [-1, 2]},
-            }
-        )
-        writer.set_page_size(1 << 12)
-        if compress:
-            writer.set_compression("zstd", ["blob", "text"])
-        writer.write_raw_data(
-            {
-                "id": np.arange(ROWS, dtype=np.int64),
-                "label": (np.arange(ROWS) % 7).astype(np.int32),
-                "vec": rng.standard_normal((ROWS, 4)).astype(np.float32),
-                "blob": [rng.bytes(int(n)) for n in rng.integers(0, 60, ROWS)],
-                "text": [f"row {i} ✓" * (i % 4) for i in range(ROWS)],
-                "points": [rng.standard_normal((int(k), 2)) for k in rng.integers(0, 5, ROWS)],
-            }
-        )
-    return Path(str(path) + "0")
+    return write_mixed(path, ROWS, seed=13, max_blob=60, text_repeats=4, compress=compress)
 
 
 SIZES_ROWS = 48
@@ -1289,9 +1265,7 @@ def _serve_at(mixed: Path, path: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("kind", BAD_SOCKET_PATHS)
-def test_serve_refuses_a_socket_path_it_cannot_use(
-    mixed: Path, tmp_path: Path, kind: str
-) -> None:
+def test_serve_refuses_a_socket_path_it_cannot_use(mixed: Path, tmp_path: Path, kind: str) -> None:
     path = _bad_socket_path(tmp_path, kind)
     code, output = _serve_at(mixed, path)
     assert code != 0 and "Traceback" not in output
@@ -1300,9 +1274,7 @@ def test_serve_refuses_a_socket_path_it_cannot_use(
 
 
 @pytest.mark.parametrize("kind", BAD_SOCKET_PATHS)
-def test_serve_names_the_socket_path_it_cannot_use(
-    mixed: Path, tmp_path: Path, kind: str
-) -> None:
+def test_serve_names_the_socket_path_it_cannot_use(mixed: Path, tmp_path: Path, kind: str) -> None:
     path = _bad_socket_path(tmp_path, kind)
     _code, output = _serve_at(mixed, path)
     error = output.split("same-host readers:")[-1].split("\n", 1)[-1]

@@ -35,6 +35,7 @@ from mrecord.serve import local_protocol
 from mrecord.serve.app import Limits
 from mrecord.serve.loadtest import run_load
 from mrecord.serve.server import ServerThread
+from mrecord.testing.mixed import write_mixed
 
 ROWS = 301
 
@@ -42,32 +43,8 @@ ROWS = 301
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages."""
-    rng = np.random.default_rng(5)
     path = tmp_path_factory.mktemp("mixed") / "mixed.mrecord"
-    with FileWriter(path, shard_num=3, overwrite=True) as writer:
-        writer.add_schema(
-            {
-                "id": {"type": "int64"},
-                "label": {"type": "int32"},
-                "vec": {"type": "float32", "shape": [4]},
-                "blob": {"type": "bytes"},
-                "text": {"type": "string"},
-                "points": {"type": "float64", "shape": [-1, 2]},
-            }
-        )
-        writer.add_index(["label"])
-        writer.set_page_size(1 << 12)
-        writer.write_raw_data(
-            {
-                "id": np.arange(ROWS, dtype=np.int64),
-                "label": (np.arange(ROWS) % 7).astype(np.int32),
-                "vec": rng.standard_normal((ROWS, 4)).astype(np.float32),
-                "blob": [rng.bytes(int(n)) for n in rng.integers(0, 40, ROWS)],
-                "text": [f"row {i} ✓" * (i % 3) for i in range(ROWS)],
-                "points": [rng.standard_normal((int(k), 2)) for k in rng.integers(0, 5, ROWS)],
-            }
-        )
-    return Path(str(path) + "0")
+    return write_mixed(path, ROWS, index_label=True)
 
 
 @pytest.fixture(scope="module")
@@ -258,9 +235,7 @@ def test_a_client_that_stops_reading_is_dropped(tmp_path: Path) -> None:
         sock.close()
         assert received < rows * 100 * 100  # cut short, and the connection closed
         # the server still answers others
-        ds = mrecord.RemoteDataset(
-            srv.url, "big", num_samples=3, shuffle=False, transport="http"
-        )
+        ds = mrecord.RemoteDataset(srv.url, "big", num_samples=3, shuffle=False, transport="http")
         assert len(_rows(ds, 1)) == 3
 
 

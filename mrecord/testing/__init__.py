@@ -5,6 +5,7 @@
 - :mod:`mrecord.testing.bad_inputs`: values that a schema field must refuse.
 - :mod:`mrecord.testing.model`: the documented row distribution as a plain model,
   and helpers that compare what a reader returns with what was written.
+- :mod:`mrecord.testing.mixed`: a small dataset with one column of every kind.
 
 mrecord's own crash and corruption harnesses are not here: they live in the
 repository's top-level ``reliability/`` package (not shipped).
