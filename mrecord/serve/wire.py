@@ -179,34 +179,19 @@ def encode_block_into(
     referenced: set[int] = set()
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
+        entry: dict[str, Any] = {"name": name, "kind": kind, "dtype": dtype, "shape": shape}
         if isinstance(values, BytesRefs):
             refs = _bytes_refs(values, room)
             referenced.update(values.files.tolist())
-            header_cols.append(
-                {
-                    "name": name,
-                    "kind": kind,
-                    "dtype": dtype,
-                    "shape": shape,
-                    "refs": True,
-                    "sizes": [refs.nbytes],
-                    "offsets": [room.place([_bytes_view(refs)], refs.nbytes)],
-                }
-            )
-            continue
-        parts = _column_parts(values, kind, dtype, shape, room.alloc, 0)
-        sizes = [sum(memoryview(p).nbytes for p in pieces) for pieces in parts]
-        offsets = [room.place(pieces, size) for pieces, size in zip(parts, sizes, strict=True)]
-        header_cols.append(
-            {
-                "name": name,
-                "kind": kind,
-                "dtype": dtype,
-                "shape": shape,
-                "sizes": sizes,
-                "offsets": offsets,
-            }
-        )
+            entry["refs"] = True
+            parts: list[list[bytes | memoryview]] = [[_bytes_view(refs)]]
+        else:
+            parts = _column_parts(values, kind, dtype, shape, room.alloc, 0)
+        entry["sizes"] = [sum(memoryview(p).nbytes for p in pieces) for pieces in parts]
+        entry["offsets"] = [
+            room.place(pieces, size) for pieces, size in zip(parts, entry["sizes"], strict=True)
+        ]
+        header_cols.append(entry)
     if room.missing:
         raise NeedsRoom(room.used + room.missing)
     referenced.discard(-1)
