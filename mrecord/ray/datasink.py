@@ -51,7 +51,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
 from mrecord.pool import ThreadPool, call
 from mrecord.ray._arrow import columns_from_block, schema_from_arrow
-from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
+from mrecord.ray._publish import page_runs, plan_shards, shard_index_values
 
 # The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
 from mrecord.storage import commit as commit_mod
@@ -65,6 +65,7 @@ from mrecord.storage.naming import (
     shard_file_names,
 )
 from mrecord.storage.shard import read_shard_metadata
+from mrecord.storage.shard_output import assemble_shard
 from mrecord.writer.file_writer import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -336,7 +337,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         def build(i: int) -> None:
             data_file, pieces = files[i], plan[i]
             meta = assemble_shard(
-                partial_path(data_file), pieces, parts, metas, self._template(i, names)
+                partial_path(data_file), page_runs(pieces, parts, metas), self._template(i, names)
             )
             write_index_db(
                 partial_path(db_path(data_file)),

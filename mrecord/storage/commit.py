@@ -47,6 +47,7 @@ __all__ = [
     "DatasetLock",
     "TailAppend",
     "apply_tail",
+    "copy_range",
     "fsync_dir",
     "recover",
     "recover_locked",
@@ -279,7 +280,7 @@ def apply_tail(final: Path, append: TailAppend) -> None:
         step = min(_COPY_BLOCK, max(append.tail_length // 2, 1))
         done = 0
         while done < append.tail_length:
-            done += _copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
+            done += copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
             if done < append.tail_length:
                 _crash_point("tail_part")
         if os.fstat(dst.fileno()).st_size > end:
@@ -287,7 +288,7 @@ def apply_tail(final: Path, append: TailAppend) -> None:
         os.fsync(dst.fileno())
 
 
-def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
+def copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
     """Copy up to ``count`` bytes in the kernel (``copy_file_range``: file systems that
     share extents, XFS and btrfs, may not write them again); pread/pwrite elsewhere."""
     copy = getattr(os, "copy_file_range", None)
