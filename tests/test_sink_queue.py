@@ -315,10 +315,33 @@ def test_abandoned_queue_stops_its_thread() -> None:
     assert not thread.is_alive()
 
 
-def test_wait_time_is_counted() -> None:
+class _ConsumerClock:
+    """``time`` for mrecord.train.device_queue whose ``perf_counter`` ticks one second per
+    call on the consumer's (main) thread: the waits it measures are counts, not timings."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._main = threading.main_thread()
+
+    def perf_counter(self) -> float:
+        if threading.current_thread() is not self._main:
+            return time.perf_counter()  # the producer's own accounting, untouched
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_wait_time_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mrecord.train import device_queue
+
+    monkeypatch.setattr(device_queue, "time", _ConsumerClock())
     release = threading.Event()
     q = DeviceQueue(stall_preprocessing_at(1, release), capacity=4)
     timeout_text(q, 1, release)
     stats = q.stats()
     assert stats.delivered == 1
-    assert stats.wait_s >= SHORT  # the timed-out wait counts as waiting for data
+    # Two waits on the consumer's clock, one tick each: the batch delivered and the wait
+    # that timed out (it counts as waiting for data too).
+    assert stats.wait_s == 2.0
