@@ -311,9 +311,10 @@ def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
             reader.stdin.flush()  # type: ignore[union-attr]
             # Hold the half-written tail until the reader has met it (it then waits on
             # the journal and the lock this commit holds).
+            assert reader.stdout is not None
             ready, _, _ = select.select([reader.stdout], [], [], 60)
             assert ready, "the reader never met the half-written tail"
-            met.append(reader.stdout.readline().strip())  # type: ignore[union-attr]
+            met.append(reader.stdout.readline().strip())
 
     writer = FileWriter.open_for_append(first)
     writer.write_raw_data([make_v1.row(i) for i in range(80, 120)])

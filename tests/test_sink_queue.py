@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import re
-import sys
 import threading
 import time
 import traceback
@@ -289,9 +288,8 @@ def test_producer_error_reaches_consumer_with_traceback_after_earlier_batches() 
     assert indices(got) == [(0, i) for i in range(4)]  # batches before the error arrive first
     frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
     assert "exploding_preprocess" in frames  # the producer's frames are kept
-    if sys.version_info >= (3, 11):  # add_note exists from 3.11
-        notes = info.value.__notes__
-        assert any("producer thread of device queue 'boom'" in n for n in notes)
+    notes = info.value.__notes__
+    assert any("producer thread of device queue 'boom'" in n for n in notes)
     assert q.stop()
 
 
