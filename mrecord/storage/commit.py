@@ -24,6 +24,10 @@ A process killed at any instant therefore leaves either
 Writers hold an exclusive ``flock`` on ``<dataset>.mrecord-lock`` for their whole
 life; the kernel drops it when the process dies, so a crashed writer never blocks
 the next one. Readers take the same lock only to roll a journal forward.
+
+Writers do not call this module directly: :mod:`mrecord.storage.transaction` drives the
+protocol (lock, recovery, the ``.db`` partials, the checks before the commit point, the
+journal, publishing) for every one of them.
 """
 
 from __future__ import annotations
