@@ -15,9 +15,11 @@ metadata, trailer); this module is where they reach the disk, for every writer:
 
 Speed: a page's chunks (each a list of buffers: an uncompressed chunk of blobs is its
 offsets followed by the blobs themselves) go to the kernel in one ``writev``, with no
-joined copy in between. Every ``SYNC_EVERY`` bytes a background thread runs
-``fdatasync`` on the file while the writer goes on encoding, so the disk writes overlap
-with the CPU work and the final ``fsync`` has little left to flush.
+joined copy in between, on a writer thread: the caller encodes and checksums the next
+page while the kernel copies this one (one page in flight per shard; a write error is
+raised by the next call). Every ``SYNC_EVERY`` bytes another thread runs ``fdatasync``
+on the file, so the disk writes overlap with the CPU work and the final ``fsync`` has
+little left to flush.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,22 @@ from mrecord.storage.commit import copy_range
 __all__ = ["SYNC_EVERY", "PageRun", "ShardOutput", "assemble_shard", "write_tail"]
 
 SYNC_EVERY = 64 << 20
-_SYNCER = single_thread_executor("mrecord-fsync")  # never cancelled: finish() waits on it
+_THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+
+
+def _thread(name: str) -> ThreadPoolExecutor:
+    """This process's one-thread executor ``name`` ("mrecord-write", "mrecord-fsync").
+
+    Made on first use in each process: a child forked (a converter's worker) after its
+    parent wrote would otherwise inherit an executor whose thread did not survive the
+    fork, and wait for it forever. Work on it is never cancelled: callers wait on it.
+    """
+    pid = os.getpid()
+    held = _THREADS.get(name)
+    if held is None or held[0] != pid:
+        held = (pid, single_thread_executor(name))
+        _THREADS[name] = held
+    return held[1]
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 _ZEROS = bytes(64)
 _COPY_STEP = 64 << 20
@@ -103,6 +120,7 @@ class ShardOutput:
         self.offset = self._start
         self._unsynced = 0
         self._sync: Future[None] | None = None
+        self._write: Future[None] | None = None
         if base_length is None:
             try:
                 _writev_all(self._fd, [encode_header()])
@@ -127,17 +145,19 @@ class ShardOutput:
             buffers.extend(parts)
             offsets[i] = start
             pos = start + length
-        _writev_all(fd, buffers)
+        self._wait_for_write()  # the page before is in the file (or its error raised here)
+        if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
+            self._sync = _thread("mrecord-fsync").submit(os.fdatasync, fd)
+            self._unsynced = 0
+        self._write = _thread("mrecord-write").submit(_writev_all, fd, buffers)
         self._unsynced += pos - self.offset
         self.offset = pos
-        if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
-            self._sync = _SYNCER.submit(os.fdatasync, fd)
-            self._unsynced = 0
         return offsets
 
     def finish(self, meta: ShardMetadata) -> None:
         """Write ``meta`` and the trailer after the pages, fsync, close."""
         fd = self._need_fd()
+        self._wait_for_write()
         self._wait_for_sync()
         metadata_offset = self.offset
         end = write_tail(fd, metadata_offset - self._start, metadata_offset, meta)
@@ -153,6 +173,8 @@ class ShardOutput:
     def abort(self) -> None:
         """Close and delete the partial file (errors ignored: it is being thrown away)."""
         with contextlib.suppress(OSError):
+            self._wait_for_write()
+        with contextlib.suppress(OSError):
             self._wait_for_sync()
         if self._fd is not None:
             fd, self._fd = self._fd, None
@@ -165,6 +187,11 @@ class ShardOutput:
         if self._fd is None:
             raise ValueError(f"shard output {str(self.partial)!r} is closed")
         return self._fd
+
+    def _wait_for_write(self) -> None:
+        if self._write is not None:
+            write, self._write = self._write, None
+            write.result()
 
     def _wait_for_sync(self) -> None:
         if self._sync is not None:
