@@ -27,9 +27,14 @@ from mrecord.storage import commit as commit_mod
 from mrecord.storage.index_db import check_index_db
 from mrecord.storage.locate import missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, read_shard_metadata
 
-__all__ = ["check_consistent", "open_committed"]
+__all__ = [
+    "check_consistent",
+    "dataset_name_of",
+    "journal_names_for",
+    "open_committed",
+]
 
 _OPEN_RETRIES = 100
 _SETTLE_RETRIES = 3
@@ -59,7 +64,7 @@ def open_committed(
             # exists for that whole time; wait for it (recover) and look again.
             if attempt == _OPEN_RETRIES - 1 or not recover or not _journal_near(paths[0]):
                 raise
-            for name in _dataset_name_guesses(paths[0]):
+            for name in journal_names_for(paths[0]):
                 commit_mod.recover(paths[0].parent, name)
             time.sleep(0.01)
             continue
@@ -96,7 +101,7 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
     except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
         if not recover or not any(
-            commit_mod.recover(path.parent, name) for name in _dataset_name_guesses(path)
+            commit_mod.recover(path.parent, name) for name in journal_names_for(path)
         ):
             hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
             if hint:
@@ -127,13 +132,54 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     return shards
 
 
-def _dataset_name_guesses(path: Path) -> list[str]:
-    """The dataset name ``path`` may belong to, when its metadata cannot be read."""
-    return [n for n in dict.fromkeys([path.name, path.name.rstrip("0123456789")]) if n]
+def journal_names_for(path: Path) -> list[str]:
+    """Names of the datasets whose commit journal, next to ``path``, commits ``path``.
+
+    Used when ``path`` cannot be read (an append's tail half copied, a first commit not
+    renamed yet), so its metadata cannot say which dataset it belongs to. A dataset
+    created as ``NAME`` with several shards names them ``NAME`` + digits, so the
+    candidates are ``path``'s name less 0, 1, 2, ... of its trailing digits (``ds10`` may
+    be shard 10 of ``ds`` or shard 0 of ``ds1``); a candidate counts only when its
+    journal names ``path`` (a damaged journal counts: recovering it says it is damaged).
+    """
+    name = path.name
+    digits = len(name) - len(name.rstrip("0123456789"))
+    found = []
+    for cut in range(digits + 1):
+        candidate = name[: len(name) - cut]
+        journal = journal_path(path.parent, candidate)
+        if not candidate or not journal.exists():
+            continue
+        try:
+            done = commit_mod.read_journal(journal)
+        except FileNotFoundError:
+            continue  # finished meanwhile
+        except CorruptFileError:
+            found.append(candidate)
+            continue
+        if name in done.files or any(a.name == name for a in done.appends):
+            found.append(candidate)
+    return found
+
+
+def dataset_name_of(path: Path) -> str:
+    """The name the dataset of shard ``path`` was created as (its lock and journal are
+    named after it), also while an interrupted commit leaves ``path`` unreadable.
+
+    Writers call this before taking the lock, then recover and read the shard again
+    under it: what they read before the lock is only its name, which no commit changes.
+    """
+    try:
+        return read_shard_metadata(path).dataset_name
+    except (CorruptFileError, DatasetNotFoundError):
+        names = journal_names_for(path)
+        if len(names) != 1:
+            raise
+        return names[0]
 
 
 def _journal_near(path: Path) -> bool:
-    return any(journal_path(path.parent, n).exists() for n in _dataset_name_guesses(path))
+    return bool(journal_names_for(path))
 
 
 def check_consistent(shards: list[ShardFile], expand: bool) -> None:
