@@ -193,7 +193,6 @@ def _dataset_id(path: Path) -> str:
         return reader.shards[0].meta.dataset_id
 
 
-@pytest.mark.xfail(strict=True, reason="D8: a forged journal's tail offset is not checked")
 @pytest.mark.parametrize("base", [1 << 40, "inside"])
 def test_a_journal_whose_tail_lies_outside_the_shard_is_refused(
     tmp_path: Path, base: int | str
@@ -218,7 +217,6 @@ def test_a_journal_whose_tail_lies_outside_the_shard_is_refused(
     assert files[0].read_bytes() == before
 
 
-@pytest.mark.xfail(strict=True, reason="D8: a journal's dataset id is not checked")
 def test_a_journal_of_another_dataset_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,7 +234,6 @@ def test_a_journal_of_another_dataset_is_refused(
     assert [f.read_bytes() for f in files] == before
 
 
-@pytest.mark.xfail(strict=True, reason="D8: a journal may name files of another dataset")
 def test_a_journal_naming_files_of_another_dataset_is_refused(tmp_path: Path) -> None:
     """A journal renames only its own dataset's files (NAME, NAME<digits>, their .db)."""
     files = _create(tmp_path, "ds", 2)
