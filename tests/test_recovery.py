@@ -282,7 +282,6 @@ def test_an_unfinished_commit_on_a_read_only_medium_is_a_typed_error(
     _check(files[0], 60)  # writable again: the commit is finished, nothing was lost
 
 
-@pytest.mark.xfail(strict=True, reason="verify racing a commit reports its live journal as damage")
 def test_verify_during_a_commit_waits_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

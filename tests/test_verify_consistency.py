@@ -59,7 +59,6 @@ def _rewrite_metadata(path: Path, **changes: Any) -> None:
 # -- D4: a shard copied over its sibling ----------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="D4: shard indexes are not checked against positions")
 def test_a_shard_copied_over_its_sibling_is_refused(tmp_path: Path) -> None:
     files = _create(tmp_path)
     shutil.copyfile(files[0], files[1])
@@ -73,7 +72,6 @@ def test_a_shard_copied_over_its_sibling_is_refused(tmp_path: Path) -> None:
     assert not report.ok and any("ds1" in p and "shard" in p for p in report.problems)
 
 
-@pytest.mark.xfail(strict=True, reason="D4: the same shard twice in a list is not refused")
 def test_the_same_shard_twice_in_a_list_is_refused(tmp_path: Path) -> None:
     files = _create(tmp_path)
     shutil.copyfile(files[0], tmp_path / "copy")
@@ -86,7 +84,6 @@ def test_the_same_shard_twice_in_a_list_is_refused(tmp_path: Path) -> None:
 # -- D5: verify checks what the reader checks -----------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="D5: verify does not compare siblings' schemas")
 def test_verify_reports_a_sibling_with_another_schema(tmp_path: Path) -> None:
     files = _create(tmp_path)
     with ShardFile(files[1], verify="never") as shard:
@@ -98,7 +95,6 @@ def test_verify_reports_a_sibling_with_another_schema(tmp_path: Path) -> None:
     assert not report.ok and any("schema" in p for p in report.problems), report.problems
 
 
-@pytest.mark.xfail(strict=True, reason="D5: verify does not compare siblings' names")
 def test_verify_reports_a_sibling_that_names_other_siblings(tmp_path: Path) -> None:
     files = _create(tmp_path)
     _rewrite_metadata(files[2], shard_names=("ds0", "ds1", "dsX"))

@@ -34,6 +34,7 @@ __all__ = [
     "dataset_name_of",
     "journal_names_for",
     "open_committed",
+    "sibling_problems",
 ]
 
 _OPEN_RETRIES = 100
@@ -183,41 +184,83 @@ def _journal_near(path: Path) -> bool:
 
 
 def check_consistent(shards: list[ShardFile], expand: bool) -> None:
-    """Raise unless ``shards`` belong together: with ``expand`` (siblings of one shard) one
-    dataset id, generation and sibling list; a list given by the caller, one schema."""
+    """Raise the first of :func:`sibling_problems` (ForeignShardError, or SchemaError for a
+    list of files whose schemas differ)."""
+    problems = sibling_problems(shards, expand)
+    if problems:
+        kind, message = problems[0]
+        raise kind(message)
+
+
+def sibling_problems(
+    shards: list[ShardFile], expand: bool
+) -> list[tuple[type[ForeignShardError] | type[SchemaError], str]]:
+    """Why ``shards`` do not belong together, as (error type, message); empty when they do.
+
+    With ``expand`` (the siblings of one shard): one dataset id, generation, sibling list
+    and schema, and each shard where its index says (``NAME1`` holds shard 1): a shard
+    copied over its sibling is intact and of the right dataset, and only its index tells.
+    A list given by the caller: one schema, and no shard twice. ``DatasetReader.open``
+    raises the first problem; ``verify_dataset`` reports them all.
+    """
+    problems: list[tuple[type[ForeignShardError] | type[SchemaError], str]] = []
     head = shards[0].meta
+    seen: dict[tuple[str, int], ShardFile] = {}
     for shard in shards:
-        meta = shard.meta
+        meta, where = shard.meta, str(shard.path)
+        twin = seen.setdefault((meta.dataset_id, meta.shard_index), shard)
+        if twin is not shard:
+            problems.append((ForeignShardError, (
+                f"{where!r} is shard {meta.shard_index} of dataset {meta.dataset_id} again "
+                f"(so is {str(twin.path)!r}): a shard file was copied over another; restore "
+                "it from a backup or rewrite the dataset"
+            )))
         if expand:
-            if meta.dataset_id != head.dataset_id:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} belongs to another dataset (id {meta.dataset_id}, "
-                    f"expected {head.dataset_id}); a stray file replaced a sibling"
-                )
-            if meta.generation != head.generation:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} is from commit generation {meta.generation}, its "
-                    "siblings "
-                    f"from {head.generation}: an append did not finish; run `mrecord verify`"
-                )
-            if meta.shard_names != head.shard_names:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} names other siblings than {str(shards[0].path)!r}"
-                )
-            if meta.schema != head.schema:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} has another schema than {str(shards[0].path)!r} "
-                    f"({meta.schema.to_dict()!r} vs {head.schema.to_dict()!r}); one writer "
-                    "gives every shard the same schema: the file was changed"
-                )
+            problems.extend((ForeignShardError, m) for m in _sibling_mismatch(shard, shards[0]))
         elif meta.schema.to_dict() != head.schema.to_dict() and [
             (f.name, f.type, f.shape) for f in meta.schema.fields
         ] != [(f.name, f.type, f.shape) for f in head.schema.fields]:
-            raise SchemaError(
-                f"{str(shard.path)!r} has schema {meta.schema.to_dict()!r}, but "
+            problems.append((SchemaError, (
+                f"{where!r} has schema {meta.schema.to_dict()!r}, but "
                 f"{str(shards[0].path)!r} has {head.schema.to_dict()!r}; files read together must "
                 "share a schema"
-            )
+            )))
+    return problems
+
+
+def _sibling_mismatch(shard: ShardFile, first: ShardFile) -> list[str]:
+    """How ``shard`` differs from what a sibling of ``first`` must be."""
+    meta, head, where = shard.meta, first.meta, str(shard.path)
+    if meta.dataset_id != head.dataset_id:
+        return [
+            f"{where!r} belongs to another dataset (id {meta.dataset_id}, expected "
+            f"{head.dataset_id}); a stray file replaced a sibling"
+        ]
+    found = []
+    if meta.generation != head.generation:
+        found.append(
+            f"{where!r} is from commit generation {meta.generation}, its siblings from "
+            f"{head.generation}: an append did not finish; run `mrecord verify`"
+        )
+    if meta.shard_names != head.shard_names:
+        found.append(f"{where!r} names other siblings than {str(first.path)!r}")
+    names = meta.shard_names
+    if len(names) > 1 and shard.path.name in names and names.index(shard.path.name) != (
+        meta.shard_index
+    ):
+        found.append(
+            f"{where!r} holds shard {meta.shard_index} of its dataset "
+            f"({names[meta.shard_index]!r}), not shard {names.index(shard.path.name)}: a shard "
+            "file was copied or renamed over its sibling; restore it from a backup or rewrite "
+            "the dataset"
+        )
+    if meta.schema != head.schema:
+        found.append(
+            f"{where!r} has another schema than {str(first.path)!r} "
+            f"({meta.schema.to_dict()!r} vs {head.schema.to_dict()!r}); one writer gives every "
+            "shard the same schema: the file was changed"
+        )
+    return found
 
 
 def _commit_in_progress(shard: ShardFile) -> bool:
