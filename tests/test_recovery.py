@@ -155,7 +155,6 @@ def test_a_neighbour_whose_name_is_a_prefix_is_left_alone(
 # -- D3: reindex takes the lock before it reads ---------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="D3: reindex opens before it locks, never checks again")
 def test_reindex_racing_an_append_publishes_the_new_generation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

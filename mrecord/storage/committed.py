@@ -172,11 +172,14 @@ def dataset_name_of(path: Path) -> str:
     """
     try:
         return read_shard_metadata(path).dataset_name
-    except (CorruptFileError, DatasetNotFoundError):
+    except (CorruptFileError, DatasetNotFoundError) as exc:
         names = journal_names_for(path)
-        if len(names) != 1:
-            raise
-        return names[0]
+        if len(names) == 1:
+            return names[0]
+        hint = missing_hint(path) if isinstance(exc, DatasetNotFoundError) else ""
+        if hint:
+            raise DatasetNotFoundError(f"{exc}; {hint}") from None
+        raise
 
 
 def _journal_near(path: Path) -> bool:
