@@ -159,7 +159,6 @@ except MrecordError as exc:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="D7: a FIFO sibling blocks DatasetReader.open forever")
 def test_a_fifo_where_a_sibling_belongs_is_refused(tmp_path: Path) -> None:
     files = _create(tmp_path)
     files[1].unlink()
@@ -176,7 +175,6 @@ def test_a_fifo_where_a_sibling_belongs_is_refused(tmp_path: Path) -> None:
     assert not verify_dataset(files[0]).ok
 
 
-@pytest.mark.xfail(strict=True, reason="D7: a symlink loop raises a bare OSError(ELOOP)")
 def test_a_symlink_loop_where_a_sibling_belongs_is_refused(tmp_path: Path) -> None:
     files = _create(tmp_path)
     files[1].unlink()
@@ -187,7 +185,6 @@ def test_a_symlink_loop_where_a_sibling_belongs_is_refused(tmp_path: Path) -> No
     assert not verify_dataset(files[0]).ok
 
 
-@pytest.mark.xfail(strict=True, reason="D7: an unreadable shard raises a bare PermissionError")
 def test_an_unreadable_shard_is_a_typed_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,7 +203,6 @@ def test_an_unreadable_shard_is_a_typed_error(
     assert not verify_dataset(files[0]).ok
 
 
-@pytest.mark.xfail(strict=True, reason="D7: a folder sibling raises a bare IsADirectoryError")
 def test_a_folder_where_a_shard_belongs_is_not_found(tmp_path: Path) -> None:
     files = _create(tmp_path)
     files[1].unlink()
