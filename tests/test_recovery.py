@@ -263,7 +263,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-@pytest.mark.xfail(strict=True, reason="D9: recover() lets OSError(EROFS) out bare")
 def test_an_unfinished_commit_on_a_read_only_medium_is_a_typed_error(
     small_fs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,7 @@ from mrecord.errors import (
 from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer
 from mrecord.format.metadata import ShardMetadata
+from mrecord.storage.failures import storage_error
 from mrecord.storage.locking import try_lock, unlock
 from mrecord.storage.naming import DB_SUFFIX, journal_path, lock_path, partial_path
 from mrecord.storage.shard import read_shard_metadata
@@ -436,12 +437,38 @@ def recover(directory: Path, dataset_name: str, wait: float = 10.0) -> bool:
     lock = DatasetLock(directory, dataset_name)
     try:
         lock.acquire(wait=wait)
-    except PermissionError:
-        return False
+    except OSError as exc:
+        if isinstance(exc, MrecordError) or exc.errno not in _CANNOT_WRITE:
+            raise
+        # This process may not write here (a read-only medium, no permission). A live
+        # writer finishes its commit by itself; otherwise the commit stays unpublished
+        # until someone who can write opens the dataset: say so, naming the journal.
+        if exc.errno != errno.EROFS and _gone(journal, wait):  # no writer on a read-only fs
+            return False
+        raise storage_error(
+            exc,
+            operation=f"finish the interrupted commit of dataset {dataset_name!r}: failed on",
+            path=lock.path,
+            state=f"the commit is durable (journal {str(journal)!r}) but not published; "
+            "nothing is lost, and opening the dataset where it can be written finishes it",
+        ) from exc
     try:
         recover_locked(directory, dataset_name)  # the writer may have finished while we waited
     finally:
         lock.release()
+    return True
+
+
+_CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _gone(path: Path, wait: float) -> bool:
+    """Whether ``path`` disappears within ``wait`` seconds (a live writer finishing)."""
+    deadline = time.monotonic() + wait
+    while path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
     return True
 
 
