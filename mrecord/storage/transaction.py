@@ -53,11 +53,10 @@ from mrecord.errors import DatasetExistsError, MrecordError, StorageError, Write
 from mrecord.format.metadata import ShardMetadata
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
-from mrecord.storage.committed import open_committed
+from mrecord.storage.committed import dataset_name_of, open_committed
 from mrecord.storage.failures import check_free_space, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
-from mrecord.storage.shard import read_shard_metadata
 
 __all__ = ["CommittedShard", "StagedShard", "Transaction", "TransactionState"]
 
@@ -163,7 +162,9 @@ class Transaction:
         after any interrupted commit was finished; the shards' partial litter is removed.
         """
         directory = shard_file.parent if str(shard_file.parent) else Path(".")
-        name = read_shard_metadata(shard_file).dataset_name
+        # Only the dataset's name is read before the lock (an interrupted commit may leave
+        # this shard unreadable until it is rolled forward); the shards are read under it.
+        name = dataset_name_of(shard_file)
         txn = cls.begin(directory, name, action="append to")
         with txn._opening("open for append: failed on"):
             opened = open_committed(shard_file, verify="never", lock_held=True)
