@@ -17,7 +17,13 @@ from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.probe import StorageProfile, memory_budget, probe_storage
 from mrecord.storage.shard import ShardFile
 
-__all__ = ["DatasetLayout", "dataset_layout", "memory_budget", "storage_profile"]
+__all__ = [
+    "DatasetLayout",
+    "dataset_layout",
+    "measured_numbers",
+    "memory_budget",
+    "storage_profile",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,3 +68,9 @@ def storage_profile(reader: DatasetReader) -> StorageProfile | None:
         if shard.path.is_file():
             return probe_storage(shard.path)
     return None
+
+
+def measured_numbers(reader: DatasetReader) -> tuple[float, float] | None:
+    """``(iops, bytes per second)`` of :func:`storage_profile`, or None."""
+    profile = storage_profile(reader)
+    return None if profile is None else (profile.iops, profile.bandwidth)

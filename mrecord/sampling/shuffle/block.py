@@ -42,6 +42,7 @@ measured (``mrecord.storage.probe``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -74,6 +75,7 @@ __all__ = [
     "BlockOrder",
     "block_bounds",
     "block_shuffle",
+    "choose_layout",
     "plan_block_sizes",
     "prefers_block",
 ]
@@ -261,6 +263,33 @@ class BlockOrder(Order):
         ids: IdArray = self.bounds[self.members[member]] + (x - self._member_starts[member])
         return ids
 
+    def _take_range(self, start: int, stop: int) -> IdArray:
+        # Contiguous positions lie in few windows: one scalar key per window, not per row.
+        pieces = []
+        slot = int(np.searchsorted(self._visit_end, start, side="right"))
+        while start < stop:
+            window = int(self.visit[slot])
+            end = min(stop, int(self._visit_end[slot]))
+            rows = int(self.window_rows[window])
+            first = int(self._visit_end[slot]) - rows
+            keys = segment_round_keys(self._row_keys, np.array([window]))[:, 0]
+            mixed = permute(
+                np.arange(start - first, end - first, dtype=np.uint64),
+                np.uint64(rows),
+                feistel_side(rows),
+                np.ascontiguousarray(keys),
+            ).astype(np.int64)
+            x = int(self._window_start[window]) + mixed
+            member = np.searchsorted(self._member_ends, x, side="right")
+            pieces.append(self.bounds[self.members[member]] + (x - self._member_starts[member]))
+            start = end
+            slot += 1
+        if not pieces:
+            empty: IdArray = np.zeros(0, dtype=np.int64)
+            return empty
+        ids: IdArray = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        return ids
+
     def __repr__(self) -> str:
         return (
             f"BlockOrder(len={self._n}, blocks={self.num_blocks}, "
@@ -363,3 +392,67 @@ def prefers_block(
     sequential = bw / row_bytes
     random = min(io, bw / max(row_bytes, _IO_BYTES))
     return random < SLOW_RANDOM_SHARE * sequential
+
+
+Measure = Callable[[], "tuple[float, float] | None"]
+"""Measures the storage when called: ``(iops, bytes per second)``, or None."""
+
+
+def choose_layout(
+    *,
+    adaptive: bool,
+    num_shards: int,
+    page_starts: npt.ArrayLike | None,
+    num_rows: int,
+    data_bytes: int,
+    page_bytes: int,
+    block_rows: int | None,
+    window_blocks: int | None,
+    memory_budget: int | None,
+    measure: Measure,
+) -> BlockLayout | None:
+    """The layout BLOCK (``adaptive=False``) or ADAPTIVE (``adaptive=True``) reads with.
+
+    ``measure`` is called only when a number it gives is needed, at most once:
+
+    - sizes given: used as given (nothing measured);
+    - one rank: ``measure()`` and ``memory_budget`` decide (:func:`plan_block_sizes`);
+    - several ranks: nothing is measured and the budget is ignored. Ranks on other
+      hosts would measure other numbers and cut other blocks, and their shards must
+      split one order: the sizes come from the dataset alone unless given;
+    - ADAPTIVE: on one rank, with data larger than ``memory_budget``, ``measure()`` and
+      :func:`prefers_block` decide; otherwise (and on several ranks) None: no BLOCK.
+    """
+    single = num_shards == 1
+    budget = memory_budget if single else None
+    numbers: tuple[float, float] | None = None
+    if adaptive:
+        if not single or budget is None or data_bytes <= budget:
+            return None
+        numbers = measure()
+        if numbers is None or not prefers_block(
+            data_bytes=data_bytes, num_rows=num_rows, iops=numbers[0],
+            bandwidth=numbers[1], memory_budget=budget,
+        ):
+            return None
+    elif single and (block_rows is None or window_blocks is None):
+        numbers = measure()
+    planned_rows, planned_window, why = plan_block_sizes(
+        num_rows=num_rows,
+        data_bytes=data_bytes,
+        page_bytes=page_bytes,
+        iops=None if numbers is None else numbers[0],
+        bandwidth=None if numbers is None else numbers[1],
+        memory_budget=budget,
+    )
+    if block_rows is not None and window_blocks is not None:
+        why = "given"
+    elif not single:
+        why = f"{num_shards} ranks: not measured, " + why
+    return BlockLayout(
+        page_starts=None if page_starts is None else np.asarray(page_starts, dtype=np.int64),
+        block_rows=planned_rows if block_rows is None else block_rows,
+        window_blocks=planned_window if window_blocks is None else window_blocks,
+        adaptive=adaptive,
+        why=why,
+    )
