@@ -97,9 +97,12 @@ SEEK_FACTOR = 8
 """A planned block is this many times ``bandwidth / iops`` bytes: its one I/O then costs
 1/8 of its transfer time, so block reads run at about 89% of the bandwidth."""
 
-WINDOW_SHARE = 4
-"""A window takes at most ``1 / WINDOW_SHARE`` of the memory budget: the reader holds the
-window being read, the next one coming in, and the rest is decoded rows and slack."""
+WINDOW_SHARE = 8
+"""A window takes at most ``1 / WINDOW_SHARE`` of the memory budget. The reader's memory
+also holds the next window coming in, the read-ahead threads' blocks of rows, and, with a
+memory map, the kernel's read-around of each fault (up to ``read_ahead_kb`` per fault).
+Measured (``benchmarks/bench_block_shuffle.py``, 300 MB group, 1 MiB pages): a 64 MiB
+window thrashed the group (6% of the no-shuffle rate), a 32 MiB one did not."""
 
 SLOW_RANDOM_SHARE = 0.25
 """ADAPTIVE picks BLOCK when random reads deliver rows at less than this share of the
