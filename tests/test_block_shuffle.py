@@ -399,3 +399,67 @@ def test_probe_measures_the_device_once_and_memory_budget_is_positive(tmp_path: 
         assert probe_storage(path) is profile  # cached per device
     budget = memory_budget()
     assert budget is not None and budget > 0
+
+
+def test_mind_dataset_adaptive_reads_block_only_when_it_measures_slow_storage(
+    sorted_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mrecord.pipeline.sources.block_layout as wiring
+
+    measured: list[int] = []
+
+    def slow(reader: Any) -> tuple[float, float]:
+        measured.append(1)
+        return 3000.0, 250e6
+
+    monkeypatch.setattr(wiring, "measured_numbers", slow)
+    monkeypatch.setattr(wiring, "memory_budget", lambda: 1 << 40)  # the data fits: GLOBAL
+    assert MindDataset(str(sorted_dataset), shuffle=None).block_layout is None
+    assert measured == []  # nothing measured when the data fits in memory
+    monkeypatch.setattr(wiring, "memory_budget", lambda: 100_000)  # smaller than the data
+    ds = MindDataset(str(sorted_dataset), columns_list=["id"], shuffle=None)
+    layout = ds.block_layout
+    assert layout is not None and layout.adaptive and measured == [1]
+    order = ds.sampler.build_order(ds.reader.file_row_counts, seed=0, epoch=0, layout=layout)
+    assert type(order).__name__ == "BlockOrder"
+    got = [int(r["id"]) for r in ds.create_dict_iterator(num_epochs=1, output_numpy=True)]
+    assert sorted(got) == list(range(40_000))
+    # Several ranks: ADAPTIVE never picks BLOCK, and nothing is measured.
+    measured.clear()
+    sharded = MindDataset(str(sorted_dataset), shuffle=None, num_shards=2, shard_id=0)
+    assert sharded.block_layout is None and measured == []
+    # BLOCK on several ranks: sizes from the dataset alone, the same on every rank.
+    ranks = [
+        MindDataset(str(sorted_dataset), shuffle=Shuffle.BLOCK, num_shards=2, shard_id=s)
+        for s in range(2)
+    ]
+    layouts_ = [r.block_layout for r in ranks]
+    assert measured == [] and all(lay is not None for lay in layouts_)
+    assert {(lay.block_rows, lay.window_blocks) for lay in layouts_ if lay} == {
+        (layouts_[0].block_rows, layouts_[0].window_blocks)  # type: ignore[union-attr]
+    }
+    assert "2 ranks: not measured" in layouts_[0].why  # type: ignore[union-attr]
+
+
+def test_probe_gives_none_where_direct_io_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import mrecord.storage.probe as probe
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"\0" * 65536)
+    real_open = os.open
+
+    def no_direct(file: Any, flags: int, *args: Any) -> int:
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "direct I/O not supported")
+        return real_open(file, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_direct)  # the probe opens with os.open
+    probe.clear_probe_cache()
+    try:
+        assert probe.probe_storage(path, seconds=0.01) is None
+    finally:
+        probe.clear_probe_cache()
