@@ -7,9 +7,9 @@ Throttles (a blkio cgroup, a cloud volume's limits) show up in both numbers. The
 is cached per device (``st_dev``) for the life of the process. File systems without
 direct I/O (tmpfs, some network file systems) give ``None``: not measured.
 
-:func:`memory_budget` is the smallest of the memory cgroup limits (v1
-``memory.limit_in_bytes``, v2 ``memory.max``) of this process and the kernel's
-``MemAvailable``.
+:func:`memory_budget` is what this process may still fill: its memory cgroup's limit (v1
+``memory.limit_in_bytes``, v2 ``memory.max``) less its own resident memory, or the
+kernel's ``MemAvailable`` when that is smaller.
 
 The numbers feed ``mrecord.sampling.shuffle.block`` (the block shuffle's sizes and
 ``Shuffle.ADAPTIVE``'s choice), which only does arithmetic on them.
@@ -136,12 +136,25 @@ def _rate(fd: int, slots: int, io_size: int, threads: int, seconds: float) -> fl
 
 
 def memory_budget() -> int | None:
-    """Bytes this process may fill: the tightest memory cgroup limit and ``MemAvailable``.
-
-    ``None`` when neither is readable (not Linux).
+    """Bytes this process may still fill: its memory cgroup limit less its resident
+    memory (the interpreter, numpy and the rest count against the same limit), or
+    ``MemAvailable`` when smaller. ``None`` when neither is readable (not Linux).
     """
-    limits = [v for v in (_cgroup_limit(), _mem_available()) if v is not None]
+    limit = _cgroup_limit()
+    room = None if limit is None else max(0, limit - (_resident() or 0))
+    limits = [v for v in (room, _mem_available()) if v is not None]
     return min(limits) if limits else None
+
+
+def _resident() -> int | None:
+    """This process's resident memory (``VmRSS``), bytes."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _read_int(path: Path) -> int | None:

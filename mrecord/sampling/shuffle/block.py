@@ -343,8 +343,8 @@ def plan_block_sizes(
     the mean page size), so its one request costs little next to its transfer; a window
     takes ``memory_budget / WINDOW_SHARE``. When that holds fewer than
     ``MIN_WINDOW_BLOCKS`` blocks, blocks shrink (not below a page) to keep the mixing.
-    Block bytes and the window are rounded to powers of two, so that a repeated
-    measurement a little off gives the same sizes.
+    Block bytes and the window are rounded to the nearest powers of two, so that a
+    repeated measurement a little off gives the same sizes.
     Unknown numbers (None, nan, <= 0) fall back to a 4 MiB block and a 256 MiB budget.
     ``why`` says which numbers decided.
     """
@@ -367,8 +367,8 @@ def plan_block_sizes(
         block = max(page, window_bytes / MIN_WINDOW_BLOCKS)
     # Powers of two: a measurement a little off next time gives the same sizes.
     block = max(page, 2.0 ** round(math.log2(block)))
-    window = int(np.clip(window_bytes // block, 1, MAX_WINDOW_BLOCKS))
-    window = 1 << (window.bit_length() - 1)
+    fits = float(np.clip(window_bytes / block, 1, MAX_WINDOW_BLOCKS))
+    window = 1 << round(math.log2(fits))
     block_rows = max(1, math.ceil(block / row_bytes))
     num_blocks = max(1, -(-rows // block_rows))
     return block_rows, max(1, min(window, num_blocks)), why
