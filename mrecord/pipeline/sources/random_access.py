@@ -33,6 +33,7 @@ from mrecord.errors import ArgumentError
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
+from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -142,6 +143,11 @@ class RandomAccessSource(SourceDataset):
         """The rows ``ids`` (all ``< N``, any order, repeats allowed) as a block."""
         raise NotImplementedError
 
+    def _block_layout(self) -> BlockLayout | None:
+        """Page boundaries and block sizes for ``Shuffle.BLOCK``/``ADAPTIVE`` (default none:
+        blocks cut at any row, default sizes)."""
+        return None
+
     def _column_values(self, column: str) -> np.ndarray:
         """Every row's value of a scalar ``column`` (PKSampler's class column)."""
         ids = np.arange(self._total_rows(), dtype=np.int64)
@@ -187,6 +193,7 @@ class RandomAccessSource(SourceDataset):
             seed=seed,
             epoch=epoch,
             labels=self._class_labels,
+            layout=self._block_layout(),
         )
 
     def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
