@@ -1138,6 +1138,129 @@ def test_a_busy_socket_is_waited_for_like_a_busy_http_server(mixed: Path) -> Non
         assert [int(v) for v in ds.read_rows([4, 2], ["id"]).columns["id"]] == [4, 2]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="D15: a refused client is answered with a blocking receive() on the one serving "
+    "thread, whose timeout is per recv: a client trickling a byte at a time stalls everyone",
+)
+def test_a_refused_client_trickling_its_hello_stalls_no_one(
+    served: dict[str, ServedDataset],
+) -> None:
+    import threading
+
+    with LocalServer(
+        served, default_socket_path(), token=None, limits=Limits(), max_connections=1
+    ) as srv:
+        first = _connect(srv.path)
+        assert _hello(first, token=None)["ok"]
+        stop = threading.Event()
+        trickled_all = threading.Event()
+        frame = struct.pack("<I", 60) + b"\x80" * 60  # a hello-sized message, slowly
+
+        def trickle() -> None:
+            with _connect(srv.path) as refused:
+                for byte in frame:
+                    if stop.wait(0.3):
+                        return
+                    try:
+                        refused.send(bytes([byte]))
+                    except OSError:
+                        return  # the server closed it: fine, it is refused
+                trickled_all.set()
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            time.sleep(0.5)  # the server has accepted the trickler and refused it
+            with first:
+                _still_reads(first)  # answered at once...
+                answered_while_trickling = not trickled_all.is_set()  # ...not after 19 s
+        finally:
+            stop.set()
+            trickler.join(timeout=30)
+        assert answered_while_trickling
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="D16: descriptors attached to an unfinished message pile up in the Inbox (before "
+    "hello and the token check): one per one-byte send, without bound",
+)
+def test_descriptors_sent_without_a_whole_message_are_bounded(
+    served: dict[str, ServedDataset],
+) -> None:
+    with LocalServer(served, default_socket_path(), token=TOKEN, limits=Limits()) as srv:
+        before = len(os.listdir("/proc/self/fd"))
+        fd = _memfd(4096)
+        sock = _connect(srv.path)
+        sock.settimeout(5)
+        try:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+            with contextlib.suppress(OSError):  # the server may close it on the way
+                sock.sendmsg([struct.pack("<I", 1000)], ancillary)
+                for _ in range(300):
+                    sock.sendmsg([b"\x80"], ancillary)  # the message never ends
+            assert _closed(sock)  # more descriptors than any message carries: cut off
+            held = len(os.listdir("/proc/self/fd")) - before
+        finally:
+            sock.close()
+            os.close(fd)
+        assert held < 10, f"the server holds {held} descriptors a client sent"
+        _serves(srv.path, _truth_of(served))
+
+
+def _truth_of(served: dict[str, ServedDataset]) -> dict[str, list[Any]]:
+    reader = served["mixed"].reader
+    block = reader.read_rows(np.arange(reader.num_rows))
+    return {c: list(v) for c, v in block.columns.items()}
+
+
+def _shmem_kb() -> int:
+    """Shared memory this process has touched (``RssShmem``), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssShmem in /proc/self/status")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="D17: the server maps a client's memfd with MAP_POPULATE, which allocates every "
+    "page of it: an untouched segment costs its full size in RAM",
+)
+def test_mapping_a_segment_allocates_none_of_its_pages(raw_server: LocalServer) -> None:
+    size = 128 * MB
+    with _session(raw_server.path) as sock:
+        fd = _memfd(size)
+        try:
+            before = _shmem_kb()
+            assert _map(sock, 0, fd) == {"ok": True}
+            grown = (_shmem_kb() - before) * 1024
+            small = _memfd(MB)
+            assert _map(sock, 0, small) == {"ok": True}  # unmaps the big one
+            os.close(small)
+        finally:
+            os.close(fd)
+    assert grown < size // 4, f"mapping an untouched {size}-byte segment took {grown} bytes"
+
+
+@pytest.mark.xfail(strict=True, reason='D18: a non-list "unmap" is iterated (or raises: internal)')
+@pytest.mark.parametrize("unmap", [5, "ab", {"a": 1}, 1.5, True])
+def test_a_non_list_unmap_is_a_bad_request(raw_server: LocalServer, unmap: Any) -> None:
+    with _session(raw_server.path) as sock:
+        fd = _memfd(MB)
+        try:
+            assert _map(sock, 0, fd) == {"ok": True}
+            data = np.array([1, 2], dtype="<i8").tobytes()
+            answer = _ask(
+                sock, {"op": "read", "ids": data, "columns": ["id"], "segment": 0, "unmap": unmap}
+            )
+            assert _code(answer) == "bad_request" and "unmap" in answer["error"]["message"]
+            assert "block" in _read(sock, [5, 1], ["text", "id"])  # still serving
+        finally:
+            os.close(fd)
+
+
 def _try_hello(path: Path) -> dict[str, Any]:
     """The answer to a hello, or {} when the server closed the connection first."""
     with _connect(path) as sock:

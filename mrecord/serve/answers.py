@@ -69,6 +69,9 @@ class Limits:
     """A client that reads nothing of a block for this long is disconnected."""
     body_timeout_s: float = 30.0
     """A request body must arrive within this time."""
+    header_timeout_s: float = 10.0
+    """A request's line and headers must arrive within this time of the connection (or of
+    the request's first byte), or the connection is closed."""
 
 
 class ApiError(Exception):

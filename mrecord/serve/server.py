@@ -151,7 +151,8 @@ def local_socket_path(choice: Path | str | None) -> Path | None:
 
 
 class ServerThread:
-    """A server on 127.0.0.1 on a free port, in a background thread (tests, benchmarks).
+    """A server on ``host`` (default 127.0.0.1) on a free port, in a background thread
+    (tests, benchmarks), with ``serve()``'s rules (a non-loopback ``host`` needs a token).
 
     With ``local_socket`` (default, on Linux) it also serves same-host readers
     (:mod:`~mrecord.serve.local_server`); ``local_socket_path`` is then its socket.
@@ -167,7 +168,12 @@ class ServerThread:
         token: str | None = None,
         limits: Limits | None = None,
         local_socket: bool = True,
+        host: str = "127.0.0.1",
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        check_bind(host, token)
+        self._host = host
+        self._max_connections = max_connections
         self._given = datasets
         self._token = token
         self._limits = limits or Limits()
@@ -185,8 +191,9 @@ class ServerThread:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> ServerThread:
         """Open the datasets, bind a free port, serve in a thread; returns when it listens."""
@@ -199,7 +206,11 @@ class ServerThread:
         served.update(self._opened)
         if self._want_local:
             self._local = LocalServer(
-                served, default_socket_path(), token=self._token, limits=self._limits
+                served,
+                default_socket_path(),
+                token=self._token,
+                limits=self._limits,
+                max_connections=self._max_connections,
             ).start()
         app = create_app(
             served,
@@ -207,11 +218,13 @@ class ServerThread:
             limits=self._limits,
             local_socket=str(self._local.path) if self._local else None,
         )
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((self._host, 0))
         self.port = sock.getsockname()[1]
-        self._server = _uvicorn().Server(_config(app, "127.0.0.1", self.port, "warning"))
+        config = _config(app, self._host, self.port, "warning", self._max_connections)
+        self._server = _uvicorn().Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="mrecord-serve", daemon=True
         )
