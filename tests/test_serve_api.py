@@ -147,11 +147,6 @@ def test_bad_row_parameters_are_400(client: TestClient, query: str) -> None:
     _error(client.get(f"/api/datasets/gallery/rows?{query}"), "bad_request")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D10: str.isdigit() admits '²' and lstrip('-') admits '--5'; int() then raises "
-    "and the answer is 500 internal",
-)
 @pytest.mark.parametrize(
     ("path", "code"),
     [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict
 from importlib import resources
@@ -397,22 +398,32 @@ class _BuffersResponse:
 # -- request parsing ------------------------------------------------------------------------------
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+"""An integer parameter: ASCII digits only (``str.isdigit`` also admits ``"²"``, which
+``int`` refuses), one optional sign, and short enough to fit an int64."""
+
+
+def _parse_int(raw: str) -> int | None:
+    """``raw`` as an int, or None when it is not a plain ASCII decimal integer."""
+    return int(raw) if _INTEGER.fullmatch(raw) else None
+
+
 def _int_param(q: Any, name: str, default: int, *, low: int) -> int:
     raw = q.get(name)
     if raw is None or raw == "":
         return default
-    if len(raw) > 19 or not raw.lstrip("-").isdigit():
+    value = _parse_int(raw)
+    if value is None:
         raise ApiError("bad_request", f"{name} must be an integer, got {raw[:40]!r}")
-    value = int(raw)
     if value < low:
         raise ApiError("bad_request", f"{name} must be >= {low}, got {value}")
     return value
 
 
 def _parse_row_id(raw: str, n: int) -> int:
-    if len(raw) > 19 or not raw.isdigit():
+    row_id = _parse_int(raw)
+    if row_id is None or row_id < 0:
         raise ApiError("bad_ids", f"row id must be a non-negative integer, got {raw[:40]!r}")
-    row_id = int(raw)
     if row_id >= n:
         raise ApiError("bad_ids", f"row id {row_id} is out of range: the dataset has {n} rows")
     return row_id
@@ -441,7 +452,8 @@ def _view_param(q: Any) -> bool:
 
 async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    size = None if declared is None else _parse_int(declared)
+    if declared is not None and (size is None or size < 0 or size > limit):
         raise ApiError("too_large", f"request body of {declared} bytes; at most {limit}")
     body = bytearray()
     try:
