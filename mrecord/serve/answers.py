@@ -8,20 +8,23 @@ and the same error codes; this module holds them, and imports no web framework.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from mrecord.block import ColumnValues
 from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
 from mrecord.format.schema import FieldKind
 from mrecord.serve.registry import ServedDataset
+from mrecord.serve.wire import BytesRefs
 
 __all__ = [
     "ERROR_CODES",
     "ApiError",
     "BlockPlan",
     "Limits",
+    "check_answer_bytes",
     "classify",
     "plan_block",
     "row_bytes",
@@ -55,11 +58,13 @@ class Limits:
     max_page_rows: int = 200
     """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
     max_page_bytes: int = 8 << 20
-    """Estimated raw bytes per ``/rows`` page (fewer rows for big rows)."""
+    """Bytes of one ``/rows`` or ``/search`` JSON answer (fewer rows for big rows; one row
+    bigger than this is 413 in the full view: ask for ``view=summary``)."""
     max_search_rows: int = 100
     max_block_rows: int = 65_536
     max_block_bytes: int = 64 << 20
-    """Estimated bytes of one ``/blocks`` answer (413 beyond: ask for fewer ids)."""
+    """Bytes of the values of one ``/blocks`` answer, counted as they are (413 beyond: ask
+    for fewer ids)."""
     max_body_bytes: int = 1 << 20
     read_threads: int = 4
     """Requests reading data at once; the others wait their turn (not a thread each)."""
@@ -114,13 +119,19 @@ class BlockPlan:
     kinds: dict[str, tuple[str, str, list[int]]]
     """column -> (kind, dtype string, row shape), as :func:`~mrecord.serve.wire.encode_block`
     takes them."""
-    estimated_bytes: float
+    fixed_bytes: int
+    """The exact bytes of the fixed-shape columns of the answer (known before reading)."""
 
 
 def plan_block(
     ds: ServedDataset, ids: np.ndarray, columns: list[str] | None, limits: Limits
 ) -> BlockPlan:
-    """Check a block request against ``ds`` and ``limits``; ApiError saying what is wrong."""
+    """Check a block request against ``ds`` and ``limits``; ApiError saying what is wrong.
+
+    The fixed-shape columns' bytes are exact before anything is read, and refused here
+    when over ``limits.max_block_bytes``; the other columns' bytes are known once read:
+    :func:`check_answer_bytes` refuses the answer before it is encoded.
+    """
     names = ds.reader.column_names if columns is None else columns
     unknown = [c for c in names if c not in ds.reader.schema]
     if unknown:
@@ -129,14 +140,51 @@ def plan_block(
     if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
         bad = int(ids[(ids < 0) | (ids >= n)][0])
         raise ApiError("bad_ids", f"row id {bad} is out of range: {ds.name!r} has {n} rows")
-    estimate = len(ids) * sum(row_bytes(ds, c) for c in names)
-    if estimate > limits.max_block_bytes:
+    kinds = {c: _wire_kind(ds, c) for c in names}
+    fixed = len(ids) * sum(
+        int(np.prod(shape)) * np.dtype(dtype).itemsize
+        for kind, dtype, shape in kinds.values()
+        if kind == "fixed"
+    )
+    _check_size(fixed, len(ids), names, limits)
+    return BlockPlan(list(names), kinds, fixed)
+
+
+def check_answer_bytes(
+    values: Mapping[str, ColumnValues | BytesRefs], rows: int, limits: Limits
+) -> int:
+    """The real bytes of a block's values (what the answer carries, or what a same-host
+    reader views in place); ApiError ``too_large`` over ``limits.max_block_bytes``."""
+    total = sum(_column_bytes(v) for v in values.values())
+    _check_size(total, rows, list(values), limits)
+    return total
+
+
+def _check_size(nbytes: int, rows: int, names: list[str], limits: Limits) -> None:
+    if nbytes > limits.max_block_bytes:
         raise ApiError(
             "too_large",
-            f"{len(ids)} rows of {names!r} are about {estimate:,.0f} bytes, more than "
+            f"{rows} rows of {names!r} are {nbytes:,} bytes, more than "
             f"{limits.max_block_bytes:,} per request; ask for fewer ids",
         )
-    return BlockPlan(list(names), {c: _wire_kind(ds, c) for c in names}, estimate)
+
+
+def _column_bytes(values: ColumnValues | BytesRefs) -> int:
+    """Bytes of one column's values: arrays by their size, bytes and strings by their
+    length (strings as UTF-8), plus the offsets (8 bytes a row) the wire adds."""
+    if isinstance(values, BytesRefs):
+        return int(values.lengths.sum()) + 24 * len(values.lengths)
+    if isinstance(values, np.ndarray):
+        return int(values.nbytes)
+    total = 8 * (len(values) + 1)
+    for value in values:
+        if isinstance(value, str):
+            total += len(value.encode("utf-8"))
+        elif isinstance(value, np.ndarray):
+            total += int(value.nbytes) + 8 * value.ndim
+        else:
+            total += len(value)
+    return total
 
 
 def row_bytes(ds: ServedDataset, column: str) -> float:

@@ -11,6 +11,7 @@ Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with the codes of
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import re
@@ -22,13 +23,22 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from mrecord.block import Block
 from mrecord.serve._deps import anyio, starlette
-from mrecord.serve.answers import ERROR_CODES, ApiError, Limits, classify, plan_block, row_bytes
+from mrecord.serve.answers import (
+    ERROR_CODES,
+    ApiError,
+    Limits,
+    check_answer_bytes,
+    classify,
+    plan_block,
+    row_bytes,
+)
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.registry import ServedDataset, parse_field_value
 from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, is_loopback, token_ok
 from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
-from mrecord.serve.values import block_to_json
+from mrecord.serve.values import iter_json_rows
 from mrecord.serve.wire import decode_request, encode_block
 
 __all__ = ["BLOCK_MEDIA_TYPE", "ERROR_CODES", "ApiError", "Limits", "create_app"]
@@ -251,7 +261,8 @@ class _Api:
         ids = np.arange(start, max(start, stop), dtype=np.int64)
 
         def read() -> list[dict[str, Any]]:
-            return block_to_json(ds.reader.read_rows(ids, columns=columns), summary=summary)
+            block = ds.reader.read_rows(ids, columns=columns)
+            return _json_rows(block, summary, self.limits.max_page_bytes)
 
         rows = await self._run(read)
         return starlette.responses.JSONResponse(
@@ -300,7 +311,7 @@ class _Api:
                 "num_row": num_row,
                 "total": total,
                 "columns": columns,
-                "rows": block_to_json(block, summary=summary),
+                "rows": _json_rows(block, summary, self.limits.max_page_bytes),
             }
 
         return starlette.responses.JSONResponse(await self._run(find))
@@ -339,6 +350,7 @@ class _Api:
 
         def read() -> list[bytes | memoryview]:
             block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
+            check_answer_bytes(block.columns, len(ids), self.limits)  # before any copy
             return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
 
         buffers = await self._run(read)
@@ -467,6 +479,30 @@ async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
             "request_timeout", f"the request body did not arrive within {timeout:.0f} s"
         ) from None
     return bytes(body)
+
+
+_ENVELOPE_BYTES = 4096
+"""Room kept in a JSON page for what surrounds its rows (names, counts, columns)."""
+
+
+def _json_rows(block: Block, summary: bool, limit: int) -> list[dict[str, Any]]:
+    """The rows of ``block`` as JSON values, as many from the first as fit ``limit`` bytes
+    of JSON (counted as Starlette writes it); ApiError when not even the first fits."""
+    budget = limit - _ENVELOPE_BYTES
+    rows: list[dict[str, Any]] = []
+    for row in iter_json_rows(block, summary=summary):
+        size = len(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        if size > budget:
+            if rows:
+                break
+            raise ApiError(
+                "too_large",
+                f"row {row['id']} is {size:,} bytes of JSON, more than {limit:,} per page; "
+                "ask for fewer columns, or view=summary",
+            )
+        budget -= size
+        rows.append(row)
+    return rows
 
 
 def _finite(obj: Any) -> Any:

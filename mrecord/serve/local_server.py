@@ -39,7 +39,7 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.answers import ApiError, Limits, classify, plan_block
+from mrecord.serve.answers import ApiError, Limits, check_answer_bytes, classify, plan_block
 from mrecord.serve.local_protocol import VERSION, Inbox, encode, receive, send, send_fds_with
 from mrecord.serve.registry import ServedDataset
 from mrecord.serve.security import token_matches
@@ -379,6 +379,7 @@ class LocalServer:
         ids, columns = request_fields(message, self._limits.max_block_rows)
         plan = plan_block(ds, ids, columns, self._limits)
         values = self._columns(ds, ids, plan.columns, plan.kinds)
+        check_answer_bytes(values, len(ids), self._limits)
         region = np.frombuffer(mapped, dtype=np.uint8)
         try:
             header = encode_block_into(values, plan.kinds, len(ids), region)
