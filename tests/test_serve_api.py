@@ -542,11 +542,6 @@ def test_a_row_bigger_than_a_page_is_413_in_full_and_shown_in_summary(
 # -- search answers from the served generation -----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D13: MindPage is opened lazily from the path, so after an append its ids are "
-    "the NEW generation's while the rows come from the reader opened at start",
-)
 def test_search_after_an_append_answers_from_the_served_generation(tmp_path: Path) -> None:
     path = tmp_path / "grow.mrecord"
     with FileWriter(path, shard_num=2, overwrite=True) as writer:
