@@ -85,13 +85,27 @@ def test_a_connection_that_sends_requests_is_kept_between_them(mixed: Path) -> N
             conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D14: without a token the Host check admits 127.0.0.1, localhost and [::1] only, "
-    "so a server bound to another loopback address answers every request 403",
-)
 def test_a_server_bound_to_another_loopback_address_answers_it(mixed: Path) -> None:
     with ServerThread({"m": mixed}, host="127.0.0.2", local_socket=False) as srv:
         assert srv.url.startswith("http://127.0.0.2:")
         assert _status("127.0.0.2", srv.port) == 200
         assert _status("127.0.0.2", srv.port, "/api/datasets/m/rows?stop=2") == 200
+
+
+@pytest.mark.parametrize(
+    ("bound", "admitted", "refused"),
+    [
+        ("127.0.0.2", "127.0.0.2:8750", "127.0.0.3:8750"),
+        ("::1", "[::1]:8750", "127.0.0.2:8750"),
+        ("0.0.0.0", "localhost:8750", "0.0.0.0:8750"),
+    ],
+)
+def test_the_bound_loopback_address_and_no_other_is_admitted(
+    bound: str, admitted: str, refused: str
+) -> None:
+    from mrecord.serve.security import host_ok, loopback_hosts
+
+    hosts = loopback_hosts(bound)
+    assert host_ok(admitted, hosts)
+    assert not host_ok(refused, hosts)
+    assert not host_ok("evil.example:8750", hosts)

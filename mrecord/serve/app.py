@@ -36,7 +36,7 @@ from mrecord.serve.answers import (
 )
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.registry import ServedDataset, parse_field_value
-from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, is_loopback, token_ok
+from mrecord.serve.security import host_ok, is_loopback, loopback_hosts, token_ok
 from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
 from mrecord.serve.values import iter_json_rows
 from mrecord.serve.wire import decode_request, encode_block
@@ -67,12 +67,14 @@ def create_app(
     limits: Limits | None = None,
     allowed_hosts: Iterable[str] | None = None,
     local_socket: str | None = None,
+    bound_host: str | None = None,
 ) -> Any:
     """The Starlette app serving ``datasets`` (already opened; the app does not close them).
 
     ``token``: require ``Authorization: Bearer TOKEN`` on every ``/api/`` request.
-    ``allowed_hosts``: accepted ``Host`` names; by default loopback names only when
-    there is no token (DNS-rebinding guard), any host when there is one.
+    ``allowed_hosts``: accepted ``Host`` names; by default loopback names (and
+    ``bound_host``, the address the server listens on, when it is a loopback one) only
+    when there is no token (DNS-rebinding guard), any host when there is one.
     ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.local_server`),
     given in ``GET /api/datasets/{name}`` to clients on a loopback address.
     """
@@ -98,7 +100,7 @@ def create_app(
         routes=routes, exception_handlers={starlette.exceptions.HTTPException: http_error}
     )
     if allowed_hosts is None:
-        hosts = None if token else LOOPBACK_HOSTS
+        hosts = None if token else loopback_hosts(bound_host)
     else:
         hosts = frozenset(h.lower() for h in allowed_hosts)
     return _Guard(app, token=token, hosts=hosts)
