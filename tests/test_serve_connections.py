@@ -43,11 +43,6 @@ def _closed_by_server(sock: socket.socket) -> bool:
         return False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D12: uvicorn's keep-alive timeout starts after a response, so a connection that "
-    "never sends a whole request holds its --max-connections slot forever",
-)
 def test_connections_that_never_send_a_request_are_dropped(mixed: Path) -> None:
     limits = Limits(header_timeout_s=0.5)
     with ServerThread({"m": mixed}, limits=limits, max_connections=4, local_socket=False) as srv:

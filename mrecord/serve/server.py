@@ -7,7 +7,9 @@
 
 uvicorn bounds the open connections (``limit_concurrency``: beyond it a request gets
 503 at once instead of queueing) and closes idle keep-alive connections after a few
-seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`).
+seconds; :mod:`~mrecord.serve.http_protocol` closes those that send no whole request
+within ``Limits.header_timeout_s``; the app bounds the work per request
+(:class:`~mrecord.serve.app.Limits`).
 """
 
 from __future__ import annotations
@@ -48,14 +50,22 @@ def _uvicorn() -> Any:
 
 
 def _config(
-    app: Any, host: str, port: int, log_level: str, max_connections: int = MAX_CONNECTIONS
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str,
+    max_connections: int = MAX_CONNECTIONS,
+    header_timeout: float = Limits.header_timeout_s,
 ) -> Any:
     uvicorn = _uvicorn()
     try:
-        import httptools  # noqa: F401  (the C HTTP parser: several times h11's speed)
+        from mrecord.serve.http_protocol import protocol_with_header_timeout
 
-        http = "httptools"
-    except ImportError:  # pragma: no cover
+        # httptools, the C HTTP parser (several times h11's speed), with a deadline on
+        # each request's headers: connections that send none give their slot back.
+        http: Any = protocol_with_header_timeout(header_timeout)
+    except ImportError:  # pragma: no cover - httptools is in the serve extra
+        _log.warning("httptools is missing: idle connections are not closed before a request")
         http = "h11"
     return uvicorn.Config(
         app,
@@ -108,7 +118,8 @@ def serve(
         # full passes (measured: a few percent of the CPU per MB served).
         gc.freeze()
         with _sigterm_unwinds():
-            _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
+            config = _config(app, host, port, log_level, max_connections, limits.header_timeout_s)
+            _uvicorn().Server(config).run()
     finally:
         if local is not None:
             local.stop()
@@ -225,7 +236,14 @@ class ServerThread:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self._host, 0))
         self.port = sock.getsockname()[1]
-        config = _config(app, self._host, self.port, "warning", self._max_connections)
+        config = _config(
+            app,
+            self._host,
+            self.port,
+            "warning",
+            self._max_connections,
+            self._limits.header_timeout_s,
+        )
         self._server = _uvicorn().Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="mrecord-serve", daemon=True
