@@ -122,15 +122,20 @@ class Inbox:
     def __init__(self, max_fds: int) -> None:
         self._data = bytearray()
         self._fds: list[int] = []
-        self._max_fds = max_fds
+        self.max_fds = max_fds
+        """Descriptors one message may carry; more, and those past it are closed at once
+        (so a peer sending descriptors with every byte of a message that never ends
+        holds at most this many here)."""
 
     def fill(self, sock: socket.socket) -> bool:
         """Take in what the socket has now; False when the peer has closed it.
 
         Raises BlockingIOError when there is nothing to read yet.
         """
-        data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, socket.CMSG_SPACE(self._max_fds * 4))
+        room = socket.CMSG_SPACE(max(1, self.max_fds) * 4)
+        data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, room)
         self._fds.extend(_descriptors(ancdata))
+        self._fds = _at_most(self._fds, self.max_fds)
         self._data += data
         return bool(data)
 
@@ -155,7 +160,7 @@ class Inbox:
             for fd in fds:
                 os.close(fd)
             raise
-        return message, _at_most(fds, self._max_fds)
+        return message, _at_most(fds, self.max_fds)
 
     def close(self) -> None:
         """Close descriptors received but not handed out."""
