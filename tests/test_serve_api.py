@@ -1,6 +1,6 @@
 """`mrecord serve`'s HTTP API, in-process (Starlette's TestClient): answers, limits, security.
 
-The dataset is the gallery (``mrecord.testing.gallery``): what each answer must hold is
+The dataset is the gallery (``harness.gallery``): what each answer must hold is
 computed here from the rows written, not from the server's code.
 """
 
@@ -21,15 +21,17 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 
+from harness.gallery import SIZE, write_gallery
 from mrecord import DatasetReader, FileWriter
 from mrecord.cli.main import cli
 from mrecord.errors import ArgumentError
-from mrecord.serve.app import ERROR_CODES, Limits, create_app
-from mrecord.serve.registry import ServedDataset, open_datasets, parse_dataset_args
-from mrecord.serve.security import check_bind
-from mrecord.serve.wire import decode_block, encode_request
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.wire import decode_block, encode_request
+from mrecord.serve.server.app import create_app
+from mrecord.serve.server.registry import ServedDataset, open_datasets, parse_dataset_args
+from mrecord.serve.server.security import check_bind
 from mrecord.storage.shard import ShardFile
-from mrecord.testing.gallery import SIZE, write_gallery
 
 ROWS = 60
 BASE = "http://127.0.0.1"

@@ -1,6 +1,6 @@
 """`mrecord serve` over real sockets: connections that send nothing, and the bound address.
 
-These run uvicorn in a thread (:class:`~mrecord.serve.server.ServerThread`): what is
+These run uvicorn in a thread (:class:`~mrecord.serve.server.run.ServerThread`): what is
 checked happens below the ASGI app (sockets held open, the ``Host`` a client sends).
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mrecord.serve.answers import Limits
-from mrecord.serve.server import ServerThread
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.server.run import ServerThread
 from mrecord.testing.mixed import write_mixed
 
 ROWS = 40
@@ -98,7 +98,7 @@ def test_a_server_bound_to_another_loopback_address_answers_it(mixed: Path) -> N
 def test_the_bound_loopback_address_and_no_other_is_admitted(
     bound: str, admitted: str, refused: str
 ) -> None:
-    from mrecord.serve.security import host_ok, loopback_hosts
+    from mrecord.serve.server.security import host_ok, loopback_hosts
 
     hosts = loopback_hosts(bound)
     assert host_ok(admitted, hosts)

@@ -142,6 +142,11 @@ class RandomAccessSource(SourceDataset):
         """The rows ``ids`` (all ``< N``, any order, repeats allowed) as a block."""
         raise NotImplementedError
 
+    def _reads_in_flight(self) -> int:
+        """Blocks read at once ahead of the consumer (default ``num_parallel_workers``); a
+        source whose reads are quicker with fewer threads at once says so here."""
+        return self._workers
+
     def _column_values(self, column: str) -> np.ndarray:
         """Every row's value of a scalar ``column`` (PKSampler's class column)."""
         ids = np.arange(self._total_rows(), dtype=np.int64)
@@ -200,13 +205,13 @@ class RandomAccessSource(SourceDataset):
         # the read-ahead threads are busy before the consumer waits on a full block.
         first = max(_MIN_BLOCK_ROWS, size // 8)
         chunks = order.iter_chunks(size, start=skip, first_size=first)
-        if self._workers <= 1:
+        workers = self._reads_in_flight()
+        if workers <= 1:
             for ids in chunks:
                 yield self._read(ids)
             return
         # Read up to `workers` blocks ahead on the pipeline's pool for this node (made once,
         # shut down with the iterator); ordered_map yields them in order and honours stop.
-        workers = self._workers
         pool = ctx.pool(self, lambda: ThreadPool(self._read, workers, "mrecord-read"))
         for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
             yield block

@@ -19,6 +19,7 @@ codes. The server writes only into segments the client gave it, never past their
 from __future__ import annotations
 
 import array
+import ipaddress
 import os
 import socket
 import struct
@@ -35,6 +36,7 @@ __all__ = [
     "Inbox",
     "available",
     "encode",
+    "is_loopback",
     "receive",
     "send",
     "send_fds_with",
@@ -54,6 +56,16 @@ def available() -> bool:
         and hasattr(socket, "send_fds")
         and hasattr(os, "memfd_create")
     )
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -24,22 +24,23 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from mrecord.block import Block
-from mrecord.serve._deps import anyio, starlette
-from mrecord.serve.answers import (
-    ERROR_CODES,
+from mrecord.serve.buffers import BufferPool
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import is_loopback
+from mrecord.serve.protocol.wire import decode_request, encode_block
+from mrecord.serve.server._deps import anyio, starlette
+from mrecord.serve.server.answers import (
     ApiError,
-    Limits,
     check_answer_bytes,
     classify,
     plan_block,
     row_bytes,
 )
-from mrecord.serve.buffers import BufferPool
-from mrecord.serve.registry import ServedDataset, parse_field_value
-from mrecord.serve.security import host_ok, is_loopback, loopback_hosts, token_ok
-from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
-from mrecord.serve.values import iter_json_rows
-from mrecord.serve.wire import decode_request, encode_block
+from mrecord.serve.server.registry import ServedDataset, parse_field_value
+from mrecord.serve.server.security import host_ok, loopback_hosts, token_ok
+from mrecord.serve.server.thumbs import ThumbnailCache, thumbnail_png
+from mrecord.serve.server.values import iter_json_rows
 
 __all__ = ["BLOCK_MEDIA_TYPE", "ERROR_CODES", "ApiError", "Limits", "create_app"]
 
@@ -75,7 +76,7 @@ def create_app(
     ``allowed_hosts``: accepted ``Host`` names; by default loopback names (and
     ``bound_host``, the address the server listens on, when it is a loopback one) only
     when there is no token (DNS-rebinding guard), any host when there is one.
-    ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.local_server`),
+    ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.server.local`),
     given in ``GET /api/datasets/{name}`` to clients on a loopback address.
     """
     api = _Api(datasets, limits or Limits(), local_socket)

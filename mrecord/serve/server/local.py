@@ -7,7 +7,7 @@ places of its bytes values in the shard files (the reader maps the same files, f
 read-only descriptors the server passes once: those values are never copied) and writes
 the other columns into one of the reader's segments (copied once, instead of twice
 through a TCP socket). Requests, limits and error codes are the HTTP API's
-(:mod:`~mrecord.serve.answers`); docs/SERVE.md, "Same-host readers", has the protocol and
+(:mod:`~mrecord.serve.server.answers`); docs/SERVE.md, "Same-host readers", has the protocol and
 the security model.
 
 ::
@@ -40,11 +40,12 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.answers import ApiError, Limits, check_answer_bytes, classify, plan_block
-from mrecord.serve.local_protocol import VERSION, Inbox, encode, send_fds_with
-from mrecord.serve.registry import ServedDataset
-from mrecord.serve.security import token_matches
-from mrecord.serve.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import VERSION, Inbox, encode, send_fds_with
+from mrecord.serve.protocol.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.server.answers import ApiError, check_answer_bytes, classify, plan_block
+from mrecord.serve.server.registry import ServedDataset
+from mrecord.serve.server.security import token_matches
 
 __all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
 

@@ -10,9 +10,9 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from mrecord.errors import ArgumentError
+from mrecord.serve.protocol.local import is_loopback
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -25,16 +25,6 @@ __all__ = [
 ]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
 
 
 def loopback_hosts(bound: str | None = None) -> frozenset[str]:

@@ -1,8 +1,10 @@
-"""What both block transports share: limits, error codes, and checking a block request.
+"""What both block transports of the server share: checking a block request, bounding
+its answer, and classifying errors into the protocol's codes.
 
-``POST /api/datasets/{name}/blocks`` (HTTP, :mod:`~mrecord.serve.app`) and the same-host
-socket (:mod:`~mrecord.serve.local_server`) answer the same requests with the same rules
-and the same error codes; this module holds them, and imports no web framework.
+``POST /api/datasets/{name}/blocks`` (HTTP, :mod:`~mrecord.serve.server.app`) and the
+same-host socket (:mod:`~mrecord.serve.server.local`) answer the same requests with the
+same rules (:class:`~mrecord.serve.protocol.limits.Limits`) and the same error codes
+(:mod:`~mrecord.serve.protocol.errors`); this module imports no web framework.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ import numpy as np
 from mrecord.block import ColumnValues
 from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
 from mrecord.format.schema import FieldKind
-from mrecord.serve.registry import ServedDataset
-from mrecord.serve.wire import BytesRefs
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.wire import BytesRefs
+from mrecord.serve.server.registry import ServedDataset
 
 __all__ = [
-    "ERROR_CODES",
     "ApiError",
     "BlockPlan",
-    "Limits",
     "check_answer_bytes",
     "classify",
     "plan_block",
@@ -32,51 +34,6 @@ __all__ = [
 
 _log = logging.getLogger("mrecord.serve")
 
-ERROR_CODES = {
-    "bad_request": 400,
-    "bad_ids": 400,
-    "unknown_column": 400,
-    "unauthorized": 401,
-    "forbidden_host": 403,
-    "unknown_dataset": 404,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "request_timeout": 408,
-    "too_large": 413,
-    "not_an_image": 415,
-    "corrupt_file": 500,
-    "dataset_error": 500,
-    "internal": 500,
-}
-"""Every error code the API returns, with its HTTP status (stable: clients match on them)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what one request may ask for and on the server's concurrency."""
-
-    max_page_rows: int = 200
-    """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
-    max_page_bytes: int = 8 << 20
-    """Bytes of one ``/rows`` or ``/search`` JSON answer (fewer rows for big rows; one row
-    bigger than this is 413 in the full view: ask for ``view=summary``)."""
-    max_search_rows: int = 100
-    max_block_rows: int = 65_536
-    max_block_bytes: int = 64 << 20
-    """Bytes of the values of one ``/blocks`` answer, counted as they are (413 beyond: ask
-    for fewer ids)."""
-    max_body_bytes: int = 1 << 20
-    read_threads: int = 4
-    """Requests reading data at once; the others wait their turn (not a thread each)."""
-    thumb_max_side: int = 256
-    thumb_cache_bytes: int = 32 << 20
-    send_timeout_s: float = 60.0
-    """A client that reads nothing of a block for this long is disconnected."""
-    body_timeout_s: float = 30.0
-    """A request body must arrive within this time."""
-    header_timeout_s: float = 10.0
-    """A request's line and headers must arrive within this time of the connection (or of
-    the request's first byte), or the connection is closed."""
 
 
 class ApiError(Exception):
@@ -117,8 +74,8 @@ class BlockPlan:
 
     columns: list[str]
     kinds: dict[str, tuple[str, str, list[int]]]
-    """column -> (kind, dtype string, row shape), as :func:`~mrecord.serve.wire.encode_block`
-    takes them."""
+    """column -> (kind, dtype string, row shape), as
+    :func:`~mrecord.serve.protocol.wire.encode_block` takes them."""
     fixed_bytes: int
     """The exact bytes of the fixed-shape columns of the answer (known before reading)."""
 

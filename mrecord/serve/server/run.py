@@ -7,9 +7,9 @@
 
 uvicorn bounds the open connections (``limit_concurrency``: beyond it a request gets
 503 at once instead of queueing) and closes idle keep-alive connections after a few
-seconds; :mod:`~mrecord.serve.http_protocol` closes those that send no whole request
+seconds; :mod:`~mrecord.serve.server.http_protocol` closes those that send no whole request
 within ``Limits.header_timeout_s``; the app bounds the work per request
-(:class:`~mrecord.serve.app.Limits`).
+(:class:`~mrecord.serve.server.app.Limits`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.app import Limits, create_app
-from mrecord.serve.local_protocol import available as local_available
-from mrecord.serve.local_server import LocalServer, default_socket_path
-from mrecord.serve.registry import ServedDataset, open_datasets
-from mrecord.serve.security import check_bind
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import available as local_available
+from mrecord.serve.server.app import create_app
+from mrecord.serve.server.local import LocalServer, default_socket_path
+from mrecord.serve.server.registry import ServedDataset, open_datasets
+from mrecord.serve.server.security import check_bind
 
 __all__ = ["MAX_CONNECTIONS", "ServerThread", "local_socket_path", "serve"]
 
@@ -59,7 +60,7 @@ def _config(
 ) -> Any:
     uvicorn = _uvicorn()
     try:
-        from mrecord.serve.http_protocol import protocol_with_header_timeout
+        from mrecord.serve.server.http_protocol import protocol_with_header_timeout
 
         # httptools, the C HTTP parser (several times h11's speed), with a deadline on
         # each request's headers: connections that send none give their slot back.
@@ -167,7 +168,7 @@ class ServerThread:
     (tests, benchmarks), with ``serve()``'s rules (a non-loopback ``host`` needs a token).
 
     With ``local_socket`` (default, on Linux) it also serves same-host readers
-    (:mod:`~mrecord.serve.local_server`); ``local_socket_path`` is then its socket.
+    (:mod:`~mrecord.serve.server.local`); ``local_socket_path`` is then its socket.
 
     ``with ServerThread(...) as server:`` starts it and waits until it answers;
     leaving the block stops it and closes the datasets it opened.
