@@ -29,7 +29,19 @@ from mrecord.serve.protocol.errors import ERROR_CODES
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_request, encode_block
-from mrecord.serve.server._deps import anyio, starlette
+from mrecord.serve.server._deps import (
+    ASGIApp,
+    JSONResponse,
+    Message,
+    QueryParams,
+    Receive,
+    Request,
+    Response,
+    Scope,
+    Send,
+    anyio,
+    starlette,
+)
 from mrecord.serve.server.answers import (
     ApiError,
     check_answer_bytes,
@@ -50,7 +62,9 @@ T = TypeVar("T")
 BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
 
 
-def _error_response(code: str, message: str, headers: dict[str, str] | None = None) -> Any:
+def _error_response(
+    code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return starlette.responses.JSONResponse(
         {"error": {"code": code, "message": message}},
         status_code=ERROR_CODES[code],
@@ -69,7 +83,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     local_socket: str | None = None,
     bound_host: str | None = None,
-) -> Any:
+) -> ASGIApp:
     """The Starlette app serving ``datasets`` (already opened; the app does not close them).
 
     ``token``: require ``Authorization: Bearer TOKEN`` on every ``/api/`` request.
@@ -93,9 +107,11 @@ def create_app(
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
     ]
 
-    async def http_error(request: Any, exc: Any) -> Any:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-        return _error_response(code, f"{request.method} {request.url.path}: {exc.detail}")
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 400)  # a starlette HTTPException (registered so)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "bad_request")
+        detail = getattr(exc, "detail", exc)
+        return _error_response(code, f"{request.method} {request.url.path}: {detail}")
 
     app = starlette.applications.Starlette(
         routes=routes, exception_handlers={starlette.exceptions.HTTPException: http_error}
@@ -121,12 +137,14 @@ class _Guard:
         ),
     ]
 
-    def __init__(self, app: Any, *, token: str | None, hosts: frozenset[str] | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None
+    ) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -149,7 +167,7 @@ class _Guard:
                 headers={"www-authenticate": "Bearer"},
             )
 
-        async def send_with_headers(message: Any) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = [*message.get("headers", []), *self._HEADERS]
@@ -161,21 +179,22 @@ class _Guard:
         await self.app(scope, receive, send_with_headers)
 
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
-def _answers(method: Callable[..., Awaitable[Any]]) -> Handler:
+def _answers(
+    method: Callable[[_Api, Request], Awaitable[Response | _BuffersResponse]],
+) -> Callable[[_Api, Request], Awaitable[Response | _BuffersResponse]]:
     """Turn any exception of an endpoint into its JSON error answer."""
 
     @functools.wraps(method)
-    async def wrapper(self: _Api, request: Any) -> Any:
+    async def wrapper(self: _Api, request: Request) -> Response | _BuffersResponse:
         try:
             return await method(self, request)
         except Exception as exc:
             code, message = classify(exc, self.datasets.values())
             return _error_response(code, message)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class _Api:
@@ -189,7 +208,7 @@ class _Api:
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
         self.buffers = BufferPool(keep=limits.read_threads + 2)
-        self._limiter: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._static = _load_static()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -199,7 +218,7 @@ class _Api:
         result: T = await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         return result
 
-    def _dataset(self, request: Any) -> ServedDataset:
+    def _dataset(self, request: Request) -> ServedDataset:
         name = request.path_params["name"]
         ds = self.datasets.get(name)
         if ds is None:
@@ -211,14 +230,14 @@ class _Api:
 
     # -- the page ------------------------------------------------------------------------------
 
-    async def page(self, request: Any) -> Any:
+    async def page(self, request: Request) -> Response:
         return self._static_response("index.html")
 
     @_answers
-    async def static(self, request: Any) -> Any:
+    async def static(self, request: Request) -> Response:
         return self._static_response(request.path_params["file"])
 
-    def _static_response(self, name: str) -> Any:
+    def _static_response(self, name: str) -> Response:
         if name not in self._static:
             raise ApiError("not_found", f"no static file {name!r}")
         body, media = self._static[name]
@@ -229,13 +248,13 @@ class _Api:
     # -- JSON API ------------------------------------------------------------------------------
 
     @_answers
-    async def list_datasets(self, request: Any) -> Any:
+    async def list_datasets(self, request: Request) -> Response:
         return starlette.responses.JSONResponse(
             {"datasets": [ds.summary() for ds in self.datasets.values()]}
         )
 
     @_answers
-    async def info(self, request: Any) -> Any:
+    async def info(self, request: Request) -> Response:
         ds = self._dataset(request)
         info = dict(await self._run(ds.info))
         info["limits"] = asdict(self.limits)
@@ -245,12 +264,12 @@ class _Api:
         return starlette.responses.JSONResponse(_finite(info))
 
     @_answers
-    async def stats(self, request: Any) -> Any:
+    async def stats(self, request: Request) -> Response:
         ds = self._dataset(request)
         return starlette.responses.JSONResponse(_finite(await self._run(ds.stats)))
 
     @_answers
-    async def rows(self, request: Any) -> Any:
+    async def rows(self, request: Request) -> Response:
         ds = self._dataset(request)
         q = request.query_params
         n = ds.reader.num_rows
@@ -280,7 +299,7 @@ class _Api:
         )
 
     @_answers
-    async def search(self, request: Any) -> Any:
+    async def search(self, request: Request) -> Response:
         ds = self._dataset(request)
         q = request.query_params
         field = q.get("field")
@@ -320,7 +339,7 @@ class _Api:
         return starlette.responses.JSONResponse(await self._run(find))
 
     @_answers
-    async def thumbnail(self, request: Any) -> Any:
+    async def thumbnail(self, request: Request) -> Response:
         ds = self._dataset(request)
         row_id = _parse_row_id(request.path_params["row_id"], ds.reader.num_rows)
         column = request.path_params["column"]
@@ -345,7 +364,7 @@ class _Api:
     # -- the read path for programs ------------------------------------------------------------
 
     @_answers
-    async def blocks(self, request: Any) -> Any:
+    async def blocks(self, request: Request) -> _BuffersResponse:
         ds = self._dataset(request)
         body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
         ids, columns = decode_request(body, self.limits.max_block_rows)
@@ -386,7 +405,7 @@ class _BuffersResponse:
         if small:
             yield b"".join(small)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         total = sum(len(b) for b in self.buffers)
         await send(
             {
@@ -423,7 +442,7 @@ def _parse_int(raw: str) -> int | None:
     return int(raw) if _INTEGER.fullmatch(raw) else None
 
 
-def _int_param(q: Any, name: str, default: int, *, low: int) -> int:
+def _int_param(q: QueryParams, name: str, default: int, *, low: int) -> int:
     raw = q.get(name)
     if raw is None or raw == "":
         return default
@@ -444,7 +463,7 @@ def _parse_row_id(raw: str, n: int) -> int:
     return row_id
 
 
-def _columns_param(q: Any, ds: ServedDataset) -> list[str]:
+def _columns_param(q: QueryParams, ds: ServedDataset) -> list[str]:
     raw = q.get("columns")
     if not raw:
         return ds.reader.column_names
@@ -458,14 +477,14 @@ def _columns_param(q: Any, ds: ServedDataset) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _view_param(q: Any) -> bool:
+def _view_param(q: QueryParams) -> bool:
     view = q.get("view", "full")
     if view not in ("full", "summary"):
         raise ApiError("bad_request", f"view must be 'full' or 'summary', got {view[:40]!r}")
     return bool(view == "summary")
 
 
-async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
     declared = request.headers.get("content-length")
     size = None if declared is None else _parse_int(declared)
     if declared is not None and (size is None or size < 0 or size > limit):
