@@ -17,6 +17,7 @@ import pytest
 
 import mrecord
 from mrecord import MindDataset, Shuffle, config
+from mrecord.errors import ArgumentError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.serve.protocol import local as local_protocol
 from mrecord.serve.protocol.limits import Limits
@@ -99,3 +100,46 @@ def test_remote_resumes_in_a_later_epoch_through_a_pipeline(
     got = _resumed(remote, 1, 3, 3)
     assert got == _resumed(local, 1, 3, 3)
     assert got != _ids(pipeline(MindDataset(mixed, **args)), 3)  # something was skipped
+
+
+PAD = {"id": np.int64(-1), "label": np.int32(-7), "text": "padding", "vec": np.zeros(4, np.float32)}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("shuffle", [Shuffle.GLOBAL, Shuffle.INFILE, False], ids=str)
+def test_padded_rows_are_mind_datasets_and_resume_too(
+    server: ServerThread, mixed: Path, transport: str, shuffle: Any
+) -> None:
+    """``padded_sample`` / ``num_padded`` as MindDataset's: 120 rows + 2 padded over 2
+    shards; a rank sees the padded rows where MindDataset puts them, and resumes too."""
+    args: dict[str, Any] = {
+        "columns_list": sorted(PAD),
+        "shuffle": shuffle,
+        "num_shards": 2,
+        "shard_id": 1,
+        "padded_sample": PAD,
+        "num_padded": 2,
+    }
+    want = _ids(MindDataset(mixed, **args), 2)
+    assert any(row[0] == (np.dtype(np.int64).str, (), np.int64(-1).tobytes()) for row in want)
+    remote = mrecord.RemoteDataset(server.url, "mixed", transport=transport, **args)
+    assert _ids(remote, 2) == want
+    again = mrecord.RemoteDataset(server.url, "mixed", transport=transport, **args)
+    assert _resumed(again, 0, 17, 2) == want[17:]
+
+
+def test_padding_arguments_follow_mind_datasets_rules(server: ServerThread) -> None:
+    with pytest.raises(RuntimeError, match="requires num_padded"):
+        mrecord.RemoteDataset(server.url, "mixed", columns_list=["id"], padded_sample={"id": 1})
+    with pytest.raises(RuntimeError, match="requires columns_list"):
+        mrecord.RemoteDataset(server.url, "mixed", padded_sample={"id": 1}, num_padded=1)
+    with pytest.raises(ArgumentError, match="padded_sample"):
+        mrecord.RemoteDataset(
+            server.url,
+            "mixed",
+            columns_list=["id"],
+            padded_sample={"nope": 1},
+            num_padded=2,
+            num_shards=2,
+            shard_id=0,
+        )

@@ -22,14 +22,16 @@ Subclasses implement ``_file_row_counts``, ``_read_rows`` (real ids only),
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mrecord import config
-from mrecord.block import Block
-from mrecord.errors import ArgumentError
+from mrecord.block import Block, ColumnValues
+from mrecord.errors import ArgumentError, RowValidationError
+from mrecord.format.columnize import columns_from_rows
+from mrecord.format.schema import Schema
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
@@ -42,6 +44,7 @@ __all__ = [
     "block_rows_for",
     "check_bool_shuffle",
     "check_source_workers",
+    "padded_block",
     "replace_sampler",
 ]
 
@@ -76,6 +79,24 @@ def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
     if child is not None and new.get_child() is None:
         new.add_child(child)
     return new
+
+
+def padded_block(schema: Schema, columns: Sequence[str], sample: Mapping[str, Any]) -> Block:
+    """``padded_sample`` (MindDataset's) as a one-row block of ``columns`` of ``schema``;
+    ArgumentError when its columns or values do not fit."""
+    if not isinstance(sample, Mapping) or set(sample) != set(columns):
+        got = sorted(sample) if isinstance(sample, Mapping) else sample
+        raise ArgumentError(
+            f"padded_sample must have exactly the columns of columns_list {list(columns)!r}, "
+            f"got {got!r}"
+        )
+    sub = Schema(tuple(schema[name] for name in columns))
+    try:
+        values = columns_from_rows(sub, [dict(sample)])
+    except RowValidationError as exc:
+        raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
+    cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
+    return Block(cols, np.full(1, -1, dtype=np.int64))
 
 
 def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:

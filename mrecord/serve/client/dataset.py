@@ -17,14 +17,16 @@ server's same-host socket) and what is retried is the transport's business
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, DatasetServerError, SchemaError
-from mrecord.pipeline.sources.random_access import RandomAccessSource
+from mrecord.format.schema import Schema, parse_schema
+from mrecord.pipeline.sources.mind_dataset import _check_padding_args
+from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.client.session import Session, default_session
@@ -64,6 +66,9 @@ class RemoteDataset(RandomAccessSource):
             The rows and values are the same either way.
         session: what this reader shares with others of the process (receive buffers,
             shared memory, same-host connections); default: the process's own.
+        padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
+            ``padded_sample``, which needs ``columns_list``, so that the rows divide by
+            ``num_shards``); the padded rows never travel.
     """
 
     def __init__(
@@ -85,9 +90,12 @@ class RemoteDataset(RandomAccessSource):
         adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
         transport: str = "auto",
         session: Session | None = None,
+        padded_sample: Mapping[str, Any] | None = None,
+        num_padded: int | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        _check_padding_args(padded_sample, num_padded, columns_list)  # MindDataset's rules
         super().__init__(
             num_parallel_workers=num_parallel_workers,
             shuffle=shuffle,
@@ -95,6 +103,7 @@ class RemoteDataset(RandomAccessSource):
             shard_id=shard_id,
             sampler=sampler,
             num_samples=num_samples,
+            num_padded=num_padded or 0,
             partial_window=partial_window,
             adaptive_threshold=adaptive_threshold,
         )
@@ -122,6 +131,8 @@ class RemoteDataset(RandomAccessSource):
                 raise SchemaError(f"column(s) {unknown!r} are not in the schema {names!r}")
             self._columns = list(columns_list)
         self._block_rows = _block_rows(info, self._columns)
+        if padded_sample is not None:
+            self._padded = padded_block(_schema(info), self._columns, padded_sample)
         self._transport.choose(transport, info, connections=connections, timeout=timeout)
         self._count_rows()
 
@@ -184,6 +195,15 @@ class RemoteDataset(RandomAccessSource):
                 f"got {rows} rows of {list(cols)!r}"
             )
         return Block(cols, ids)
+
+
+def _schema(info: dict[str, Any]) -> Schema:
+    """The dataset's schema from its ``GET /api/datasets/NAME`` answer."""
+    specs = {
+        f["name"]: {k: f[k] for k in ("type", "shape", "compression") if f.get(k) is not None}
+        for f in info["schema"]
+    }
+    return parse_schema(specs)
 
 
 def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
