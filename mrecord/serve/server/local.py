@@ -62,6 +62,8 @@ IDLE_TIMEOUT_S = 300.0
 _IDLE_CHECK_S = 10.0
 _REFUSE_TIMEOUT_S = 0.5
 """A refused client's hello must come within this time (the whole of it, not per read)."""
+_MAX_REFUSING = 256
+"""Refused connections kept at once until their hello comes (more are closed at once)."""
 _ACCEPT_PAUSE_S = 0.5
 """Accepting stops this long when the process is out of descriptors."""
 _counter = itertools.count()
@@ -285,8 +287,8 @@ class LocalServer:
         """Tell the client ``busy`` now, and close once its hello has come (a socket closed
         before the client has written would fail its write instead of answering it), or
         after ``_REFUSE_TIMEOUT_S``. Never waits: the loop serves everyone meanwhile."""
-        if len(self._refused) >= self._max_connections:
-            sock.close()  # as many refusals pending as connections: no more bookkeeping
+        if len(self._refused) >= _MAX_REFUSING:
+            sock.close()  # a flood: its descriptors are not kept (each is held 0.5 s)
             return
         conn = _Connection(sock, refused_until=time.monotonic() + _REFUSE_TIMEOUT_S)
         message = f"more than {self._max_connections} connections at once; try again"
