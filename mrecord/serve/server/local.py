@@ -40,6 +40,7 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
+from mrecord.serve.protocol.errors import ErrorCode
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import VERSION, Inbox, encode, send_fds_with
 from mrecord.serve.protocol.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
@@ -293,7 +294,7 @@ class LocalServer:
         conn = _Connection(sock, refused_until=time.monotonic() + _REFUSE_TIMEOUT_S)
         message = f"more than {self._max_connections} connections at once; try again"
         try:
-            conn.queue({"error": {"code": "busy", "message": message}}, ())
+            conn.queue({"error": {"code": ErrorCode.BUSY.value, "message": message}}, ())
         except OSError:
             sock.close()
             return
