@@ -16,7 +16,9 @@ Everything else is here, once, so every such source behaves the same:
   of the order directly (``_iter_blocks_range``).
 
 Subclasses implement ``_file_row_counts``, ``_read_rows`` (real ids only),
-``_source_column_names`` and, for PKSampler, ``_column_values``.
+``_source_column_names`` and, for PKSampler, ``_column_values``; a source whose reads
+go best fewer at a time than ``num_parallel_workers`` overrides ``_reads_in_flight``
+(``RemoteDataset`` through the same-host socket).
 """
 
 from __future__ import annotations
