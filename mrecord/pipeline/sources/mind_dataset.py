@@ -22,12 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, RowValidationError
-from mrecord.format.columnize import columns_from_rows
+from mrecord.block import Block
+from mrecord.errors import ArgumentError
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
-from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
+from mrecord.pipeline.sources.random_access import (
+    RandomAccessSource,
+    block_rows_for,
+    padded_block,
+)
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
@@ -156,21 +159,7 @@ class MindDataset(RandomAccessSource):
     # -- internals --------------------------------------------------------------------------------
 
     def _padded_block(self, sample: Mapping[str, Any]) -> Block:
-        columns = self._reader.column_names
-        if not isinstance(sample, Mapping) or set(sample) != set(columns):
-            got = sorted(sample) if isinstance(sample, Mapping) else sample
-            raise ArgumentError(
-                f"padded_sample must have exactly the columns of columns_list {columns!r}, "
-                f"got {got!r}"
-            )
-        schema = self._reader.schema
-        sub = type(schema)(tuple(schema[name] for name in columns))
-        try:
-            values = columns_from_rows(sub, [dict(sample)])
-        except RowValidationError as exc:
-            raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
-        cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
-        return Block(cols, np.full(1, -1, dtype=np.int64))
+        return padded_block(self._reader.schema, self._reader.column_names, sample)
 
 
 def _block_rows(reader: DatasetReader) -> int:
