@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_remote [--rows 20000] [--value-bytes 3072] [--store http|s3]``.
 
 A dataset of ``--rows`` rows (``--value-bytes`` random bytes and an int label, 4 shards)
-is served by a local HTTP server (``mrecord.testing.servers.http_server``) or moto's S3
+is served by a local HTTP server (``harness.servers.http_server``) or moto's S3
 (``--store s3``), on 127.0.0.1. One epoch of ``MindDataset(..., shuffle=GLOBAL)`` is
 timed (the median of ``--repeats``; each repeat with an empty cache):
 
@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.servers import http_server, s3_server, upload_folder
 from mrecord import FileWriter, MindDataset, Shuffle, config
 from mrecord.remote.cache import DEFAULT_CACHE_BYTES
-from mrecord.testing.servers import http_server, s3_server, upload_folder
 
 MB = 1 << 20
 
