@@ -54,8 +54,7 @@ def _format_1_1_rows(shard: Path) -> list[tuple[Any, ...]]:
             for slot in range(count):
                 values = []
                 for name in meta.index_fields:
-                    v = block.columns[name][row]
-                    values.append(v.item() if isinstance(v, np.generic) else v)
+                    values.append(_key(block.columns[name][row]))
                 out.append((row, page, slot, *values))
                 row += 1
         return out

@@ -7,6 +7,7 @@ the whole story (``mrecord verify`` prints it and exits non-zero).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -210,6 +211,8 @@ def _compare_locations(
             stored = [r[3 + j] for r in rows]
             actual = block.columns[name]
             values = actual.tolist() if isinstance(actual, np.ndarray) else list(actual)
+            # SQLite stores a NaN as NULL: that is the value the writer put there, not damage.
+            values = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
             if stored != values:
                 bad = next(i for i, (a, b) in enumerate(zip(stored, values, strict=True)) if a != b)
                 report.problems.append(f"{where}: index field {name!r} of row {bad} is stale")
