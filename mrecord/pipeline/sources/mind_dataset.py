@@ -17,8 +17,8 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.sampling import Sampler, Shuffle
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["MindDataset"]
 
@@ -114,6 +117,11 @@ class MindDataset(RandomAccessSource):
 
     def _read_rows(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        # Shards read from a store by range requests evict by next use: tell them the future.
+        self._reader.plan_reads(lambda e: self._order(ctx.seed, e).to_array(), epoch)
+        return super()._iter_blocks(ctx, epoch)
 
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
