@@ -7,6 +7,9 @@ network carried, headers included. They are deterministic with one reader thread
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +142,10 @@ def test_rows_through_range_reads_are_the_local_rows(
                     for x, y in zip(a.columns[name], b.columns[name], strict=True):
                         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
             assert reader[ROWS - 1]["name"] == f"row {ROWS - 1}"
+            # The pieces' space is an entry of the cache: the bound holds, with it counted.
+            assert list(cache.root.glob("*/.mrecord-pieces-*.mrecord-cache"))
+            assert cache.used_bytes() <= cache.max_bytes
+    assert not list(cache.root.glob("*/.mrecord-pieces-*"))  # given back at close
 
 
 def test_a_tiny_cache_holds_little_in_memory(
@@ -222,3 +229,29 @@ def test_a_warm_cache_opens_while_the_store_is_down(
 
 def _rows_of(ds: MindDataset) -> list[str]:
     return [str(r[0]) for r in ds.create_tuple_iterator(columns=["name"], output_numpy=True)]
+
+
+def test_the_cli_reads_s3_with_aws_endpoint_url_and_its_errors_name_it(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """The CLI takes no storage options: AWS_ENDPOINT_URL (MinIO, moto) and the AWS_* keys
+    are how it reaches an S3-compatible store, and its error says so."""
+    first = write_images(tmp_path / "data", rows=20, value_bytes=100)
+    with s3_server("cli") as options:
+        upload_folder(first.parent, "s3://cli/d", options)
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": options["client_kwargs"]["endpoint_url"],
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "1",
+            "MRECORD_STALE_CACHE": "refuse",
+        }
+        cmd = [sys.executable, "-m", "mrecord.cli", "info", "s3://cli/d/d.mrecord0"]
+        ok = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        assert ok.returncode == 0, ok.stderr
+        assert "d.mrecord3" in ok.stdout
+    down = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    assert down.returncode != 0
+    assert "AWS_ENDPOINT_URL" in down.stderr, down.stderr

@@ -95,8 +95,12 @@ class RemoteCache:
             )
 
     def folder(self, parent_url: str, storage_options: Mapping[str, Any]) -> Path:
-        """The cache folder for the files of one remote folder."""
-        text = json.dumps([parent_url, dict(storage_options)], sort_keys=True, default=repr)
+        """The cache folder for the files of one remote folder (on one store: the URL, the
+        storage options and ``$AWS_ENDPOINT_URL`` name it)."""
+        key = [parent_url, dict(storage_options)]
+        if os.environ.get("AWS_ENDPOINT_URL"):  # another S3-compatible store, same URLs
+            key.append(os.environ["AWS_ENDPOINT_URL"])
+        text = json.dumps(key, sort_keys=True, default=repr)
         return self.root / hashlib.sha256(text.encode()).hexdigest()[:24]
 
     @contextlib.contextmanager

@@ -96,6 +96,8 @@ def _cached_commit(
         if check_index:
             for shard_url in [url] + [f"{url_parent(url)}/{n}" for n in names if n != local.name]:
                 need(shard_url + DB_SUFFIX)
+    if not found:
+        raise error  # nothing of it was ever cached: the store's error says it all
     if missing:
         raise RemoteStorageError(
             f"{error} (the local cache cannot stand in: it does not hold {missing[0]!r}"

@@ -178,17 +178,21 @@ class RangeShardFile(ShardFile):
         if slots is None:
             return self._decoded(page, col, self._fetch_whole(page, col))
         whole = self._local.whole.pop((page, col), None)
-        if whole is not None:
+        index = self._index.get((page, col))
+        if whole is not None and index is None:  # compressed (or not indexed): as it came
             return self._decoded(page, col, whole)
-        index = self._index[(page, col)]
+        if index is None:
+            return self._decoded(page, col, self._fetch_whole(page, col))
         pieces: dict[int, bytes] = self._local.pieces.get((page, col), {})
-        buffer = mmap.mmap(-1, max(1, self._lengths[page][col]))  # zero pages cost nothing
+        # Only the announced rows are copied into a sparse buffer (zero pages cost nothing):
+        # the values handed out view it, and must not keep a whole chunk alive each.
+        buffer = mmap.mmap(-1, max(1, self._lengths[page][col]))
         buffer[: len(index.head)] = index.head
         bounds = index.bounds
         for slot in slots.tolist():
             a, b = int(bounds[slot]), int(bounds[slot + 1])
             if b > a:
-                data = pieces.get(slot)
+                data = whole[a:b] if whole is not None else pieces.get(slot)
                 if data is None:  # announced by another column's read of the same row
                     data = self._fetch_pieces(page, col, [slot])[slot]
                 buffer[a:b] = data
