@@ -255,3 +255,39 @@ def test_the_cli_reads_s3_with_aws_endpoint_url_and_its_errors_name_it(
     down = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert down.returncode != 0
     assert "AWS_ENDPOINT_URL" in down.stderr, down.stderr
+
+
+@pytest.mark.parametrize(
+    ("shuffle", "num_shards", "shard_id"),
+    [
+        (Shuffle.FALSE, None, None),
+        (Shuffle.PARTIAL, 3, 1),
+        (Shuffle.FILES, 2, 0),
+        (Shuffle.INFILE, None, None),
+    ],
+)
+def test_every_mode_reads_the_local_rows_from_a_store_larger_than_the_cache(
+    served: tuple[Path, HttpServer],
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shuffle: Shuffle,
+    num_shards: int | None,
+    shard_id: int | None,
+) -> None:
+    """Shuffle modes, sharding, several reader threads, two epochs: the rows and order of the
+    local files (single-row fetches and the piece store change nothing a user sees)."""
+    first, server = served
+    monkeypatch.setenv("MRECORD_CACHE_BYTES", str(shard_bytes(first) // 4))
+    config.set_seed(11)
+    kwargs: dict[str, object] = {"shuffle": shuffle, "num_parallel_workers": 3}
+    if num_shards is not None:
+        kwargs.update(num_shards=num_shards, shard_id=shard_id, partial_window=50)
+    local = MindDataset(str(first), **kwargs)  # type: ignore[arg-type]
+    remote = MindDataset(f"{server.url}/{first.name}", **kwargs)  # type: ignore[arg-type]
+    assert any(isinstance(s, RangeShardFile) for s in remote.reader.shards)
+    for ds in (local, remote):
+        it = ds.create_tuple_iterator(num_epochs=2, output_numpy=True, columns=["name", "data"])
+        got = [[(str(r[0]), bytes(r[1])) for r in it] for _ in range(2)]
+        if ds is local:
+            want = got
+    assert got == want

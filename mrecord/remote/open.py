@@ -151,25 +151,42 @@ def _fetch(
     need_index: bool,
 ) -> tuple[list[_Fetched], bool]:
     """Fetch the shards named (one URL: it and its siblings); returns them and whether
-    siblings were expanded."""
+    siblings were expanded.
+
+    Every ``.db`` is fetched before any shard: they are small and the reader cannot do
+    without them, while a shard the cache cannot hold is read by range requests. (Shard
+    by shard, a first shard cached whole could leave no room for the next ``.db``.)
+    """
     if isinstance(dataset_files, str):
-        first = _fetch_shard(session, dataset_files, options, need_index)
-        with _open_shard(first, "never") as shard:
-            names = shard.meta.shard_names
-        fetched = [first]
-        if len(names) > 1:
-            parent = url_parent(dataset_files)
-            for name in names:
-                if name != first.local.name:
-                    fetched.append(_fetch_shard(session, f"{parent}/{name}", options, need_index))
-        return fetched, True
-    urls = _as_list(dataset_files)
-    if not all(is_url(u) for u in urls):
-        raise ArgumentError(
-            f"dataset_files mixes URLs and local paths: {[str(u) for u in urls]!r}; "
-            "read them as two datasets"
-        )
-    return [_fetch_shard(session, str(u), options, need_index) for u in urls], False
+        first = _with_trailer(remote_file(dataset_files, options))
+        folder = session.cache.folder(url_parent(dataset_files), options)
+        try:
+            with RangeShardFile(first, folder / url_basename(dataset_files), "never") as shard:
+                names = shard.meta.shard_names  # header and metadata: two range requests
+        except MrecordError as exc:
+            raise type(exc)(
+                f"{dataset_files!r} is damaged, nothing was cached: {exc}",
+                **_location(exc, dataset_files),
+            ) from exc
+        parent = url_parent(dataset_files)
+        remotes = [first] + [
+            _with_trailer(remote_file(f"{parent}/{name}", options))
+            for name in names
+            if name != url_basename(dataset_files)
+        ]
+        expand = True
+    else:
+        urls = _as_list(dataset_files)
+        if not all(is_url(u) for u in urls):
+            raise ArgumentError(
+                f"dataset_files mixes URLs and local paths: {[str(u) for u in urls]!r}; "
+                "read them as two datasets"
+            )
+        remotes = [_with_trailer(remote_file(str(u), options)) for u in urls]
+        expand = False
+    for remote in remotes:
+        _fetch_db(session, remote, options, need_index)
+    return [_fetch_data(session, remote, options) for remote in remotes], expand
 
 
 def _open_shard(fetched: _Fetched, verify: str) -> ShardFile:
@@ -220,27 +237,32 @@ def _as_list(
     return list(dataset_files)
 
 
-def _fetch_shard(
-    session: CacheSession, url: str, options: dict[str, Any], need_index: bool
-) -> _Fetched:
-    """Fetch one shard (when the cache can hold it) and its ``.db`` into the cache."""
-    remote = _with_trailer(remote_file(url, options))
+def _fetch_data(session: CacheSession, remote: RemoteFile, options: dict[str, Any]) -> _Fetched:
+    """Fetch one shard into the cache when it can hold it; else it is read by ranges."""
+    url = remote.url
     folder = session.cache.folder(url_parent(url), options)
     local = session.fetch(remote, folder, lambda path: _check_shard(path, url))
-    fetched = _Fetched(folder / url_basename(url), remote) if local is None else _Fetched(local)
+    return _Fetched(folder / url_basename(url), remote) if local is None else _Fetched(local)
+
+
+def _fetch_db(
+    session: CacheSession, remote: RemoteFile, options: dict[str, Any], need_index: bool
+) -> None:
+    """Fetch the ``.db`` of the shard ``remote`` into the cache."""
+    url = remote.url
     try:
         db = remote_file(url + DB_SUFFIX, options)
     except DatasetNotFoundError:
         if need_index:
             raise
-        return fetched  # the reader reports the missing .db when it needs it
+        return  # the reader reports the missing .db when it needs it
     # A .db is committed with its data file: a new data file means a new .db.
     db = dataclasses.replace(db, tag=f"{db.tag}:{remote.tag}")
+    folder = session.cache.folder(url_parent(url), options)
     if session.fetch(db, folder, lambda path: _check_db(path, db.url)) is None:
         raise ArgumentError(
             f"{db.url!r} does not fit in the remote cache; raise MRECORD_CACHE_BYTES"
         )
-    return fetched
 
 
 def _with_trailer(remote: RemoteFile) -> RemoteFile:
