@@ -134,8 +134,9 @@ class PieceStore:
         return fd
 
     def close(self) -> None:
-        """Drop every piece and give the disk space back."""
+        """Drop every piece and give the disk space back; nothing is kept after this."""
         with self._lock:
+            self.budget = 0
             for fd in self._fds.values():
                 with contextlib.suppress(OSError):
                     os.close(fd)
