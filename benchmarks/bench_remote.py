@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_remote [--rows 20000] [--value-bytes 3072] [--store http|s3]``.
 
 A dataset of ``--rows`` rows (``--value-bytes`` random bytes and an int label, 4 shards)
-is served by a local HTTP server (``mrecord.testing.servers.http_server``) or moto's S3
+is served by a local HTTP server (``harness.servers.http_server``) or moto's S3
 (``--store s3``), on 127.0.0.1. One epoch of ``MindDataset(..., shuffle=GLOBAL)`` is
 timed (the median of ``--repeats``; each repeat with an empty cache):
 
@@ -14,7 +14,7 @@ timed (the median of ``--repeats``; each repeat with an empty cache):
 
 ``--larger`` measures a dataset larger than the cache instead: ``--larger-rows`` rows of
 ``--larger-value-bytes`` (default 3,000 x 100 KB "images", 4 shards) on the ``--store``
-behind a counting proxy (``mrecord.testing.servers.counting_proxy``), ``MRECORD_CACHE_BYTES`` a
+behind a counting proxy (``harness.servers.counting_proxy``), ``MRECORD_CACHE_BYTES`` a
 third of the shards, one ``MindDataset(shuffle=GLOBAL)`` iterated for 3 epochs; it prints
 the bytes the store sent at the open and in each epoch (headers included) against
 ``dataset - cache``, the most an order-aware cache should need per epoch.
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.servers import counting_proxy, http_server, s3_server, upload_folder
 from mrecord import FileWriter, MindDataset, Shuffle, config
 from mrecord.remote.cache import DEFAULT_CACHE_BYTES
-from mrecord.testing.servers import counting_proxy, http_server, s3_server, upload_folder
 
 MB = 1 << 20
 

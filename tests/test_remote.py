@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.servers import HttpServer, http_server, s3_server, upload_folder
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle, config
 from mrecord.errors import (
     ArgumentError,
@@ -30,7 +31,6 @@ from mrecord.errors import (
 from mrecord.remote import RemoteCache, is_url
 from mrecord.remote.fs import RemoteFile
 from mrecord.remote.open import open_remote_shards
-from mrecord.testing.servers import HttpServer, http_server, s3_server, upload_folder
 
 pytest.importorskip("fsspec")  # the dev extra installs it: this never skips under `make test`
 

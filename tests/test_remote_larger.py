@@ -17,18 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle, config
-from mrecord.errors import ChecksumError, RemoteStorageError
-from mrecord.remote import RemoteCache, open_remote_shards
-from mrecord.remote.open import StaleCacheWarning
-from mrecord.remote.ranged import RangeShardFile
-from mrecord.testing.servers import (
+from harness.servers import (
     HttpServer,
     counting_proxy,
     http_server,
     s3_server,
     upload_folder,
 )
+from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle, config
+from mrecord.errors import ChecksumError, RemoteStorageError
+from mrecord.remote import RemoteCache, open_remote_shards
+from mrecord.remote.open import StaleCacheWarning
+from mrecord.remote.ranged import RangeShardFile
 
 ROWS, VALUE_BYTES, PAGE_BYTES = 400, 24_000, 128 << 10  # 5 rows per page, 4 shards
 
