@@ -17,8 +17,8 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from mrecord.pipeline.sources.random_access import (
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["MindDataset"]
 
@@ -127,6 +130,11 @@ class MindDataset(RandomAccessSource):
 
     def _read_rows(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        # Shards read from a store by range requests evict by next use: tell them the future.
+        self._reader.plan_reads(lambda e: self._order(ctx.seed, e).to_array(), epoch)
+        return super()._iter_blocks(ctx, epoch)
 
     def _block_layout(self) -> BlockLayout | None:
         # Chosen once per sampler: every epoch (and a resume) reads with the same blocks.
