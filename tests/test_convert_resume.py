@@ -166,3 +166,26 @@ def test_npz_source_without_a_plan_resumes(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
     assert int(resumed.stdout.split()[2]) > 0
     assert cc.dataset_bytes(dst) == cc.dataset_bytes(clean)
+
+
+def test_cli_resume_and_workers(tmp_path: Path, images: Path) -> None:
+    """``mrecord convert --workers 2 --checkpoint 4K``, killed, then ``--resume``: the
+    rows of the source, a message saying where it resumed, no sidecar left."""
+    from click.testing import CliRunner
+
+    from mrecord.cli.main import cli
+    from mrecord.reader.dataset_reader import DatasetReader
+
+    dst = tmp_path / "x.mrecord"
+    assert cc.run_worker("imagefolder", images, dst, kill="rows:65").returncode == -9
+    args = ["convert", "imagefolder", str(images), str(dst), "--shards", str(cc.SHARDS)]
+    args += ["--page-size", str(cc.PAGE_SIZE), "--batch-rows", str(cc.BATCH_ROWS)]
+    args += ["--checkpoint", "4K", "--workers", "2"]
+    wrong = CliRunner().invoke(cli, [*args[:-2], "--batch-rows", "5", "--resume"])
+    assert wrong.exit_code != 0 and "state.msgpack" in wrong.output
+    result = CliRunner().invoke(cli, [*args, "--resume"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "resumed at row" in result.output
+    assert not resume_dir(dst).exists()
+    with DatasetReader.open(dst.with_name("x.mrecord0")) as reader:
+        assert reader.num_rows == IMAGES

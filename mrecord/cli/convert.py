@@ -289,6 +289,10 @@ def convert(
                 summary = write_source(source, dst, options, progress=bar.update)
     except DatasetExistsError as exc:
         raise CommandError(f"{exc} (mrecord convert: use --overwrite)", EXIT_USAGE) from None
+    except (KeyboardInterrupt, OSError) as exc:
+        for note in getattr(exc, "__notes__", []):  # e.g. that --resume can go on
+            click.echo(f"note: {note}", err=True)
+        raise
     if as_json:
         emit_json(summary.to_dict())
         return

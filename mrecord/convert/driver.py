@@ -19,9 +19,10 @@ does not resume.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,44 +166,76 @@ def write_source(
         if not (state is not None and opts.overwrite):
             raise
         writer = FileWriter(dst, shard_num=opts.shard_num, overwrite=True)
-    with writer:
-        writer.add_schema(source.schema, desc=source.desc)
-        if index:
-            writer.add_index(index)
-        if opts.page_size is not None:
-            writer.set_page_size(opts.page_size)
-        if opts.compression is not None:
-            fields = None if opts.compress_fields is None else list(opts.compress_fields)
-            writer.set_compression(opts.compression, fields=fields, level=opts.compression_level)
-        start = 0
-        if state is not None:
-            checkpoints, point = Checkpointer.resume(writer, key)
-            source.restore_state(point.extra)
-            start, rows = point.position, point.rows
-            resumed_at = rows
-            if progress is not None and rows:
-                progress(rows)
-        else:
-            checkpoints = Checkpointer.start(writer, key)
-            if dataset_id is not None:
-                set_dataset_id(writer, dataset_id)
-        saved = checkpoints.written_bytes
-        for position, batch in _batches(source, opts, start):
-            n = len(next(iter(batch.values()))) if batch else 0
-            if n:
-                writer.write_raw_data(batch)
-                rows += n
-                if progress is not None:
-                    progress(n)
-            if checkpoints.written_bytes - saved >= opts.checkpoint_bytes:
-                checkpoints.checkpoint(position, source.resume_state())
-                saved = checkpoints.written_bytes
+    try:
+        with writer:
+            writer.add_schema(source.schema, desc=source.desc)
+            if index:
+                writer.add_index(index)
+            if opts.page_size is not None:
+                writer.set_page_size(opts.page_size)
+            if opts.compression is not None:
+                fields = None if opts.compress_fields is None else list(opts.compress_fields)
+                level = opts.compression_level
+                writer.set_compression(opts.compression, fields=fields, level=level)
+            start = 0
+            if state is not None:
+                checkpoints, point = Checkpointer.resume(writer, key)
+                source.restore_state(point.extra)
+                start, rows = point.position, point.rows
+                resumed_at = rows
+                if progress is not None and rows:
+                    progress(rows)
+            else:
+                checkpoints = Checkpointer.start(writer, key)
+                if dataset_id is not None:
+                    set_dataset_id(writer, dataset_id)
+            saved = checkpoints.written_bytes
+            with contextlib.closing(_batches(source, opts, start)) as batches:
+                for position, batch in batches:
+                    n = len(next(iter(batch.values()))) if batch else 0
+                    if n:
+                        writer.write_raw_data(batch)
+                        rows += n
+                        if progress is not None:
+                            progress(n)
+                    if checkpoints.written_bytes - saved >= opts.checkpoint_bytes:
+                        checkpoints.checkpoint(position, source.resume_state())
+                        saved = checkpoints.written_bytes
+    except (KeyboardInterrupt, OSError) as exc:
+        _note_resumable(exc, dst)
+        raise
     checkpoints.discard()
     seconds = time.perf_counter() - started
     return _summary(source, dst, opts, rows, seconds, resumed_at)
 
 
-def _batches(source: Source, opts: WriteOptions, start: int) -> Iterator[tuple[int, Batch]]:
+def _note_resumable(exc: BaseException, dst: str | os.PathLike[str]) -> None:
+    """Tell the user of an interrupted conversion that its checkpoint is kept."""
+    from mrecord.writer.resume import read_resume_state, resume_dir
+
+    try:
+        state = read_resume_state(dst)
+    except Exception:  # an unreadable checkpoint: nothing useful to say
+        return
+    if state is None:
+        return
+    folder = resume_dir(dst)
+    kept = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    note = (
+        f"the rows converted up to row {state['rows']:,} are kept in {str(folder)!r} "
+        f"({kept / 1e6:,.1f} MB): run the same conversion again with --resume "
+        "(resume=True) to go on from there, or without it to start over and remove them"
+    )
+    add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(note)
+    else:
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])  # noqa: B010
+
+
+def _batches(
+    source: Source, opts: WriteOptions, start: int
+) -> Generator[tuple[int, Batch], None, None]:
     """``(position after it, batch)`` for the source's batches from number ``start`` on."""
     plan = source.plan(opts.batch_rows)
     if plan is not None:
