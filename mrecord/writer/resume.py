@@ -432,8 +432,9 @@ class Checkpointer:
         shards = writer._shards
         if not shards:
             return
-        self.dir.mkdir(exist_ok=True)
         if not self._linked:
+            self.dir.mkdir(exist_ok=True)
+            _fsync_dir(self.dir.parent)  # the sidecar folder's own name is durable
             for shard, final in zip(shards, writer._files, strict=True):
                 link = self.dir / (final.name + ".data")
                 link.unlink(missing_ok=True)
