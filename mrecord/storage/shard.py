@@ -22,6 +22,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,10 @@ class ShardFile:
     def field_index(self, name: str) -> int:
         """Position of field ``name`` in the schema."""
         return self._field_index[name]
+
+    def will_need(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """These (offset, length) byte ranges of this file will be read soon, in this
+        order; may be ignored."""
 
     def check_chunk(self, page: int, col: int) -> None:
         """Verify the checksum of chunk (page, col) according to the policy."""
