@@ -49,7 +49,6 @@ def _mapped(ds: ray.data.Dataset) -> ray.data.Dataset:
     return ds.map_batches(lambda batch: batch, batch_format="pyarrow")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.1: the schema of Ray's file listing")
 @pytest.mark.parametrize(
     ("step", "columns"),
     [

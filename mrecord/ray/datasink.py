@@ -50,7 +50,7 @@ from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
 from mrecord.pool import ThreadPool, call
-from mrecord.ray._arrow import columns_from_block, schema_from_arrow
+from mrecord.ray._arrow import columns_from_block, data_schema, schema_from_arrow
 from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
 
 # The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
@@ -174,6 +174,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._replaced = self._previous_files(existing)
         for litter in self._dir.glob(f"{glob.escape(self._name)}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
+        schema = data_schema(schema)  # None for Ray's file listing (a fused file read)
         if self._schema is None and schema is not None:
             self._schema = self._prepare_schema(schema_from_arrow(schema))
         # else: Ray fused the write with its input and has no schema yet; each task infers
