@@ -74,7 +74,6 @@ def test_write_mrecord_from_read_parquet(
     assert [r["name"] for r in rows] == [f"row-{i}" for i in range(30)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.2: one shard per Ray block")
 def test_small_data_is_one_shard_by_default(tmp_path: Path) -> None:
     ds = ray.data.from_items([{"id": i, "name": f"n{i}"} for i in range(1000)])
     assert ds.num_blocks() > 1  # Ray cut it into many blocks: the old one-per-task count
@@ -85,7 +84,6 @@ def test_small_data_is_one_shard_by_default(tmp_path: Path) -> None:
         assert reader.num_rows == 1000
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.2: no shard_size / per_task options yet")
 def test_shard_size_sets_the_count_and_per_task_keeps_one_per_task(tmp_path: Path) -> None:
     blob = b"x" * 1000
     rows = [{"id": i, "blob": blob} for i in range(400)]  # about 400 kB of pages
