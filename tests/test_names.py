@@ -21,8 +21,7 @@ from mrecord.cli.main import cli
 from mrecord.errors import DatasetNotFoundError
 
 ROWS = 20
-TODAY = pytest.mark.xfail(strict=True, reason="issue 26.5: base names and folders do not open")
-HOWS = [pytest.param("base", marks=TODAY), "shard2", pytest.param("folder", marks=TODAY)]
+HOWS = ["base", "shard2", "folder"]
 
 
 def run(*args: object) -> Result:
@@ -72,7 +71,7 @@ def test_torch_datasets_open_base_name_any_shard_and_folder(tmp_path: Path, how:
     assert len(MapDataset(path)) == ROWS
 
 
-@pytest.mark.parametrize("how", [pytest.param("base", marks=TODAY), "shard2", "folder"])
+@pytest.mark.parametrize("how", ["base", "shard2", "folder"])
 def test_cli_info_opens_base_name_any_shard_and_folder(tmp_path: Path, how: str) -> None:
     result = run("info", "--json", names(tmp_path)[how])
     assert result.exit_code == 0, result.output
@@ -89,14 +88,13 @@ def test_serve_opens_base_name_any_shard_and_folder(tmp_path: Path, how: str) ->
     opened = open_datasets(parse_dataset_args([str(path)]))
     try:
         [(name, served)] = opened.items()
-        assert name == ("only" if how == "folder" else "train")
+        assert name == ("folder" if how == "folder" else "train")  # a folder: its name
         assert served.summary()["rows"] == ROWS and served.summary()["shards"] == 4
     finally:
         for served in opened.values():
             served.close()
 
 
-@TODAY
 @pytest.mark.parametrize(("shards", "typed"), [(16, "x.mrecord0"), (200, "x.mrecord0")])
 def test_hint_counts_every_shard(tmp_path: Path, shards: int, typed: str) -> None:
     first = write(tmp_path, "x.mrecord", shards=shards, rows=shards)
@@ -107,7 +105,6 @@ def test_hint_counts_every_shard(tmp_path: Path, shards: int, typed: str) -> Non
     assert f"a dataset of {shards} shards" in message
 
 
-@TODAY
 def test_a_base_name_of_another_dataset_is_not_opened(tmp_path: Path) -> None:
     """``x.mrecord1`` (the 2nd of 2 shards of ``x.mrecord``) is no base name of ``x.mrecord10``."""
     write(tmp_path, "x.mrecord1", shards=2)  # x.mrecord10, x.mrecord11
