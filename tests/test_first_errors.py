@@ -67,7 +67,6 @@ def unreadable(path: Path) -> Iterator[Path]:
 OPEN = "from mrecord import MindDataset; MindDataset({path!r})"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.10: an unreadable .db says 'reindex it'")
 def test_unreadable_index_is_a_permission_error(tmp_path: Path) -> None:
     first = write(tmp_path)
     with unreadable(tmp_path / "d.mrecord0.db"):
@@ -79,7 +78,6 @@ def test_unreadable_index_is_a_permission_error(tmp_path: Path) -> None:
     assert "d.mrecord0.db" in cmd.stderr and "reindex" not in cmd.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.10: an unreadable shard is a raw Errno 13")
 def test_unreadable_shard_is_a_permission_error_with_exit_3(tmp_path: Path) -> None:
     first = write(tmp_path)
     with unreadable(tmp_path / "d.mrecord1"):
@@ -91,7 +89,6 @@ def test_unreadable_shard_is_a_permission_error_with_exit_3(tmp_path: Path) -> N
     assert "cannot read data file" in cmd.stderr and "check the permissions" in cmd.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.10: serve prints 'serving' first")
 def test_serve_a_missing_dataset_fails_before_saying_serving(tmp_path: Path) -> None:
     pytest.importorskip("starlette")
     result = run("serve", tmp_path / "missing.mrecord0", "--port", "0")
@@ -100,7 +97,6 @@ def test_serve_a_missing_dataset_fails_before_saying_serving(tmp_path: Path) -> 
     assert "serving" not in result.output
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.10: info is silent about partial files")
 def test_info_names_partial_files_a_killed_write_left(tmp_path: Path) -> None:
     write(tmp_path)
     left = tmp_path / "d.mrecord0.mrecord-partial"
@@ -111,13 +107,12 @@ def test_info_names_partial_files_a_killed_write_left(tmp_path: Path) -> None:
     data = json.loads(run("info", "--json", tmp_path / "d.mrecord0").stdout)
     assert data["leftovers"] == [str(left)]
     # nothing committed at all: the missing name says what the partial files are
-    (tmp_path / "new.mrecord-partial").write_bytes(b"half a shard")
+    (tmp_path / "new.mrecord0.mrecord-partial").write_bytes(b"half a shard")
     result = run("info", tmp_path / "new.mrecord")
     assert result.exit_code == 3
-    assert "new.mrecord-partial" in result.stderr and "interrupted" in result.stderr
+    assert "new.mrecord0.mrecord-partial" in result.stderr and "interrupted" in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.10: info exits 0 without a .db")
 def test_info_fails_when_an_index_is_missing(tmp_path: Path) -> None:
     first = write(tmp_path)
     (tmp_path / "d.mrecord1.db").unlink()

@@ -10,15 +10,23 @@ exactly one dataset's shards. Any other missing name whose numbered files exist 
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
 from mrecord.errors import ArgumentError, DatasetNotFoundError, MrecordError
 from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.layout import HEADER_MAGIC
+from mrecord.storage.naming import PARTIAL_SUFFIX
 from mrecord.storage.shard import read_shard_metadata
 
-__all__ = ["base_name_shard", "locate_dataset", "missing_hint"]
+__all__ = [
+    "base_name_shard",
+    "leftover_note",
+    "locate_dataset",
+    "missing_hint",
+    "partial_leftovers",
+]
 
 
 def _numbered(path: Path) -> list[Path]:
@@ -48,6 +56,27 @@ def base_name_shard(path: Path) -> Path | None:
         if meta.dataset_name == path.name and candidate.name in meta.shard_names:
             return candidate.with_name(meta.shard_names[0])
     return None
+
+
+def partial_leftovers(folder: Path, dataset_name: str) -> list[Path]:
+    """The ``*.mrecord-partial`` files of writes under ``dataset_name`` in ``folder``.
+
+    A write killed before its commit leaves them (a running write has them too); they
+    are never part of a dataset.
+    """
+    pattern = f"{glob.escape(dataset_name)}*{PARTIAL_SUFFIX}"
+    return sorted(folder.glob(pattern))
+
+
+def leftover_note(leftovers: list[Path]) -> str:
+    """What the partial files ``leftovers`` are, for an error message or ``mrecord info``."""
+    shown = ", ".join(repr(p.name) for p in leftovers[:3])
+    more = f" and {len(leftovers) - 3} more" if len(leftovers) > 3 else ""
+    return (
+        f"{len(leftovers)} partial file(s) ({shown}{more}) are left by an interrupted write, "
+        "or belong to one still running; they are not part of any committed dataset: "
+        "delete them once no write is running"
+    )
 
 
 def missing_hint(path: Path) -> str:
@@ -81,6 +110,9 @@ def locate_dataset(arg: str | os.PathLike[str]) -> Path:
         if located is not None:
             return located
         hint = missing_hint(path)
+        leftovers = partial_leftovers(path.parent, path.name)
+        if leftovers:
+            hint = "; ".join(filter(None, [hint, leftover_note(leftovers)]))
         raise DatasetNotFoundError(
             f"data file {str(path)!r} does not exist" + (f"; {hint}" if hint else "")
         )

@@ -47,6 +47,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
+from mrecord.storage.failures import unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -122,6 +123,8 @@ class ShardFile:
             raise DatasetNotFoundError(f"data file {str(self.path)!r} does not exist") from None
         except IsADirectoryError:
             raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
+        except PermissionError as exc:
+            raise unreadable_error(exc, "data file", self.path) from None
         try:
             self._stat = os.fstat(fd)
             size = self._stat.st_size
