@@ -120,3 +120,18 @@ def test_info_fails_when_an_index_is_missing(tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert "d.mrecord1.db" in result.stderr and "mrecord reindex" in result.stderr
     assert "rows" in result.output  # the summary is still shown
+
+
+def test_help_and_cli_md_list_the_same_exit_codes() -> None:
+    """``mrecord --help`` said 4 for write errors while CLI.md and the code use 5."""
+    import re
+
+    from mrecord.cli._errors import EXIT_BAD_INPUT, EXIT_STORAGE
+
+    text = run("--help").output
+    helped = {int(m.group(1)): m.group(2) for m in re.finditer(r"^ +(\d+) +(.+)$", text, re.M)}
+    table = (ROOT / "docs" / "CLI.md").read_text()
+    documented = {int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", table, re.M)}
+    assert set(helped) == documented
+    assert "a write" in helped[EXIT_STORAGE] and "while writing" not in helped[4]
+    assert "unreadable" in helped[EXIT_BAD_INPUT]
