@@ -47,7 +47,6 @@ def _requirements() -> dict[str, list[str]]:
     return extras
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.6: the extras pin exact versions")
 def test_extras_take_ranges_and_ci_pins_them_in_its_constraints_file() -> None:
     """An extra must not replace a user's torch 2.14 with 2.13: ranges in the extras, the
     exact versions CI tests in constraints/ci.txt, used by the Makefile's dev install."""
@@ -72,7 +71,6 @@ def test_extras_take_ranges_and_ci_pins_them_in_its_constraints_file() -> None:
     assert "-c constraints/ci.txt -e '.[dev]'" in makefile
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.6: make demo installs the dev set")
 def test_demo_installs_only_the_package() -> None:
     makefile = (ROOT / "Makefile").read_text()
     demo = re.search(r"^demo: *(.*)$", makefile, re.M)
@@ -83,7 +81,6 @@ def test_demo_installs_only_the_package() -> None:
     assert "-e ." in recipe.group(1) and "[dev]" not in recipe.group(1)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.6: no doc says how to install from a checkout")
 def test_readme_says_how_to_install_from_a_checkout() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pip install -e '/path/to/mrecord[torch]'" in readme

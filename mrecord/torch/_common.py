@@ -18,7 +18,7 @@ try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised by the missing-torch test
     raise ImportError(
-        "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch==2.13.0)"
+        "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch>=2.13,<2.15)"
     ) from exc
 
 __all__ = [
