@@ -125,6 +125,9 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         self.transform = transform
         self.tail: Tail = tail
         self.audit_dir = audit_dir
+        self.resumed_from: tuple[int, int] | None = None
+        """(epoch, samples_consumed) of the checkpoint this run resumed from (the audit's
+        name for the run), or None."""
         self._args_topology = (rank, world_size)
         self.rank, self.world_size = resolve_topology(rank, world_size)
         # [pass epoch, pass start, epoch, consumed], shared so that persistent workers see
@@ -208,6 +211,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
                 )
             self.spec = replace(self.spec, num_canonical_nodes=ckpt.num_canonical_nodes)
         self._set_position(ckpt.epoch, ckpt.samples_consumed)
+        self.resumed_from = (ckpt.epoch, ckpt.samples_consumed)
         self.begin_pass()
         worker = state.get("worker")
         self._skip = 0
