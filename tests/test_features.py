@@ -38,7 +38,6 @@ def png(value: int) -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.7: class names and images are lost")
 def test_hf_class_label_and_image_round_trip(tmp_path: Path) -> None:
     import mrecord
 
@@ -62,7 +61,6 @@ def test_hf_class_label_and_image_round_trip(tmp_path: Path) -> None:
     assert np.asarray(back[4]["image"]).tolist() == np.full((4, 4, 3), 4, np.uint8).tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.7: class names and images are lost")
 def test_converters_write_class_names_and_images(tmp_path: Path) -> None:
     root, _ = image_folder(tmp_path)
     convert_imagefolder(root, tmp_path / "folder.mrecord")
@@ -78,7 +76,6 @@ def test_converters_write_class_names_and_images(tmp_path: Path) -> None:
     assert "image" not in cifar  # uint8 arrays, not encoded images
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.7: class names and images are lost")
 def test_head_shows_class_names(tmp_path: Path) -> None:
     root, _ = image_folder(tmp_path)
     convert_imagefolder(root, tmp_path / "folder.mrecord")

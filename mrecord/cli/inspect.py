@@ -129,14 +129,27 @@ def head(path: str, n: int, columns: str | None, as_json: bool) -> None:
     """
     import numpy as np
 
+    from mrecord.format.features import class_names
     from mrecord.reader.dataset_reader import DatasetReader
 
     cols = [c.strip() for c in columns.split(",")] if columns else None
     with DatasetReader.open(path, columns=cols) as reader:
         count = min(n, reader.num_rows)
         block = reader.read_rows(np.arange(count, dtype=np.int64))
+        names = {} if as_json else class_names(reader.shards[0].meta.desc)
         for row in block.iter_rows():
-            click.echo(row_to_json(row, full=as_json))
+            click.echo(row_to_json(_with_class_names(row, names), full=as_json))
+
+
+def _with_class_names(row: dict[str, Any], names: dict[str, list[str]]) -> dict[str, Any]:
+    """Class-label values shown with their names: ``3 (cat)`` (docs/FORMAT.md features)."""
+    out = dict(row)
+    for column, labels in names.items():
+        if column in out:
+            value = int(out[column])
+            if 0 <= value < len(labels):
+                out[column] = f"{value} ({labels[value]})"
+    return out
 
 
 @click.command()

@@ -22,7 +22,6 @@ fails listing every bad file; with ``"skip"`` they are left out and listed in
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError, ConversionError
+from mrecord.format.features import describe
 from mrecord.pool import ThreadPool
 from mrecord.rawdata.imagefolder import walk_image_folder
 
@@ -103,7 +103,7 @@ class ImageFolderSource(Source):
                 "label": {"type": "int32"},
                 "file_name": {"type": "string"},
             },
-            desc=json.dumps(desc),
+            desc=describe(desc, class_names={"label": self.classes}, images=["image"]),
             num_rows=len(self.items),
             index_fields=["label"],
         )
