@@ -27,6 +27,7 @@ from mrecord.errors import ArgumentError, RowValidationError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
+from mrecord.pipeline.sources.skipping import SkipDamaged, check_on_error
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.sampling import Sampler, Shuffle
 
@@ -59,6 +60,10 @@ class MindDataset(RandomAccessSource):
             Shuffle.ADAPTIVE's threshold, in rows.
         storage_options: passed to fsspec when ``dataset_files`` are URLs
             (``s3://...``; docs/REMOTE.md).
+        on_error: a read that meets a damaged chunk (``ChecksumError``,
+            ``CorruptFileError``): ``"raise"`` (default) ends the epoch with the error;
+            ``"skip"`` drops that chunk's rows and goes on, ``"warn"`` also warns
+            (``RuntimeWarning``). Skipped rows: :attr:`skipped_rows`, :meth:`skip_report`.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class MindDataset(RandomAccessSource):
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
         storage_options: Mapping[str, Any] | None = None,
+        on_error: str = "raise",
     ) -> None:
         _check_padding_args(padded_sample, num_padded, columns_list)
         super().__init__(
@@ -103,6 +109,8 @@ class MindDataset(RandomAccessSource):
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
         self._block_rows = _block_rows(self._reader)
+        self._on_error = check_on_error(on_error)
+        self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
 
     # -- random-access source contract --------------------------------------------------------
 
@@ -113,7 +121,21 @@ class MindDataset(RandomAccessSource):
         return self._reader.file_row_counts
 
     def _read_rows(self, ids: np.ndarray) -> Block:
+        if self._on_error == "raise":
+            return self._read_block(ids)
+        return self._skipping.read(ids)
+
+    def _read_block(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+
+    @property
+    def skipped_rows(self) -> list[int]:
+        """Row ids dropped so far by ``on_error="skip"`` / ``"warn"`` (damaged chunks)."""
+        return self._skipping.skipped_rows
+
+    def skip_report(self) -> str:
+        """How many rows ``on_error`` skipped, naming the first damaged files and pages."""
+        return self._skipping.report()
 
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
