@@ -73,7 +73,6 @@ def open_page(browser: Any, url: str, width: int) -> Any:
     return tab
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.12: page polish")
 def test_page_text_is_polished(dataset: Path, browser: Any) -> None:
     with ServerThread({"p": dataset}) as server:
         tab = open_page(browser, server.url, 1360)
@@ -96,7 +95,6 @@ def test_page_text_is_polished(dataset: Path, browser: Any) -> None:
         tab.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26.12: page polish")
 def test_at_420_px_the_list_is_a_strip_and_tables_scroll(dataset: Path, browser: Any) -> None:
     with ServerThread({"p": dataset}) as server:
         tab = open_page(browser, server.url, 420)
