@@ -24,6 +24,7 @@ then checks the dataset:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
@@ -48,6 +49,7 @@ __all__ = [
     "check_dataset",
     "make_rows",
     "run_trial",
+    "shard_files",
     "totals",
 ]
 
@@ -107,19 +109,27 @@ def install_crash_at(step: str) -> None:
     commit.crash_hook = crash
 
 
+def shard_files(directory: Path, shards: int, name: str = NAME) -> list[Path]:
+    """The data files of the dataset ``name`` with ``shards`` shards."""
+    from mrecord.storage.naming import shard_file_names
+
+    return shard_file_names(directory / name, shards)
+
+
 def write_commits(
     directory: Path,
     shards: int,
     commits: list[list[int]],
     mark: Callable[[str, int], None],
     page_size: int = 4096,
+    name: str = NAME,
 ) -> None:
     """Create the dataset and append to it: ``commits`` holds the rows of each
     ``write_raw_data`` call, per commit; ``mark(what, c)`` is called at each marker."""
     from mrecord.writer.file_writer import FileWriter
 
-    path = directory / NAME
-    files = [path] if shards == 1 else [directory / (NAME + str(i)) for i in range(shards)]
+    path = directory / name
+    files = shard_files(directory, shards, name)
     next_id = 0
     for c, calls in enumerate(commits, start=1):
         mark("OPEN", c)
@@ -139,13 +149,20 @@ def write_commits(
         mark("DONE", c)
 
 
-def worker(directory: Path, shards: int, target: int, step: str) -> None:
-    """Write every commit of :data:`COMMITS`; crash at ``step`` of commit ``target``."""
+def worker(directory: Path, shards: int, target: int, step: str, hold: str = "") -> None:
+    """Write every commit of :data:`COMMITS`; crash at ``step`` of commit ``target``.
+
+    With ``hold`` (a marker name), the worker stops after printing ``hold target`` and
+    waits for a line on stdin: the parent's random kill then always lands inside the
+    phase it aims at, even when the delay it drew outlasts the phase.
+    """
 
     def mark(what: str, c: int) -> None:
         if what == "BEGIN" and c == target and step:
             install_crash_at(step)
         _mark(what, c)
+        if hold and what == hold and c == target:
+            sys.stdin.readline()
 
     write_commits(directory, shards, COMMITS, mark)
 
@@ -157,13 +174,13 @@ def _visible(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def _read_total(directory: Path, shards: int) -> int | None:
+def _read_total(directory: Path, shards: int, name: str = NAME) -> int | None:
     """Rows of the committed dataset (checked row by row), or None when it does not exist."""
     from mrecord.errors import DatasetNotFoundError
     from mrecord.maintenance.verify import verify_dataset
     from mrecord.reader.dataset_reader import DatasetReader
 
-    first = directory / (NAME if shards == 1 else NAME + "0")
+    first = shard_files(directory, shards, name)[0]
     try:
         reader = DatasetReader.open(first, verify="always")
     except DatasetNotFoundError:
@@ -189,29 +206,29 @@ def _read_total(directory: Path, shards: int) -> int | None:
     return n
 
 
-def check_dataset(directory: Path, shards: int, allowed: set[int]) -> int:
+def check_dataset(directory: Path, shards: int, allowed: set[int], name: str = NAME) -> int:
     """Check the dataset after a kill (see the module docstring); returns its row count."""
     from mrecord.writer.file_writer import FileWriter
 
-    found = _read_total(directory, shards)
+    found = _read_total(directory, shards, name)
     total = 0 if found is None else found
     if total not in allowed:
         raise AssertionError(f"dataset holds {total} rows; allowed after this kill: {allowed}")
     if found is None:
         leftovers = [n for n in _visible(directory) if not n.endswith(_TEMP_SUFFIXES)]
         # After a power cut the lock file's own creation may be lost too: it holds nothing.
-        if leftovers not in ([], [NAME + ".mrecord-lock"]):
+        if leftovers not in ([], [name + ".mrecord-lock"]):
             raise AssertionError(f"no commit finished, yet these files are visible: {leftovers}")
-        FileWriter(directory / NAME, shard_num=shards).abort()
-        if _visible(directory) != [NAME + ".mrecord-lock"]:
+        FileWriter(directory / name, shard_num=shards).abort()
+        if _visible(directory) != [name + ".mrecord-lock"]:
             raise AssertionError(f"a new writer left files behind: {_visible(directory)}")
     else:
-        first = directory / (NAME if shards == 1 else NAME + "0")
+        first = shard_files(directory, shards, name)[0]
         FileWriter.open_for_append(first).abort()
         temps = [n for n in _visible(directory) if n.endswith(_TEMP_SUFFIXES)]
         if temps:
             raise AssertionError(f"the next writer did not clean up {temps}")
-    again = _read_total(directory, shards)
+    again = _read_total(directory, shards, name)
     if (0 if again is None else again) != total:
         raise AssertionError(f"the dataset changed from {total} to {again} rows after cleanup")
     return total
@@ -234,13 +251,16 @@ class CrashTrial:
     rows: int = -1
 
 
-def _spawn(directory: Path, shards: int, target: int, step: str) -> subprocess.Popen[str]:
+def _spawn(
+    directory: Path, shards: int, target: int, step: str, hold: str = ""
+) -> subprocess.Popen[str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    args = [str(directory), str(shards), str(target), step]
+    args = [str(directory), str(shards), str(target), step, hold]
     return subprocess.Popen(
         [sys.executable, "-m", "reliability.crash", *args],
+        stdin=subprocess.PIPE,  # a held worker waits on it; closed at the end of the trial
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -303,20 +323,23 @@ def run_trial(
     directory.mkdir(parents=True)
     shards = rng.randint(1, 4)
     step = phase if phase in STEPS else ""
+    # marker: the kill's delay counts from it; hold: the worker waits after it, so a
+    # delay that outlasts the phase kills at the phase's end instead of missing it.
+    hold = ""
     if phase == "write":
-        target, marker, span = 1, "WRITE", durations[("WRITE", 1)]
+        target, marker, span, hold = 1, "WRITE", durations[("WRITE", 1)], "BEGIN"
     elif phase == "commit":
-        target, marker, span = 1, "BEGIN", durations[("BEGIN", 1)]
+        target, marker, span, hold = 1, "BEGIN", durations[("BEGIN", 1)], "DONE"
     elif phase == "append":
         target = rng.randint(2, len(COMMITS))
-        marker = "OPEN"
+        marker, hold = "OPEN", "DONE"
         span = sum(durations[(w, target)] for w in ("OPEN", "WRITE", "BEGIN"))
     elif phase == "tail_part":  # only an append writes a tail into a committed file
         target, marker, span = rng.randint(2, len(COMMITS)), "", 0.0
     else:
         target, marker, span = rng.randint(1, len(COMMITS)), "", 0.0
     trial = CrashTrial(phase, target, shards, rng.uniform(0, span * 1.2))
-    proc = _spawn(directory, shards, target, step)
+    proc = _spawn(directory, shards, target, step, hold)
     lines = _lines(proc)
     deadline = time.monotonic() + timeout
     kill_at: float | None = None
@@ -334,6 +357,8 @@ def run_trial(
             trial.markers.append(line)
             if marker and line.startswith(f"{marker} {target} "):
                 kill_at = time.monotonic() + trial.delay
+            if hold and line.startswith(f"{hold} {target} "):
+                kill_at = time.monotonic()  # the phase ended first: kill the held worker now
         if kill_at is not None and time.monotonic() >= kill_at:
             proc.send_signal(signal.SIGKILL)
             trial.killed = True
@@ -341,6 +366,9 @@ def run_trial(
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"worker hung: {trial.markers}")
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
     proc.wait()
     while line is not None:  # markers printed before the kill landed, up to end of output
         try:
@@ -361,4 +389,4 @@ def run_trial(
 
 
 if __name__ == "__main__":
-    worker(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    worker(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])
