@@ -37,7 +37,6 @@ def test_license_file_is_apache_2() -> None:
 
 
 def _requirements() -> dict[str, list[str]]:
-    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
     extras: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())[
         "project"
     ]["optional-dependencies"]
