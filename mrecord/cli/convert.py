@@ -144,7 +144,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "shard_num",
     type=click.IntRange(1, 1000),
     default=None,
-    help="Number of shard files (default 1; with --engine ray, one per Ray task).",
+    help="Number of shard files (default 1; with --engine ray, one per 256 MiB of data).",
 )
 @click.option(
     "--page-size", type=SizeParam(), default=None, help="Target page size (e.g. 1M, 64K)."

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.convert.parallel import BatchPlan
 from mrecord.errors import ArgumentError, RawDataError
+from mrecord.format.features import describe
 from mrecord.pool import ThreadPool
 from mrecord.rawdata.cifar10 import Cifar10Files, find_cifar10_files
 
@@ -112,7 +112,9 @@ class Cifar10Source(Source):
         super().__init__(
             name=str(src),
             schema={"image": image, "label": {"type": "int32"}},
-            desc=json.dumps(desc),
+            desc=describe(
+                desc, class_names={"label": classes}, images=["image"] if png else []
+            ),
             num_rows=self._data.num_rows,
             index_fields=["label"],
         )

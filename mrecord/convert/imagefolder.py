@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.errors import ArgumentError, ConversionError
+from mrecord.format.features import describe
 from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
@@ -106,7 +106,7 @@ class ImageFolderSource(Source):
                 "label": {"type": "int32"},
                 "file_name": {"type": "string"},
             },
-            desc=json.dumps(desc),
+            desc=describe(desc, class_names={"label": self.classes}, images=["image"]),
             num_rows=len(self.items),
             index_fields=["label"],
         )
