@@ -165,6 +165,35 @@ class ShardOutput:
         self._fd = None
         os.close(fd)
 
+    def sync(self) -> int:
+        """Make every page written so far durable (``fdatasync``); returns the file's length."""
+        fd = self._need_fd()
+        self._wait_for_write()
+        self._wait_for_sync()
+        os.fdatasync(fd)
+        self._unsynced = 0
+        return self.offset - self._start
+
+    def adopt(self, source: Path, length: int) -> None:
+        """Continue from ``source``'s first ``length`` bytes instead of what was written.
+
+        ``source`` (pages written and made durable by an earlier run of the same writer,
+        e.g. a resumed conversion's checkpoint) is hard-linked as the partial file, cut
+        to ``length``; the next page goes after it. Only for a new shard (no tail).
+        """
+        fd = self._need_fd()
+        self._wait_for_write()
+        self._wait_for_sync()
+        self._fd = None
+        os.close(fd)
+        self.partial.unlink(missing_ok=True)
+        os.link(source, self.partial)
+        self._fd = os.open(self.partial, os.O_WRONLY)
+        os.ftruncate(self._fd, length)
+        os.lseek(self._fd, length, os.SEEK_SET)
+        self.offset = length
+        self._unsynced = 0
+
     @property
     def tail_length(self) -> int:
         """Bytes this output adds after the committed end (the whole file when new)."""

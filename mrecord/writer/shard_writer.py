@@ -146,6 +146,28 @@ class ShardWriter:
         """Bytes this writer adds after the committed end (after :meth:`finish`)."""
         return self._out.tail_length
 
+    @property
+    def written(self) -> int:
+        """Bytes in the partial file so far (header and pages written)."""
+        return self._out.offset - (self.base_length or 0)
+
+    def sync(self) -> int:
+        """Make the pages written so far durable; returns the partial file's length."""
+        return self._out.sync()
+
+    def restore(
+        self, source: Path, length: int, page_rows: list[int], chunks: list[np.ndarray], rows: int
+    ) -> None:
+        """Continue from pages an earlier run wrote and made durable (a resumed conversion).
+
+        ``source`` holds them in its first ``length`` bytes; ``page_rows`` and ``chunks``
+        are their page directory, ``rows`` their row count. Only for a new shard.
+        """
+        self._out.adopt(source, length)
+        self._page_rows = list(page_rows)
+        self._chunks = list(chunks)
+        self.num_rows = rows
+
     def new_index_values(self) -> dict[str, np.ndarray | list[Any]]:
         """Index-field values of the rows added in this session, per field."""
         return {name: _concat(parts) for name, parts in self.index_values.items()}
