@@ -16,7 +16,7 @@ import pytest
 
 from harness.browser import chromium_path, launch_chromium, wait_until
 from mrecord import FileWriter
-from mrecord.serve.server import ServerThread
+from mrecord.serve.server.run import ServerThread
 
 pytestmark = pytest.mark.browser
 
