@@ -20,6 +20,7 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,9 @@ class ShardFile:
         self._heads = shared_heads(self._file_key())
         self._lock = threading.Lock()
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
+        # Set by the first will_need: an order-aware reader now says what comes, so the
+        # kernel's read-around on faults (up to read_ahead_kb per fault) only costs.
+        self._hinted = False
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -211,8 +215,44 @@ class ShardFile:
             )
         if self.verify == "once" and not self._verified[page, col]:
             self._verified[page, col] = True
-            if self._ahead is not None:
+            if self._ahead is not None and not self._hinted:
                 self._ahead.note_cold_check(page, col)
+
+    def will_need(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Hint: these ``(offset, length)`` byte ranges of this file will be read soon, in
+        this order. May be ignored; never changes what a read returns.
+
+        A local file's map gets ``MADV_WILLNEED`` on exactly those ranges (rounded out to
+        whole pages): the kernel starts reading them now, all of them at once, without
+        waiting. The first hint also switches the map to ``MADV_RANDOM``: from then on a
+        fault reads its own page, not megabytes of neighbours (``read_ahead_kb``) that
+        would evict the rows about to be read when memory is short; what will be read is
+        what is hinted. Bytes that are not a memory map (``mrecord.remote``'s range-read
+        subclass) ignore the hint here; such a subclass overrides this method to fetch
+        the ranges ahead its own way.
+        """
+        mm = self._mm
+        if not isinstance(mm, mmap.mmap) or not ranges:
+            return
+        page_size = mmap.PAGESIZE
+        try:
+            if not self._hinted:
+                self._hinted = True
+                mm.madvise(mmap.MADV_RANDOM)
+            for offset, length in ranges:
+                if length <= 0 or offset >= self.size:
+                    continue
+                start = offset - offset % page_size
+                stop = min(offset + length, self.size)
+                mm.madvise(mmap.MADV_WILLNEED, start, stop - start)
+        except (ValueError, OSError):
+            return  # a closed map, or a kernel without the advice: hints are optional
+
+    @property
+    def hinted(self) -> bool:
+        """Whether an order-aware reader has hinted this file's coming ranges
+        (:meth:`will_need`); then nothing checksums ahead of it in file order."""
+        return self._hinted
 
     def _chunk_intact(self, page: int, col: int) -> bool:
         """Whether chunk (page, col)'s stored bytes match their CRC-32C (never raises)."""
