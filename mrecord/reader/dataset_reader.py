@@ -30,9 +30,10 @@ from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
+from mrecord.storage.readahead import hint_rows, memory_budget
 from mrecord.storage.shard import ShardFile
 
-__all__ = ["DatasetReader"]
+__all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
 
 
 class DatasetReader:
@@ -265,14 +266,34 @@ class DatasetReader:
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
+        cold = self._hint(groups, names)  # every range of this read in flight at once
         out: dict[str, ColumnValues] = {}
         for name in names:
             field = self.schema[name]
             if field.kind is FieldKind.FIXED:
                 out[name] = self._gather_fixed(field, len(ids), groups)
             else:
-                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
+                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays, cold)
         return Block(out, ids)
+
+    def will_need(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> None:
+        """Hint: rows ``ids`` (of ``columns``, default the reader's) will be read soon.
+
+        Storage starts reading exactly their bytes now (:mod:`mrecord.storage.readahead`);
+        a later :meth:`read_rows` of them finds them in memory or on their way. Ids out of
+        range are ignored; never changes what a read returns.
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        ids = ids[(ids >= 0) & (ids < self.num_rows)]
+        names = self.columns if columns is None else _check_columns(self.schema, columns)
+        self._hint(self._group(ids), names)
+
+    def _hint(self, groups: list[Any], names: Sequence[str]) -> set[int]:
+        """Hint the rows of ``groups`` to storage; the shards that were cold (hinted)."""
+        shards = self.shards
+        return {s for s, _, pages, slots in groups if hint_rows(shards[s], pages, slots, names)}
 
     def locate_bytes(
         self, ids: np.ndarray | Sequence[int], column: str
@@ -370,12 +391,22 @@ class DatasetReader:
         return self._fixed_plans[key]
 
     def _gather_var(
-        self, field: Field, n: int, groups: list[Any], bytes_as_arrays: bool = False
+        self,
+        field: Field,
+        n: int,
+        groups: list[Any],
+        bytes_as_arrays: bool = False,
+        cold: set[int] | frozenset[int] = frozenset(),
     ) -> list[Any]:
         result: list[Any] = [None] * n
         kind = field.kind
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
+            # Views of a cold shard's map would be read by the consumer later, when memory
+            # pressure may have evicted them: copy them out now, into one buffer.
+            copied: list[tuple[int, Any, int, int]] | None = (
+                [] if bytes_as_arrays and s in cold else None
+            )
             col = shard.field_index(field.name)
             # VARARRAY pages stored plain of which few rows are wanted: gathered by shape
             # together (when there are enough such rows), else row by row.
@@ -398,7 +429,9 @@ class DatasetReader:
                 for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
-                        if bytes_as_arrays:
+                        if copied is not None:
+                            copied.append((pos, raw, a, b))
+                        elif bytes_as_arrays:
                             value = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
                             result[pos] = value.view(BytesArray)
                         else:
@@ -408,12 +441,29 @@ class DatasetReader:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
+            if copied:
+                _copy_out(copied, result)
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
                 for (_, head, where, wanted), raw in sparse:
                     _gather_arrays(field, head, raw, where.tolist(), wanted.tolist(), result)
         return result
+
+
+def _copy_out(values: list[tuple[int, Any, int, int]], result: list[Any]) -> None:
+    """``result[pos]`` = bytes ``raw[a:b]`` as a read-only ``uint8`` BytesArray, all of
+    them views of one new buffer (one allocation for the lot)."""
+    total = sum(b - a for _, _, a, b in values)
+    buffer = np.empty(total, dtype=np.uint8)
+    at = 0
+    for pos, raw, a, b in values:
+        part = buffer[at : at + b - a]
+        part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+        value = part.view(BytesArray)
+        value.flags.writeable = False  # as a view of the map is
+        result[pos] = value
+        at += b - a
 
 
 def _page_copy_pays(wanted: int, head: Any) -> bool:

@@ -116,6 +116,9 @@ class ShardFile:
         # Set by the first will_need: an order-aware reader now says what comes, so the
         # kernel's read-around on faults (up to read_ahead_kb per fault) only costs.
         self._hinted = False
+        self._col_offsets: dict[int, list[int]] = {}
+        self._fd: int | None = None  # for verify_arriving's preads, opened on first use
+        self._fd_tried = False
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -247,6 +250,104 @@ class ShardFile:
                 mm.madvise(mmap.MADV_WILLNEED, start, stop - start)
         except (ValueError, OSError):
             return  # a closed map, or a kernel without the advice: hints are optional
+
+    def verify_arriving(self, page: int, col: int) -> None:
+        """Checksum chunk (page, ``col``) as it comes off the disk, ahead of its readers,
+        and mark it verified when intact (policy ``once``; nothing to do otherwise).
+
+        A local file's chunk is read with one ``pread`` (one request of exactly its bytes,
+        whatever the map's advice, and the bytes land in the page cache the readers map);
+        other bytes are sliced as a read would. A damaged chunk is left unverified: its
+        reader checks it again and raises :class:`~mrecord.errors.ChecksumError`. Never
+        raises.
+        """
+        if self.verify != "once" or self._verified[page, col]:
+            return
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        try:
+            fd = self._read_fd()
+            if fd is None:
+                intact = self._chunk_intact(page, col)
+            else:
+                data = os.pread(fd, length, offset)
+                intact = len(data) == length and checksum(data) == self._crcs[page][col]
+        except (OSError, ValueError):
+            return
+        if intact:
+            self._verified[page, col] = True
+
+    def _read_fd(self) -> int | None:
+        """A descriptor of the mapped file for ``pread`` (opened once; None: not a local
+        file, or it was replaced)."""
+        fd = self._fd
+        if fd is None and self._stat is not None and not self._fd_tried:
+            self._fd_tried = True
+            fd = self._fd = self.open_mapped_file()
+            if fd is not None and hasattr(os, "posix_fadvise"):
+                # Exactly the chunk: no kernel read-ahead of its neighbours per pread.
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        return fd
+
+    def map_address(self) -> int | None:
+        """The address of a local file's memory map (for ``mincore``), else None."""
+        if not isinstance(self._mm, mmap.mmap) or self._mm.closed:
+            return None
+        return int(self.file_bytes.ctypes.data)
+
+    def verified_chunks(self, pages: np.ndarray, col: int) -> np.ndarray:
+        """Which chunks (``pages``, ``col``) need no checksum before a read (a bool array)."""
+        if self.verify == "never":
+            return np.ones(len(pages), dtype=bool)
+        if self.verify == "always":
+            return np.zeros(len(pages), dtype=bool)
+        return np.asarray(self._verified[pages, col], dtype=bool)
+
+    def cached_heads(self, col: int) -> Any:
+        """``head(page)``: the parsed head of variable-size chunk (page, ``col``) when one
+        is cached, else None (never reads the file)."""
+        get = self._heads.get
+        return lambda page: get((page, col))
+
+    def head_range(self, page: int, col: int) -> tuple[int, int]:
+        """The ``(offset, length)`` of the head (value offsets and shapes) of the stored,
+        uncompressed variable-size chunk (page, ``col``)."""
+        field = self.meta.schema.fields[col]
+        rows = self._page_rows_list[page]
+        ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
+        head = 8 * (rows + 1) + 8 * rows * ndim
+        return self._offsets[page][col], min(head, self._lengths[page][col])
+
+    def parse_head(self, page: int, col: int) -> Any:
+        """Parse and cache the head of plain variable-size chunk (page, ``col``) without
+        checksumming the chunk (to plan reads; :meth:`var_page` still checks the chunk by
+        the policy before any value is read, and the head it uses comes from the same
+        bytes); None when the chunk is compressed or its head does not parse."""
+        key = (page, col)
+        head = self._heads.get(key)
+        if head is not None or self._codecs[page][col] != _CODEC_NONE:
+            return head
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        if offset + length > self.size:
+            return None
+        try:
+            head = decode_var(
+                self.meta.schema.fields[col],
+                self._memory[offset : offset + length],
+                self._page_rows_list[page],
+            )
+        except (ChunkFormatError, ValueError):
+            return None
+        if head.shapes is not None:
+            head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+        self._heads.put(key, head)
+        return head
+
+    def chunk_offsets(self, col: int) -> list[int]:
+        """The file offset of each page's chunk of column ``col``."""
+        cached = self._col_offsets.get(col)
+        if cached is None:
+            cached = self._col_offsets[col] = [row[col] for row in self._offsets]
+        return cached
 
     @property
     def hinted(self) -> bool:
@@ -384,6 +485,9 @@ class ShardFile:
         if self._ahead is not None:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):
