@@ -184,17 +184,20 @@ def hint_rows(
     will touch (:meth:`ShardFile.will_need`), unless they look warm already; returns how
     many ranges were hinted (0: nothing, warm, or read-ahead turned off).
 
-    When cold, chunks that ``verify="once"`` has not checked yet are read and checked
-    first, in parallel (:func:`verify_chunks`); then only the rows' own bytes are hinted.
-    A caller that gets a nonzero count should copy what it reads out of the map soon
-    (its bytes may be evicted again when memory is short)."""
+    Chunks that ``verify="once"`` has not checked yet are read and checked first, in
+    parallel and whatever the map's advice (:func:`verify_chunks`); then, when cold, only
+    the rows' own bytes are hinted. A caller that gets a nonzero count should copy what it
+    reads out of the map soon (its bytes may be evicted again when memory is short)."""
     if not ENABLED or not len(pages):
         return 0
     ranges = row_ranges(shard, pages, slots, columns)
-    if not ranges or _looks_warm(shard, ranges):
+    if not ranges:
         return 0
+    warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
     if shard.verify == "once":
         ranges = row_ranges(shard, pages, slots, columns, verify_chunks)
+    if warm:
+        return 0
     shard.will_need(ranges)
     return max(1, len(ranges))
 
