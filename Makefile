@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-thorough test-min-deps lint bench clean browser
+.PHONY: demo test test-thorough test-min-deps test-newest lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ MIN_STAMP := $(MIN_VENV)/.installed-min
 MIN_TESTS := tests/test_roundtrip.py tests/test_writer_errors.py tests/test_reader_errors.py \
 	tests/test_reader_access.py tests/test_order.py tests/test_shuffle.py tests/test_sharding.py \
 	tests/test_samplers.py tests/test_pipeline.py tests/test_corruption.py tests/test_cli.py \
-	tests/test_cli_polish.py
+	tests/test_cli_polish.py tests/test_fuzz.py tests/test_packaging.py
 
 $(MIN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(MIN_VENV)
@@ -38,6 +38,22 @@ $(MIN_STAMP): pyproject.toml
 
 test-min-deps: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
+
+# The same core tests on the newest Python the package claims (3.13), with the newest
+# releases of the core dependencies. pyenv's 3.13 where it is there, else python3.13.
+PYTHON_NEWEST ?= $(or $(lastword $(wildcard /root/.pyenv/versions/3.13.*/bin/python3.13)),$(shell command -v python3.13))
+NEW_VENV := .venv-newest
+NEW_STAMP := $(NEW_VENV)/.installed-newest
+
+$(NEW_STAMP): pyproject.toml
+	@test -n "$(PYTHON_NEWEST)" || { echo "make test-newest: no Python 3.13 found (pyenv install 3.13, or set PYTHON_NEWEST=/path/to/python3.13)"; exit 1; }
+	$(PYTHON_NEWEST) -m venv $(NEW_VENV)
+	$(NEW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEW_VENV)/bin/python -m pip install --quiet 'pytest>=8' 'hypothesis>=6.100' 'Pillow>=10.0' -e .
+	touch $(NEW_STAMP)
+
+test-newest: $(NEW_STAMP)
+	$(NEW_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 
 test-thorough: $(STAMP) browser
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
@@ -50,4 +66,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) build *.egg-info
+	rm -rf $(VENV) $(MIN_VENV) $(NEW_VENV) build *.egg-info

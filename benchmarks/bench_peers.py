@@ -12,7 +12,11 @@ of mrecord); this module needs only numpy and the peer.
 
 Metrics (rows/s):
 
-- ``write``: the rows in chunks, then every output file ``fsync``-ed: time to durable;
+- ``write``: the rows in chunks, then every output file ``fsync``-ed: time to durable.
+  Each system gets its input in its own native form, built before the timing
+  (``prepare``: mrecord and Lance columns / Arrow batches, ArrayRecord packed records,
+  Streaming row dicts, HF an Arrow table), so the time is the system's, not the
+  harness's conversion;
 - ``read_seq``: a sequential scan, the system's batch API (1,024 rows a call);
 - ``read_row``: one row per call, ids in a random order;
 - ``read_batch256``: 256 random ids per call (``take`` / ``read(ids)`` / ``ds[ids]``;
@@ -24,15 +28,22 @@ Metrics (rows/s):
   ``ds.shuffle(seed).iter(batch_size=256)``; Streaming: ``StreamingDataset(shuffle=True)``).
 
 Every read returns decoded values: numpy arrays (or bytes for blobs) per row or per
-column, as each system gives them; ArrayRecord stores opaque records, so its rows are
-packed and unpacked here with numpy (a fixed header, then the arrays' bytes).
+column, as each system gives them (Lance and HF: Arrow / numpy, never Python objects);
+ArrayRecord stores opaque records, so its rows are packed and unpacked here with numpy (a
+fixed header, then the arrays' bytes). Every consumer reads what it gets
+(:func:`benchmarks.measure.touch`: one byte per 4 KiB page of each value): a zero-copy
+view that nobody reads would cost its reader nothing. Streaming's epoch is per sample,
+its natural fast path (``StreamingDataset`` yields samples; batching is a DataLoader's
+job); the others read batches of 256 (mrecord, HF) or 1,024 ids (Lance, ArrayRecord).
+Each read metric is the median of ``MRECORD_BENCH_REPEAT`` runs (default 3), every run's
+rate kept in ``extra["runs_rows_per_s"]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
 import shutil
 import struct
 import sys
@@ -44,7 +55,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks import workloads as W
-from benchmarks.measure import Measurement, PeakRss, guarded
+from benchmarks.measure import (
+    Measurement,
+    PeakRss,
+    fsync_tree,
+    guarded,
+    median_of,
+    read_repeats,
+    touch,
+)
 
 __all__ = ["SYSTEMS", "main", "run_system"]
 
@@ -55,36 +74,21 @@ BATCH = 256
 SEQ = 1024
 
 
-def fsync_tree(root: Path) -> int:
-    """``fsync`` every file under ``root`` (and ``root`` itself if a file); bytes synced."""
-    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
-    total = 0
-    for p in files:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        total += p.stat().st_size
-    dirs = {p.parent for p in files} | ({root} if root.is_dir() else set())
-    for d in dirs:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return total
-
-
 # --- the systems ------------------------------------------------------------------------------
-# Each: write(name, chunks, path) -> None; open(path) -> reader with
-# seq(start, stop), row(i), batch(ids), epoch(seed) -> iterator of row counts.
+# Each: prepare(name, chunks) -> its native input (untimed); write(prepared, path) -> None;
+# open(path) -> reader with seq(start, stop), row(i), batch(ids) -> the values read, and
+# epoch(seed) -> iterator of (rows, values) per batch or sample; the harness touches every
+# value it gets back.
 
 
 class _Mrecord:
-    def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
+    def prepare(self, name: str, chunks: list[W.Chunk]) -> Any:
+        return name, chunks  # columns dicts: FileWriter's columnar input
+
+    def write(self, prepared: Any, path: Path) -> None:
         from mrecord import FileWriter
 
+        name, chunks = prepared
         w = W.get(name)
         writer = FileWriter(str(path), shard_num=1, overwrite=True)
         writer.add_schema(w.schema, name)
@@ -99,16 +103,16 @@ class _Mrecord:
         self.path = path
         self.reader = DatasetReader.open(str(path))
 
-    def seq(self, start: int, stop: int) -> int:
-        return len(self.reader.read_rows(np.arange(start, stop)))
+    def seq(self, start: int, stop: int) -> Any:
+        return self.reader.read_rows(np.arange(start, stop)).columns
 
     def row(self, i: int) -> Any:
         return self.reader.read_row(i)
 
-    def batch(self, ids: np.ndarray) -> int:
-        return len(self.reader.read_rows(ids))
+    def batch(self, ids: np.ndarray) -> Any:
+        return self.reader.read_rows(ids).columns
 
-    def epoch(self, seed: int) -> Iterator[int]:
+    def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         import mrecord
 
         mrecord.config.set_seed(seed)
@@ -120,7 +124,7 @@ class _Mrecord:
         else:
             ds = ds.batch(BATCH)
         for item in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
-            yield len(item[0]) if isinstance(item[0], (list, np.ndarray)) else 1
+            yield len(item[0]), item
 
 
 def _arrow_table(name: str, chunk: W.Chunk) -> Any:
@@ -146,13 +150,15 @@ def _arrow_table(name: str, chunk: W.Chunk) -> Any:
 
 
 class _Lance:
-    def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
+    def prepare(self, name: str, chunks: list[W.Chunk]) -> Any:
+        return [_arrow_table(name, c) for c in chunks]
+
+    def write(self, prepared: Any, path: Path) -> None:
         import lance  # type: ignore[import-not-found,import-untyped,unused-ignore]
         import pyarrow as pa
 
-        first = _arrow_table(name, chunks[0])
-        batches = (b for c in chunks for b in _arrow_table(name, c).to_batches())
-        reader = pa.RecordBatchReader.from_batches(first.schema, batches)
+        batches = (b for t in prepared for b in t.to_batches())
+        reader = pa.RecordBatchReader.from_batches(prepared[0].schema, batches)
         lance.write_dataset(reader, str(path), mode="overwrite")
         fsync_tree(path)
 
@@ -162,23 +168,24 @@ class _Lance:
         self.ds = lance.dataset(str(path))
         self.n = self.ds.count_rows()
 
-    def seq(self, start: int, stop: int) -> int:
-        return int(self.ds.take(np.arange(start, stop)).num_rows)
+    def seq(self, start: int, stop: int) -> Any:
+        return self.ds.take(np.arange(start, stop))
 
     def row(self, i: int) -> Any:
-        return self.ds.take([i]).to_pydict()
+        return self.ds.take([i])  # an Arrow table, as its other reads (no to_pydict)
 
-    def batch(self, ids: np.ndarray) -> int:
-        return int(self.ds.take(ids).num_rows)
+    def batch(self, ids: np.ndarray) -> Any:
+        return self.ds.take(ids)
 
-    def epoch(self, seed: int) -> Iterator[int]:
+    def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         perm = np.random.default_rng(seed).permutation(self.n)
         for s in range(0, self.n, SEQ):
-            yield int(self.ds.take(perm[s : s + SEQ]).num_rows)
+            table = self.ds.take(perm[s : s + SEQ])
+            yield table.num_rows, table
 
-    def scan(self) -> Iterator[int]:
-        for b in self.ds.to_batches(batch_size=SEQ):
-            yield b.num_rows
+    def scan(self) -> Iterator[tuple[int, Any]]:
+        for batch in self.ds.to_batches(batch_size=SEQ):
+            yield batch.num_rows, batch
 
 
 def _record_codec(name: str) -> tuple[Callable[[W.Chunk, int], bytes], Callable[[bytes], Any]]:
@@ -210,16 +217,18 @@ def _record_codec(name: str) -> tuple[Callable[[W.Chunk, int], bytes], Callable[
 
 
 class _ArrayRecord:
-    def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
+    def prepare(self, name: str, chunks: list[W.Chunk]) -> Any:
+        pack, _ = _record_codec(name)  # its records are opaque bytes: packed untimed
+        return [pack(c, i) for c in chunks for i in range(len(next(iter(c.values()))))]
+
+    def write(self, prepared: Any, path: Path) -> None:
         from array_record.python.array_record_module import (  # type: ignore[import-not-found,import-untyped,unused-ignore]
             ArrayRecordWriter,
         )
 
-        pack, _ = _record_codec(name)
         writer = ArrayRecordWriter(str(path), "group_size:1")
-        for chunk in chunks:
-            for i in range(len(next(iter(chunk.values())))):
-                writer.write(pack(chunk, i))
+        for record in prepared:
+            writer.write(record)
         writer.close()
         fsync_tree(path)
 
@@ -233,34 +242,35 @@ class _ArrayRecord:
         self.reader = ArrayRecordReader(str(path), "readahead_buffer_size:0")
         self.n = self.reader.num_records()
 
-    def _decode(self, recs: list[bytes]) -> int:
-        for rec in recs:
-            self.unpack(rec)
-        return len(recs)
+    def _decode(self, recs: list[bytes]) -> list[Any]:
+        return [self.unpack(rec) for rec in recs]
 
-    def seq(self, start: int, stop: int) -> int:
+    def seq(self, start: int, stop: int) -> Any:
         return self._decode(self.reader.read(list(range(start, stop))))
 
     def row(self, i: int) -> Any:
         return self.unpack(self.reader.read([i])[0])
 
-    def batch(self, ids: np.ndarray) -> int:
+    def batch(self, ids: np.ndarray) -> Any:
         return self._decode(self.reader.read(ids.tolist()))
 
-    def epoch(self, seed: int) -> Iterator[int]:
+    def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         perm = np.random.default_rng(seed).permutation(self.n)
         for s in range(0, self.n, SEQ):
-            yield self.batch(perm[s : s + SEQ])
+            ids = perm[s : s + SEQ]
+            yield len(ids), self.batch(ids)
 
 
 class _HF:
-    def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
-        import datasets
-
-        tables = [_arrow_table(name, c) for c in chunks]
+    def prepare(self, name: str, chunks: list[W.Chunk]) -> Any:
         import pyarrow as pa
 
-        ds = datasets.Dataset(pa.concat_tables(tables))
+        return pa.concat_tables([_arrow_table(name, c) for c in chunks])
+
+    def write(self, prepared: Any, path: Path) -> None:
+        import datasets
+
+        ds = datasets.Dataset(prepared)
         ds.save_to_disk(str(path))
         fsync_tree(path)
 
@@ -271,24 +281,22 @@ class _HF:
         self.ds = datasets.load_from_disk(str(path)).with_format("numpy")
         self.n = len(self.ds)
 
-    def seq(self, start: int, stop: int) -> int:
-        return len(next(iter(self.ds[start:stop].values())))
+    def seq(self, start: int, stop: int) -> Any:
+        return self.ds[start:stop]
 
     def row(self, i: int) -> Any:
         return self.ds[i]
 
-    def batch(self, ids: np.ndarray) -> int:
-        return len(next(iter(self.ds[ids].values())))
+    def batch(self, ids: np.ndarray) -> Any:
+        return self.ds[ids]
 
-    def epoch(self, seed: int) -> Iterator[int]:
+    def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         for b in self.ds.shuffle(seed=seed).iter(batch_size=BATCH):
-            yield len(next(iter(b.values())))
+            yield len(next(iter(b.values()))), b
 
 
 class _Streaming:
-    def write(self, name: str, chunks: list[W.Chunk], path: Path) -> None:
-        from streaming import MDSWriter  # type: ignore[import-not-found,import-untyped,unused-ignore]
-
+    def prepare(self, name: str, chunks: list[W.Chunk]) -> Any:
         spec = W.get(name).schema
         columns = {}
         for field, f in spec.items():
@@ -298,17 +306,26 @@ class _Streaming:
                 columns[field] = "ndarray"
             else:
                 columns[field] = "int"
+        rows = []  # MDSWriter takes row dicts of Python values: built untimed
+        for chunk in chunks:
+            for i in range(len(next(iter(chunk.values())))):
+                row = {}
+                for field, kind in columns.items():
+                    v = chunk[field][i]
+                    row[field] = int(v) if kind == "int" else (
+                        bytes(v) if kind == "bytes" else np.asarray(v)
+                    )
+                rows.append(row)
+        return columns, rows
+
+    def write(self, prepared: Any, path: Path) -> None:
+        from streaming import MDSWriter  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+        columns, rows = prepared
         shutil.rmtree(path, ignore_errors=True)
         with MDSWriter(out=str(path), columns=columns, size_limit=1 << 27) as out:
-            for chunk in chunks:
-                for i in range(len(next(iter(chunk.values())))):
-                    row = {}
-                    for field, kind in columns.items():
-                        v = chunk[field][i]
-                        row[field] = int(v) if kind == "int" else (
-                            bytes(v) if kind == "bytes" else np.asarray(v)
-                        )
-                    out.write(row)
+            for row in rows:
+                out.write(row)
         fsync_tree(path)
 
     def open(self, path: Path) -> None:
@@ -322,26 +339,22 @@ class _Streaming:
         self.ds = StreamingDataset(local=str(path), shuffle=False, batch_size=BATCH)
         self.n = len(self.ds)
 
-    def seq(self, start: int, stop: int) -> int:
-        for i in range(start, stop):
-            self.ds.get_item(i)
-        return stop - start
+    def seq(self, start: int, stop: int) -> Any:
+        return [self.ds.get_item(i) for i in range(start, stop)]
 
     def row(self, i: int) -> Any:
         return self.ds.get_item(i)
 
-    def batch(self, ids: np.ndarray) -> int:
-        for i in ids.tolist():
-            self.ds.get_item(i)
-        return len(ids)
+    def batch(self, ids: np.ndarray) -> Any:
+        return [self.ds.get_item(i) for i in ids.tolist()]
 
-    def epoch(self, seed: int) -> Iterator[int]:
+    def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         from streaming import StreamingDataset  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         ds = StreamingDataset(local=str(self.path), shuffle=True, shuffle_seed=seed,
                               batch_size=BATCH)
-        for _ in ds:
-            yield 1
+        for sample in ds:  # one sample at a time: its natural fast path
+            yield 1, sample
 
 
 _IMPL: dict[str, Callable[[], Any]] = {
@@ -374,44 +387,59 @@ def run_system(
     n = W.get(name).num_rows(scale)
     chunks = list(W.get(name).chunks(scale))  # generated outside the timing
     bytes_per_row = sum(W.chunk_nbytes(c) for c in chunks) / n
+    # The system's native input, built outside the timing (a list: released after write).
+    prepared = [impl.prepare(name, chunks)]
 
     def write() -> Measurement:
         m = Measurement("write")
         with PeakRss() as rss:
             t0 = time.perf_counter()
-            impl.write(name, chunks, path)
+            impl.write(prepared[0], path)
             m.seconds = time.perf_counter() - t0
         m.record_memory(rss)
         m.rows, m.nbytes = n, int(n * bytes_per_row)
         return m
 
     results = [guarded("write", write)]
+    prepared.clear()
     if "error" in results[0].extra:
         return results
     impl.open(path)
     perm = np.random.default_rng([W.SEED, 99]).permutation(n).astype(np.int64)
 
+    # Every step reads what it got (touch) and yields the rows it read.
     def seq_steps() -> Iterator[int]:
         if hasattr(impl, "scan"):
-            yield from impl.scan()
+            for rows, values in impl.scan():
+                touch(values)
+                yield rows
             return
         for s in range(0, n, SEQ):
-            yield impl.seq(s, min(n, s + SEQ))
+            stop = min(n, s + SEQ)
+            touch(impl.seq(s, stop))
+            yield stop - s
 
     def row_steps() -> Iterator[int]:
         for i in perm.tolist():
-            impl.row(i)
+            touch(impl.row(i))
             yield 1
 
     def batch_steps() -> Iterator[int]:
         for s in range(0, n, BATCH):
-            yield impl.batch(perm[s : s + BATCH])
+            ids = perm[s : s + BATCH]
+            touch(impl.batch(ids))
+            yield len(ids)
+
+    def epoch_steps() -> Iterator[int]:
+        for rows, values in impl.epoch(7):
+            touch(values)
+            yield rows
 
     plans: list[tuple[str, Callable[[], Iterator[int]]]] = [
         ("read_seq", seq_steps),
         ("read_row", row_steps),
         ("read_batch256", batch_steps),
-        ("read_epoch", lambda: impl.epoch(7)),
+        ("read_epoch", epoch_steps),
     ]
     for metric, steps in plans:
 
@@ -421,7 +449,7 @@ def run_system(
             m.nbytes = int(m.rows * bytes_per_row)
             return m
 
-        results.append(guarded(metric, one))
+        results.append(guarded(metric, functools.partial(median_of, read_repeats(), one)))
     return results
 
 

@@ -13,6 +13,14 @@ Usage::
   workload's row), 256 per call: the most a Python caller gets in batches of 256.
 - ``fsync_mb_s``: writing the file again and ``fsync``-ing it: the disk's durable write
   bandwidth (every write number is a time to durable).
+- ``touch_scan_gb_s``: reading one byte of every 4 KiB page of the cached file through a
+  memory map, in order: the same work as a scan whose consumer reads what it gets
+  (:func:`benchmarks.measure.touch`) from a reader that hands out views (no copy).
+- ``touch_random_gb_s``: the same for random 100,000-byte rows (one byte per page of each
+  row): the limit of a random read whose consumer reads its rows, whether the reader
+  copies them or not. A reader that copies (``mmap_gather_gb_s`` bounds it) does more
+  work than this limit; a zero-copy reader can reach it. Rates are payload bytes covered
+  per second, so every ``of limit`` divides a rate by the limit of the same work.
 
 Only numpy and the standard library: every virtual environment can import it.
 """
@@ -87,6 +95,11 @@ def measure_limits(directory: Path, mb: int = 256) -> dict[str, Any]:
                 small[b]
 
         small_s = _best(gather_small)
+        pages = mm[::4096]
+        touch_scan_s = _best(lambda: int(pages.sum(dtype=np.uint64)))
+        per_row = np.arange(0, _BIG_ROW, 4096)
+        touch_ids = (ids[:, None] * _BIG_ROW + per_row[None, :]).reshape(-1)
+        touch_random_s = _best(lambda: int(mm[touch_ids].sum(dtype=np.uint64)))
 
     finally:
         path.unlink(missing_ok=True)
@@ -96,6 +109,8 @@ def measure_limits(directory: Path, mb: int = 256) -> dict[str, Any]:
         "mmap_gather_gb_s": round(len(ids) * _BIG_ROW / gather_s / 1e9, 2),
         "mmap_gather_small_rows_per_s": round(small_ids.size / small_s),
         "fsync_mb_s": round(size / fsync_s / 1e6, 1),
+        "touch_scan_gb_s": round(size / touch_scan_s / 1e9, 2),
+        "touch_random_gb_s": round(len(ids) * _BIG_ROW / touch_random_s / 1e9, 2),
     }
 
 

@@ -22,14 +22,19 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "PAGE",
     "Measurement",
     "PeakRss",
     "Stopwatch",
     "emit",
     "files_size",
+    "fsync_tree",
     "guarded",
     "max_rss_mb",
     "measuring",
+    "median_of",
+    "read_repeats",
+    "touch",
     "tree_memory",
     "tree_rss_bytes",
 ]
@@ -233,6 +238,76 @@ def median_of(repeats: int, step: Callable[[], Measurement]) -> Measurement:
     kept = runs[len(runs) // 2]
     kept.extra["runs_rows_per_s"] = [round(m.rows_per_s, 1) for m in runs]
     return kept
+
+
+PAGE = 4096
+"""The consumer reads one byte per ``PAGE`` bytes of every value it gets (see :func:`touch`)."""
+
+
+def touch(value: Any) -> int:
+    """Read one byte of every 4 KiB page of ``value``, as a training step that uses it would.
+
+    Every consumer of every side calls this on what it gets: a zero-copy view that nobody
+    reads costs its reader nothing, so comparing it against a peer that copies every byte
+    would measure not reading at all. Handles bytes-like objects and numpy arrays (any
+    buffer), Arrow tables / arrays (their buffers), numpy object arrays, lists, tuples and
+    dicts (recursively); strings and scalars are already Python values. Returns a sum of
+    the bytes read, so the reads cannot be optimised away.
+    """
+    import numpy as np
+
+    if value is None or isinstance(value, (str, int, float, bool, np.generic)):
+        return 0
+    if isinstance(value, dict):
+        return sum(touch(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(touch(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return sum(touch(v) for v in value.ravel().tolist())
+    columns = getattr(value, "columns", None)  # pyarrow Table / RecordBatch
+    if columns is not None and hasattr(value, "num_rows") and not isinstance(value, np.ndarray):
+        return sum(touch(c) for c in columns)
+    chunks = getattr(value, "chunks", None)  # pyarrow ChunkedArray
+    if chunks is not None and hasattr(value, "num_chunks"):
+        return sum(touch(c) for c in chunks)
+    buffers = getattr(value, "buffers", None)  # pyarrow Array
+    if callable(buffers) and not isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
+        return sum(touch(memoryview(b)) for b in buffers() if b is not None)
+    if isinstance(value, np.ndarray):
+        array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
+        flat = array.reshape(-1).view(np.uint8)
+    else:
+        try:
+            view = memoryview(value)
+        except TypeError:
+            return touch(np.asarray(value))  # e.g. a framework tensor: its numpy form
+        if not view.c_contiguous:
+            return touch(np.ascontiguousarray(value))
+        flat = np.frombuffer(view.cast("B"), dtype=np.uint8)
+    if flat.size == 0:
+        return 0
+    return int(flat[::PAGE].sum(dtype=np.uint64)) + int(flat[-1])
+
+
+def fsync_tree(root: Path) -> int:
+    """``fsync`` every file under ``root`` (and ``root`` itself if a file); bytes synced."""
+    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+    total = 0
+    for p in files:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        total += p.stat().st_size
+    dirs = {p.parent for p in files} | ({root} if root.is_dir() else set())
+    for d in dirs:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return total
 
 
 def files_size(paths: list[Path]) -> int:

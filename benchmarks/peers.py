@@ -11,9 +11,9 @@ variable ``MRECORD_BENCH_PEER_PYTHON``), a virtual environment holding ``pylance
 ``array-record``, ``datasets`` and ``mosaicml-streaming``, never mrecord's dependencies.
 A peer that cannot be imported there is skipped, and the table says so. The physical
 limits (``benchmarks.limits``) are measured first, in the same run; every mrecord number
-is also printed as a fraction of its limit (reads of big rows against the memory-map
-gather bandwidth, scans against the page-cache read bandwidth, writes against the
-disk's fsync bandwidth).
+is also printed as a fraction of the limit of the same work (reads, whose consumers read
+one byte per 4 KiB page of what they get, against touching the pages of a memory map of
+random 100 KB rows or in order; writes against the disk's fsync bandwidth).
 
 Results: ``bench_out/peers.json`` and Markdown tables in ``bench_out/peers.md``.
 """
@@ -38,10 +38,10 @@ _IMPORT = {"lance": "lance", "arrayrecord": "array_record.python.array_record_mo
            "hf": "datasets", "streaming": "streaming"}
 METRICS = {
     "write": ("write, time to durable", "fsync_mb_s"),
-    "read_seq": ("sequential scan", "page_cache_gb_s"),
-    "read_row": ("one row per call, random", "mmap_gather_gb_s"),
-    "read_batch256": ("256 random ids per call", "mmap_gather_gb_s"),
-    "read_epoch": ("shuffled epoch", "mmap_gather_gb_s"),
+    "read_seq": ("sequential scan", "touch_scan_gb_s"),
+    "read_row": ("one row per call, random", "touch_random_gb_s"),
+    "read_batch256": ("256 random ids per call", "touch_random_gb_s"),
+    "read_epoch": ("shuffled epoch", "touch_random_gb_s"),
 }
 """Metric -> (label, the limit it is a fraction of)."""
 

@@ -24,6 +24,7 @@ then checks the dataset:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
@@ -139,13 +140,20 @@ def write_commits(
         mark("DONE", c)
 
 
-def worker(directory: Path, shards: int, target: int, step: str) -> None:
-    """Write every commit of :data:`COMMITS`; crash at ``step`` of commit ``target``."""
+def worker(directory: Path, shards: int, target: int, step: str, hold: str = "") -> None:
+    """Write every commit of :data:`COMMITS`; crash at ``step`` of commit ``target``.
+
+    With ``hold`` (a marker name), the worker stops after printing ``hold target`` and
+    waits for a line on stdin: the parent's random kill then always lands inside the
+    phase it aims at, even when the delay it drew outlasts the phase.
+    """
 
     def mark(what: str, c: int) -> None:
         if what == "BEGIN" and c == target and step:
             install_crash_at(step)
         _mark(what, c)
+        if hold and what == hold and c == target:
+            sys.stdin.readline()
 
     write_commits(directory, shards, COMMITS, mark)
 
@@ -234,13 +242,16 @@ class CrashTrial:
     rows: int = -1
 
 
-def _spawn(directory: Path, shards: int, target: int, step: str) -> subprocess.Popen[str]:
+def _spawn(
+    directory: Path, shards: int, target: int, step: str, hold: str = ""
+) -> subprocess.Popen[str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    args = [str(directory), str(shards), str(target), step]
+    args = [str(directory), str(shards), str(target), step, hold]
     return subprocess.Popen(
         [sys.executable, "-m", "reliability.crash", *args],
+        stdin=subprocess.PIPE,  # a held worker waits on it; closed at the end of the trial
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -303,20 +314,23 @@ def run_trial(
     directory.mkdir(parents=True)
     shards = rng.randint(1, 4)
     step = phase if phase in STEPS else ""
+    # marker: the kill's delay counts from it; hold: the worker waits after it, so a
+    # delay that outlasts the phase kills at the phase's end instead of missing it.
+    hold = ""
     if phase == "write":
-        target, marker, span = 1, "WRITE", durations[("WRITE", 1)]
+        target, marker, span, hold = 1, "WRITE", durations[("WRITE", 1)], "BEGIN"
     elif phase == "commit":
-        target, marker, span = 1, "BEGIN", durations[("BEGIN", 1)]
+        target, marker, span, hold = 1, "BEGIN", durations[("BEGIN", 1)], "DONE"
     elif phase == "append":
         target = rng.randint(2, len(COMMITS))
-        marker = "OPEN"
+        marker, hold = "OPEN", "DONE"
         span = sum(durations[(w, target)] for w in ("OPEN", "WRITE", "BEGIN"))
     elif phase == "tail_part":  # only an append writes a tail into a committed file
         target, marker, span = rng.randint(2, len(COMMITS)), "", 0.0
     else:
         target, marker, span = rng.randint(1, len(COMMITS)), "", 0.0
     trial = CrashTrial(phase, target, shards, rng.uniform(0, span * 1.2))
-    proc = _spawn(directory, shards, target, step)
+    proc = _spawn(directory, shards, target, step, hold)
     lines = _lines(proc)
     deadline = time.monotonic() + timeout
     kill_at: float | None = None
@@ -334,6 +348,8 @@ def run_trial(
             trial.markers.append(line)
             if marker and line.startswith(f"{marker} {target} "):
                 kill_at = time.monotonic() + trial.delay
+            if hold and line.startswith(f"{hold} {target} "):
+                kill_at = time.monotonic()  # the phase ended first: kill the held worker now
         if kill_at is not None and time.monotonic() >= kill_at:
             proc.send_signal(signal.SIGKILL)
             trial.killed = True
@@ -341,6 +357,9 @@ def run_trial(
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"worker hung: {trial.markers}")
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
     proc.wait()
     while line is not None:  # markers printed before the kill landed, up to end of output
         try:
@@ -361,4 +380,4 @@ def run_trial(
 
 
 if __name__ == "__main__":
-    worker(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    worker(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])

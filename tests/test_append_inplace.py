@@ -266,15 +266,29 @@ def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process opens the dataset while shard 0 ends in half a tail (no trailer at its
-    end yet): it waits for the publisher and reads the new generation whole, never an error."""
+    end yet): it waits for the publisher and reads the new generation whole, never an error.
+
+    The writer holds still at ``tail_part`` until the reader reports that it met the half
+    tail (its open of the shards failed and it went to wait), so the case is exercised
+    every time, not only when a sleep happens to be long enough."""
+    import select
     import subprocess
     import sys
-    import time
 
     first = _dataset(tmp_path, 80)
     script = (
         "import sys\n"
         "from mrecord import DatasetReader\n"
+        "from mrecord.errors import CorruptFileError\n"
+        "from mrecord.storage import committed\n"
+        "open_shards = committed._open_shards\n"
+        "def reporting(*args, **kwargs):\n"
+        "    try:\n"
+        "        return open_shards(*args, **kwargs)\n"
+        "    except CorruptFileError:\n"
+        "        print('met half a tail', flush=True)\n"
+        "        raise\n"
+        "committed._open_shards = reporting\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"
         f"with DatasetReader.open({str(first)!r}) as r:\n"
@@ -287,6 +301,7 @@ def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
     assert reader.stdin is not None and reader.stdout is not None
     assert reader.stdout.readline().strip() == "ready"
     calls: list[str] = []
+    met: list[str] = []
 
     def hook(step: str) -> None:
         if step == "tail_part" and not calls:
@@ -294,12 +309,18 @@ def test_a_reader_opening_while_a_tail_is_half_written_waits_for_the_commit(
             assert first.stat().st_size > 0
             reader.stdin.write("go\n")  # type: ignore[union-attr]
             reader.stdin.flush()  # type: ignore[union-attr]
-            time.sleep(0.5)  # the reader meets half a tail and the journal meanwhile
+            # Hold the half-written tail until the reader has met it (it then waits on
+            # the journal and the lock this commit holds).
+            assert reader.stdout is not None
+            ready, _, _ = select.select([reader.stdout], [], [], 60)
+            assert ready, "the reader never met the half-written tail"
+            met.append(reader.stdout.readline().strip())
 
     writer = FileWriter.open_for_append(first)
     writer.write_raw_data([make_v1.row(i) for i in range(80, 120)])
     monkeypatch.setattr(commit_mod, "crash_hook", hook)
     writer.commit()
     out, _ = reader.communicate(timeout=60)
-    assert reader.returncode == 0 and out.strip() == "120"
+    assert met == ["met half a tail"]
+    assert reader.returncode == 0 and out.strip().splitlines()[-1] == "120"
     assert calls == ["tail_part"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -47,8 +46,7 @@ def test_a_producer_error_comes_after_earlier_items_with_its_traceback() -> None
         bg.get()
     frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
     assert "failing_source" in frames
-    if sys.version_info >= (3, 11):
-        assert any("'t-fail'" in note for note in info.value.__notes__)
+    assert any("'t-fail'" in note for note in info.value.__notes__)
 
 
 def test_stop_releases_a_producer_blocked_on_a_full_queue() -> None:

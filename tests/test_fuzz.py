@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -135,7 +134,6 @@ def test_a_schema_type_that_is_not_a_string_is_a_schema_error() -> None:
         parse_schema({"x": {"type": "bytes", "compression": ["zstd"]}})
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="sqlite3 setlimit needs Python 3.11")
 def test_a_huge_db_value_is_refused_not_loaded(tmp_path: Path) -> None:
     """Found by the fuzzer: an 80 MB cell in the .db's metadata was loaded whole (with the
     other copies, beyond the worker's memory). Values over MAX_DB_VALUE are now refused."""

@@ -4,10 +4,9 @@ that the Makefile's test-min-deps target actually tests."""
 from __future__ import annotations
 
 import re
+import tomllib
 from importlib import resources
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,8 +16,6 @@ def test_package_ships_py_typed() -> None:
 
 
 def test_pyproject_declares_spdx_license_typed_and_min_numpy() -> None:
-    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
-
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = meta["project"]
     assert project["license"] == "Apache-2.0"

@@ -184,6 +184,25 @@ def test_output_shapes_and_types_of_first_batch() -> None:
     assert batched.output_types() == [np.dtype(np.float32), np.dtype(np.int32)]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint16])
+def test_batch_of_variable_shape_rows_keeps_their_dtype(dtype: type[np.generic]) -> None:
+    """Rows whose shape changes every 4 rows reach batch as a list of arrays (not one
+    stacked chunk); each batch of 4 shares a shape and must stack to the rows' own dtype
+    and values (a float32 column must not come out as float64)."""
+
+    def rows() -> Iterator[tuple[np.ndarray]]:
+        for i in range(16):
+            yield (np.arange(i // 4 + 1).astype(dtype) + i % 4,)
+
+    batches = [
+        b["x"] for b in GeneratorDataset(rows, ["x"]).batch(4).create_dict_iterator(num_epochs=1)
+    ]
+    assert [b.dtype for b in batches] == [np.dtype(dtype)] * 4
+    for k, got in enumerate(batches):
+        expected = np.stack([np.arange(k + 1).astype(dtype) + j for j in range(4)])
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_batch_of_different_shapes_names_the_column() -> None:
     ds = ids_dataset(4).map(lambda x: np.zeros(int(x) + 1), input_columns="id").batch(2)
     with pytest.raises(PipelineError, match=r"Inconsistent batch shapes.*'id'"):

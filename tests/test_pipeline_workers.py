@@ -215,23 +215,29 @@ def test_ctrl_c_while_waiting_stops_the_pipeline() -> None:
 
 
 def test_prefetch_bounds_how_far_the_source_runs_ahead() -> None:
+    # source blocks (64 rows) in flight: prefetch queue 2 + map window 2 + a few in hand
+    bound = 64 * 8
     produced = [0]
+    overran = threading.Event()
+    reached_one_block = threading.Event()
 
     def counting() -> Iterator[tuple[np.ndarray]]:
         while True:
             produced[0] += 1
+            if produced[0] == 64:
+                reached_one_block.set()
+            if produced[0] > bound:
+                overran.set()
             yield (np.zeros(16, dtype=np.uint8),)
 
     config.set_prefetch_size(2)
     ds = GeneratorDataset(counting, ["x"]).map(square, num_parallel_workers=1)
     with ds.create_tuple_iterator() as it:
         next(it)
-        time.sleep(0.3)
-        first = produced[0]
-        time.sleep(0.3)
-        assert produced[0] == first  # stalled: the queues are full
-    # source blocks (64 rows) in flight: prefetch queue 2 + map window 2 + a few in hand
-    assert first <= 64 * 8
+        assert reached_one_block.is_set()
+        # A bounded pipeline never sets the event, however long it is given; an unbounded
+        # one sets it within milliseconds. No wall-clock bound decides a correct run.
+        assert not overran.wait(timeout=2.0), produced[0]
 
 
 def test_a_source_error_is_typed_and_chained() -> None:

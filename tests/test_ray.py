@@ -225,6 +225,22 @@ def test_read_blocks_are_bounded(tmp_path: Path) -> None:
     assert max(t.nbytes for t in tables) <= 64 << 10
 
 
+def test_read_blocks_are_bounded_when_row_sizes_differ(tmp_path: Path) -> None:
+    """Blocks are sized from the mean row; where big rows cluster, a block over the bound
+    is cut until each piece fits (20 consecutive 40 KB rows among 380 of 100 bytes)."""
+    rows = make_rows(400, seed=4)
+    for i, r in enumerate(rows):
+        r["blob"] = bytes(40_000 if 200 <= i < 220 else 100)
+    first = write_dataset(tmp_path / "uneven.mrecord", rows, shard_num=1)
+    ctx = DataContext.get_current().copy()
+    ctx.target_max_block_size = 64 << 10
+    tables = _read_tasks_in_process(MRecordDatasource(first), 1, ctx)
+    assert sum(t.num_rows for t in tables) == 400
+    assert max(t.nbytes for t in tables) <= 64 << 10
+    blobs = [len(b) for t in tables for b in t.column("blob").to_pylist()]
+    assert blobs == [len(r["blob"]) for r in rows]
+
+
 def test_column_pruning_reads_fewer_bytes(
     source: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

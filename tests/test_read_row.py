@@ -68,7 +68,7 @@ def test_read_row_matches_read_rows_and_the_written_rows(dataset: Path, ids: lis
     with DatasetReader.open(dataset) as reader:
         block = reader.read_rows(ids)
         for k, i in enumerate(ids):
-            row = reader.read_row(np.int64(i) if k % 2 else i)
+            row = reader.read_row(np.int64(i) if k % 2 else i)  # type: ignore[arg-type]
             assert list(row) == list(SCHEMA)
             for name in SCHEMA:
                 _same(row[name], block.columns[name][k])

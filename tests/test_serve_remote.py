@@ -70,7 +70,13 @@ def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> None:
     assert len(a) == len(b)
     for ra, rb in zip(a, b, strict=True):
         for va, vb in zip(ra, rb, strict=True):
-            assert type(va) is type(vb) or isinstance(va, np.ndarray) == isinstance(vb, np.ndarray)
+            # Same kind of value: both arrays of one dtype and shape, or both the same type
+            # (an int where MindDataset gives an np.int64 is a difference a user sees).
+            if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+                assert isinstance(va, np.ndarray) and isinstance(vb, np.ndarray), (va, vb)
+                assert (va.dtype, va.shape) == (vb.dtype, vb.shape)
+            else:
+                assert type(va) is type(vb), (va, vb)
             np.testing.assert_array_equal(np.asarray(va), np.asarray(vb))
 
 

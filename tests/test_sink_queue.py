@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import re
-import sys
 import threading
 import time
 import traceback
@@ -289,9 +288,8 @@ def test_producer_error_reaches_consumer_with_traceback_after_earlier_batches() 
     assert indices(got) == [(0, i) for i in range(4)]  # batches before the error arrive first
     frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
     assert "exploding_preprocess" in frames  # the producer's frames are kept
-    if sys.version_info >= (3, 11):  # add_note exists from 3.11
-        notes = info.value.__notes__
-        assert any("producer thread of device queue 'boom'" in n for n in notes)
+    notes = info.value.__notes__
+    assert any("producer thread of device queue 'boom'" in n for n in notes)
     assert q.stop()
 
 
@@ -315,10 +313,33 @@ def test_abandoned_queue_stops_its_thread() -> None:
     assert not thread.is_alive()
 
 
-def test_wait_time_is_counted() -> None:
+class _ConsumerClock:
+    """``time`` for mrecord.train.device_queue whose ``perf_counter`` ticks one second per
+    call on the consumer's (main) thread: the waits it measures are counts, not timings."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._main = threading.main_thread()
+
+    def perf_counter(self) -> float:
+        if threading.current_thread() is not self._main:
+            return time.perf_counter()  # the producer's own accounting, untouched
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_wait_time_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mrecord.train import device_queue
+
+    monkeypatch.setattr(device_queue, "time", _ConsumerClock())
     release = threading.Event()
     q = DeviceQueue(stall_preprocessing_at(1, release), capacity=4)
     timeout_text(q, 1, release)
     stats = q.stats()
     assert stats.delivered == 1
-    assert stats.wait_s >= SHORT  # the timed-out wait counts as waiting for data
+    # Two waits on the consumer's clock, one tick each: the batch delivered and the wait
+    # that timed out (it counts as waiting for data too).
+    assert stats.wait_s == 2.0

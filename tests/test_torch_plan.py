@@ -36,6 +36,12 @@ def test_ranks_split_the_rest_of_the_stream_per_the_tail_policy(
     if drop_last:
         expected -= expected % batch
     assert count == expected
+    # The documented split (plan.py's module doc): rank r of W, resumed at stream
+    # position c, delivers c + r, c + r + W, c + r + 2W, ... -- strided, MindSpore's
+    # shard rule. Written out here, not taken from RankPlan, so a contiguous split fails.
+    for r, plan in enumerate(ranks):
+        expected_positions = [start + r + world * k for k in range(count)]
+        assert plan.positions(0, plan.count).tolist() == expected_positions
     positions = np.concatenate([p.positions(0, p.count) for p in ranks])
     assert sorted(positions.tolist()) == list(range(start, start + count * world))
     if tail == "drop":
