@@ -27,6 +27,8 @@ import ctypes.util
 import mmap
 import os
 import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -190,10 +192,15 @@ def hint_rows(
     reads out of the map soon (its bytes may be evicted again when memory is short)."""
     if not ENABLED or not len(pages):
         return 0
+    now = time.monotonic()
+    if _warm_until.get(shard, 0.0) > now:
+        return 0  # found warm a moment ago: reads as before, at no cost per call
     ranges = row_ranges(shard, pages, slots, columns)
     if not ranges:
         return 0
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
+    if warm:
+        _warm_until[shard] = now + WARM_SECONDS
     if shard.verify == "once":
         ranges = row_ranges(shard, pages, slots, columns, verify_chunks)
     if warm:
@@ -201,6 +208,11 @@ def hint_rows(
     shard.will_need(ranges)
     return max(1, len(ranges))
 
+
+WARM_SECONDS = 0.2
+"""After a block of a shard looks warm, that shard's reads skip read-ahead for this long
+(a warm page cache then pays nothing per read; going cold is seen within this time)."""
+_warm_until: weakref.WeakKeyDictionary[ShardFile, float] = weakref.WeakKeyDictionary()
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
