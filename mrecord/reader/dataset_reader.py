@@ -30,7 +30,7 @@ from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
-from mrecord.storage.readahead import hint_rows, memory_budget
+from mrecord.storage.readahead import hint_rows, memory_budget, read_into
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
@@ -266,7 +266,10 @@ class DatasetReader:
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
-        cold = self._hint(groups, names)  # every range of this read in flight at once
+        # Every range of this read in flight at once; bytes columns of cold shards are then
+        # read straight into their values (_read_cold), the rest through the hinted map.
+        direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES]
+        cold = self._hint(groups, names, direct)
         out: dict[str, ColumnValues] = {}
         for name in names:
             field = self.schema[name]
@@ -290,10 +293,14 @@ class DatasetReader:
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         self._hint(self._group(ids), names)
 
-    def _hint(self, groups: list[Any], names: Sequence[str]) -> set[int]:
+    def _hint(
+        self, groups: list[Any], names: Sequence[str], direct: Sequence[str] = ()
+    ) -> set[int]:
         """Hint the rows of ``groups`` to storage; the shards that were cold (hinted)."""
         shards = self.shards
-        return {s for s, _, pages, slots in groups if hint_rows(shards[s], pages, slots, names)}
+        return {
+            s for s, _, pages, slots in groups if hint_rows(shards[s], pages, slots, names, direct)
+        }
 
     def locate_bytes(
         self, ids: np.ndarray | Sequence[int], column: str
@@ -402,10 +409,10 @@ class DatasetReader:
         kind = field.kind
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
-            # Views of a cold shard's map would be read by the consumer later, when memory
-            # pressure may have evicted them: copy them out now, into one buffer.
-            copied: list[tuple[int, Any, int, int]] | None = (
-                [] if bytes_as_arrays and s in cold else None
+            # A cold shard's values are read now, straight into one buffer (views of its
+            # map would be read by the consumer later, maybe evicted by then).
+            copied: list[tuple[int, Any, int, int, int | None]] | None = (
+                [] if kind is FieldKind.BYTES and s in cold else None
             )
             col = shard.field_index(field.name)
             # VARARRAY pages stored plain of which few rows are wanted: gathered by shape
@@ -415,6 +422,7 @@ class DatasetReader:
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)  # checksummed by the policy
                 where = members if positions is None else positions[members]
+                base = shard.uncompressed_offset(page, col) if copied is not None else None
                 if kind is FieldKind.VARARRAY:
                     offset = shard.uncompressed_offset(page, col) if by_shape else None
                     if offset is not None and not _page_copy_pays(len(members), head):
@@ -430,7 +438,7 @@ class DatasetReader:
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
                         if copied is not None:
-                            copied.append((pos, raw, a, b))
+                            copied.append((pos, raw, a, b, base))
                         elif bytes_as_arrays:
                             value = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
                             result[pos] = value.view(BytesArray)
@@ -442,7 +450,7 @@ class DatasetReader:
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
             if copied:
-                _copy_out(copied, result)
+                _read_cold(shard, copied, result, bytes_as_arrays)
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
@@ -451,18 +459,35 @@ class DatasetReader:
         return result
 
 
-def _copy_out(values: list[tuple[int, Any, int, int]], result: list[Any]) -> None:
-    """``result[pos]`` = bytes ``raw[a:b]`` as a read-only ``uint8`` BytesArray, all of
-    them views of one new buffer (one allocation for the lot)."""
-    total = sum(b - a for _, _, a, b in values)
+def _read_cold(
+    shard: ShardFile,
+    values: list[tuple[int, Any, int, int, int | None]],
+    result: list[Any],
+    as_arrays: bool,
+) -> None:
+    """``result[pos]`` = the bytes ``raw[a:b]`` of each value, read into one new buffer:
+    with parallel ``pread``s of exactly their bytes (``base``: the chunk's file offset,
+    None when it is not stored plain) or copied from ``raw``. As read-only ``uint8``
+    BytesArrays viewing the buffer (``as_arrays``), else as ``bytes``."""
+    total = sum(b - a for _, _, a, b, _ in values)
     buffer = np.empty(total, dtype=np.uint8)
+    places, at = [], 0
+    for _, _, a, b, base in values:
+        if base is not None:
+            places.append((at, base + a, b - a))
+        at += b - a
+    read = len(places) == len(values) and read_into(shard, buffer, places)
     at = 0
-    for pos, raw, a, b in values:
+    for pos, raw, a, b, _ in values:
         part = buffer[at : at + b - a]
-        part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
-        value = part.view(BytesArray)
-        value.flags.writeable = False  # as a view of the map is
-        result[pos] = value
+        if not read:
+            part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+        if as_arrays:
+            value = part.view(BytesArray)
+            value.flags.writeable = False  # as a view of the map is
+            result[pos] = value
+        else:
+            result[pos] = part.tobytes()
         at += b - a
 
 

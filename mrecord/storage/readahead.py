@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,6 +44,7 @@ __all__ = [
     "IO_THREADS",
     "hint_rows",
     "memory_budget",
+    "read_into",
     "row_ranges",
     "verify_chunks",
 ]
@@ -65,13 +66,16 @@ def row_ranges(
     slots: np.ndarray,
     columns: Sequence[str],
     verify_pool: Callable[[ShardFile, list[int], int], None] | None = None,
+    direct: Collection[str] = (),
 ) -> list[tuple[int, int]]:
     """The ``(offset, length)`` byte ranges of ``shard`` that reading rows (``pages``,
     ``slots``) of ``columns`` touches, merged where they touch the same pages, in file
     order (see the module docstring for what each kind of chunk needs).
 
     ``verify_pool(shard, pages, col)``, when given, checksums chunks not yet verified
-    first (:func:`verify_chunks`); the ones it verified then need only their rows' bytes."""
+    first (:func:`verify_chunks`); the ones it verified then need only their rows' bytes.
+    Columns in ``direct`` are read by the caller with :func:`read_into` (their chunks are
+    still checked and their heads parsed; their values' ranges are left out)."""
     if not len(pages):
         return []
     meta = shard.meta
@@ -101,8 +105,9 @@ def row_ranges(
                 lengths.append(np.full(int(exact.sum()), row_bytes, dtype=np.int64))
         else:
             var_starts, var_lengths = _var_ranges(shard, col, pages, slots, unique_pages, whole)
-            starts.append(var_starts)
-            lengths.append(var_lengths)
+            if name not in direct:
+                starts.append(var_starts)
+                lengths.append(var_lengths)
         if whole.any():
             starts.append(column["offset"][whole].astype(np.int64))
             lengths.append(column["length"][whole].astype(np.int64))
@@ -180,7 +185,11 @@ def _merge(starts: np.ndarray, lengths: np.ndarray) -> list[tuple[int, int]]:
 
 
 def hint_rows(
-    shard: ShardFile, pages: np.ndarray, slots: np.ndarray, columns: Sequence[str]
+    shard: ShardFile,
+    pages: np.ndarray,
+    slots: np.ndarray,
+    columns: Sequence[str],
+    direct: Collection[str] = (),
 ) -> int:
     """Tell ``shard`` which ranges reading rows (``pages``, ``slots``) of ``columns``
     will touch (:meth:`ShardFile.will_need`), unless they look warm already; returns how
@@ -201,8 +210,8 @@ def hint_rows(
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
     if warm:
         _warm_until[shard] = now + WARM_SECONDS
-    if shard.verify == "once":
-        ranges = row_ranges(shard, pages, slots, columns, verify_chunks)
+    if shard.verify == "once" or direct:
+        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct)
     if warm:
         return 0
     shard.will_need(ranges)
@@ -243,6 +252,28 @@ def verify_chunks(shard: ShardFile, pages: list[int], col: int) -> None:
         future.result()
 
 
+def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int, int]]) -> bool:
+    """Read ``(at, offset, length)``: file bytes ``offset:offset + length`` into
+    ``buffer[at:at + length]``, with ``pread``s on the I/O threads (all in flight at once,
+    each exactly its bytes). False when the shard has no local file to ``pread`` or a read
+    came back short: the caller then copies from the map. The bytes are the ones the map
+    shows (the same file, through the same page cache), of chunks already checked."""
+    fd = shard.read_fd()
+    if fd is None:
+        return False
+    view = buffer.data.cast("B")
+
+    def read(batch: list[tuple[int, int, int]]) -> bool:
+        return all(os.preadv(fd, [view[a : a + n]], off) == n for a, off, n in batch)
+
+    if len(places) <= 2 or IO_THREADS <= 1:
+        return read(places)
+    step = max(1, len(places) // (8 * IO_THREADS))  # one read a task, or few: a full queue
+    pool = _io_pool()
+    futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
+    return all([f.result() for f in futures])
+
+
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     """Whether the first page of each of a few of ``ranges`` is in memory (``mincore``);
     False when that cannot be told (not a local map, no ``mincore``)."""
@@ -274,10 +305,22 @@ _mincore = _load_mincore()
 
 
 def memory_budget() -> int:
-    """The bytes this process may keep in memory, page cache included: the smallest of its
+    """The bytes this process may still use, page cache included: the smallest of its
     memory cgroup's limit (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, walking up
-    the hierarchy) and the machine's memory. A read-ahead window is sized from it, so that
-    what is read ahead is not evicted before it is read."""
+    the hierarchy) and the machine's memory, less what the process holds now (at least
+    16 MiB). A read-ahead window is sized from it, so that what is read ahead is not
+    evicted before it is read, nor the process killed for it."""
+    return max(16 << 20, _memory_limit() - _resident())
+
+
+def _resident() -> int:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _memory_limit() -> int:
     limits = [_meminfo_total()]
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()

@@ -59,6 +59,17 @@ _CACHE_BYTES = 64 << 20
 _CODEC_NONE = CODEC_IDS["none"]
 
 
+_local = threading.local()
+
+
+def _chunk_buffer(length: int) -> memoryview:
+    """A ``length``-byte window of this thread's reusable read buffer (grown as needed)."""
+    buffer: bytearray | None = getattr(_local, "buffer", None)
+    if buffer is None or len(buffer) < length:
+        buffer = _local.buffer = bytearray(max(length, 1 << 20))
+    return memoryview(buffer)[:length]
+
+
 def read_shard_metadata(path: Path) -> ShardMetadata:
     """Read and validate just the metadata of a shard file."""
     with ShardFile(path, verify="never") as shard:
@@ -265,20 +276,22 @@ class ShardFile:
             return
         offset, length = self._offsets[page][col], self._lengths[page][col]
         try:
-            fd = self._read_fd()
+            fd = self.read_fd()
             if fd is None:
                 intact = self._chunk_intact(page, col)
             else:
-                data = os.pread(fd, length, offset)
-                intact = len(data) == length and checksum(data) == self._crcs[page][col]
+                buffer = _chunk_buffer(length)  # this thread's, reused: no fresh pages
+                got = os.preadv(fd, [buffer], offset)
+                intact = got == length and checksum(buffer) == self._crcs[page][col]
         except (OSError, ValueError):
             return
         if intact:
             self._verified[page, col] = True
 
-    def _read_fd(self) -> int | None:
-        """A descriptor of the mapped file for ``pread`` (opened once; None: not a local
-        file, or it was replaced)."""
+    def read_fd(self) -> int | None:
+        """A descriptor of the mapped file for ``pread`` (opened once, closed with the
+        shard; None: not a local file, or it was replaced). Reads through it skip the
+        kernel's read-ahead: they get exactly the bytes asked."""
         fd = self._fd
         if fd is None and self._stat is not None and not self._fd_tried:
             self._fd_tried = True
