@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -45,3 +46,18 @@ def test_will_need_on_a_closed_shard_is_ignored(tmp_path: Path) -> None:
     shard = ShardFile(path)
     shard.close()
     shard.will_need([(0, 100)])  # a hint may be ignored; it never raises
+
+
+def test_mrecord_bench_prints_the_device_limit_beside_the_rates(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mrecord.cli.main import cli
+
+    path = tmp_path / "d.mrecord"
+    _write(path, 300)
+    text = CliRunner().invoke(cli, ["bench", str(path), "--max-rows", "100"]).stdout
+    assert "device limit:" in text and "rows/s of" in text and "% of it" in text
+    result = CliRunner().invoke(cli, ["bench", str(path), "--json", "--max-rows", "100"])
+    out = json.loads(result.stdout)
+    assert out["device_limit_rows_per_second"] > 0
+    assert out["device_limit_row_bytes"] > 0
