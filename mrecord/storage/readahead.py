@@ -56,7 +56,8 @@ _PAGE = mmap.PAGESIZE
 IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
 """Chunks read and checksummed at once (I/O depth; not capped by the core count: the
 threads wait on the disk, and CRC-32C releases the GIL)."""
-_SAMPLE = 8  # ranges whose first page is looked up to tell a warm block from a cold one
+_SAMPLE_PAGES = 64  # pages of each sampled range looked up
+_SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
 _CODEC_NONE = CODEC_IDS["none"]
 
 
@@ -218,7 +219,7 @@ def hint_rows(
     return max(1, len(ranges))
 
 
-WARM_SECONDS = 0.2
+WARM_SECONDS = 0.05
 """After a block of a shard looks warm, that shard's reads skip read-ahead for this long
 (a warm page cache then pays nothing per read; going cold is seen within this time)."""
 _warm_until: weakref.WeakKeyDictionary[ShardFile, float] = weakref.WeakKeyDictionary()
@@ -275,17 +276,20 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
 
 
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
-    """Whether the first page of each of a few of ``ranges`` is in memory (``mincore``);
-    False when that cannot be told (not a local map, no ``mincore``)."""
+    """Whether every page of a few of ``ranges`` (up to ``_SAMPLE`` of them, spread over
+    the list; up to ``_SAMPLE_PAGES`` pages each) is in memory (``mincore``); False when
+    that cannot be told (not a local map, no ``mincore``). A wrong "warm" costs page
+    faults one page at a time, so any page out means cold."""
     address = shard.map_address()
     if address is None or _mincore is None:
         return False
     step = max(1, len(ranges) // _SAMPLE)
-    vec = ctypes.c_ubyte()
-    for offset, _ in ranges[::step][:_SAMPLE]:
-        if _mincore(ctypes.c_void_p(address + offset), _PAGE, ctypes.byref(vec)) != 0:
+    vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
+    for offset, length in ranges[::step][:_SAMPLE]:
+        pages = min(_SAMPLE_PAGES, -(-length // _PAGE))
+        if _mincore(ctypes.c_void_p(address + offset), pages * _PAGE, vec) != 0:
             return False
-        if not vec.value & 1:
+        if not all(v & 1 for v in vec[:pages]):
             return False
     return True
 
@@ -296,7 +300,7 @@ def _load_mincore() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
         func = libc.mincore
     except (OSError, AttributeError):
         return None
-    func.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    func.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     func.restype = ctypes.c_int
     return func  # type: ignore[no-any-return]
 
