@@ -208,6 +208,11 @@ def hint_rows(
     ranges = row_ranges(shard, pages, slots, columns)
     if not ranges:
         return 0
+    if shard.map_address() is None:
+        # Not a local map (mrecord.remote's range reads): its will_need fetches ahead its
+        # own way; its reads stay as they are.
+        shard.will_need(ranges)
+        return 0
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
     if warm:
         _warm_until[shard] = now + WARM_SECONDS
