@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 
 from mrecord.errors import (
@@ -62,12 +63,24 @@ _CODEC_NONE = CODEC_IDS["none"]
 _local = threading.local()
 
 
-def _chunk_buffer(length: int) -> memoryview:
-    """A ``length``-byte window of this thread's reusable read buffer (grown as needed)."""
+_PIECE = 256 << 10
+
+
+def _pread_checksum(fd: int, offset: int, length: int) -> int | None:
+    """CRC-32C of file bytes ``offset:offset + length``, read in 256 KiB pieces into this
+    thread's reused buffer (no fresh memory per chunk); None when the file is shorter."""
     buffer: bytearray | None = getattr(_local, "buffer", None)
-    if buffer is None or len(buffer) < length:
-        buffer = _local.buffer = bytearray(max(length, 1 << 20))
-    return memoryview(buffer)[:length]
+    if buffer is None:
+        buffer = _local.buffer = bytearray(_PIECE)
+    view = memoryview(buffer)
+    crc, done = 0, 0
+    while done < length:
+        n = min(_PIECE, length - done)
+        if os.preadv(fd, [view[:n]], offset + done) != n:
+            return None
+        crc = crc32c.crc32c(view[:n], crc)
+        done += n
+    return int(crc)
 
 
 def read_shard_metadata(path: Path) -> ShardMetadata:
@@ -280,9 +293,7 @@ class ShardFile:
             if fd is None:
                 intact = self._chunk_intact(page, col)
             else:
-                buffer = _chunk_buffer(length)  # this thread's, reused: no fresh pages
-                got = os.preadv(fd, [buffer], offset)
-                intact = got == length and checksum(buffer) == self._crcs[page][col]
+                intact = _pread_checksum(fd, offset, length) == self._crcs[page][col]
         except (OSError, ValueError):
             return
         if intact:

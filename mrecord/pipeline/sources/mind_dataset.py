@@ -160,8 +160,8 @@ def _block_rows(reader: DatasetReader, workers: int) -> int:
     mean fewer hand-offs between the read-ahead threads and the consumer. The blocks
     read ahead (``workers + 2`` with the one being consumed) are also the read-ahead
     window of the storage layer, whose bytes must still be in memory when the consumer
-    reads them: all of them together stay within a quarter of the memory this process
-    may use (``memory_budget``, its memory cgroup's limit when it has one).
+    reads them: all of them together stay within an eighth of the memory this process
+    may still use (``memory_budget``, its memory cgroup's limit when it has one).
     """
     copied = viewed = 0
     for shard in reader.shards:
@@ -178,7 +178,7 @@ def _block_rows(reader: DatasetReader, workers: int) -> int:
                     else:
                         copied += raw
     rows = max(1, reader.num_rows)
-    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (4 * (workers + 2)))
+    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (8 * (workers + 2)))
     by_views = target // max(1, viewed // rows)
     return min(block_rows_for(copied // rows), max(_MIN_VIEWED_BLOCK_ROWS, by_views))
 
