@@ -59,7 +59,7 @@ test-thorough: $(STAMP) browser
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check mrecord tests tools benchmarks reliability examples
+	$(BIN)/ruff check mrecord tests tools benchmarks reliability harness examples
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -49,6 +49,7 @@ __all__ = [
     "check_dataset",
     "make_rows",
     "run_trial",
+    "shard_files",
     "totals",
 ]
 
@@ -108,19 +109,27 @@ def install_crash_at(step: str) -> None:
     commit.crash_hook = crash
 
 
+def shard_files(directory: Path, shards: int, name: str = NAME) -> list[Path]:
+    """The data files of the dataset ``name`` with ``shards`` shards."""
+    from mrecord.storage.naming import shard_file_names
+
+    return shard_file_names(directory / name, shards)
+
+
 def write_commits(
     directory: Path,
     shards: int,
     commits: list[list[int]],
     mark: Callable[[str, int], None],
     page_size: int = 4096,
+    name: str = NAME,
 ) -> None:
     """Create the dataset and append to it: ``commits`` holds the rows of each
     ``write_raw_data`` call, per commit; ``mark(what, c)`` is called at each marker."""
     from mrecord.writer.file_writer import FileWriter
 
-    path = directory / NAME
-    files = [path] if shards == 1 else [directory / (NAME + str(i)) for i in range(shards)]
+    path = directory / name
+    files = shard_files(directory, shards, name)
     next_id = 0
     for c, calls in enumerate(commits, start=1):
         mark("OPEN", c)
@@ -165,13 +174,13 @@ def _visible(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def _read_total(directory: Path, shards: int) -> int | None:
+def _read_total(directory: Path, shards: int, name: str = NAME) -> int | None:
     """Rows of the committed dataset (checked row by row), or None when it does not exist."""
     from mrecord.errors import DatasetNotFoundError
     from mrecord.maintenance.verify import verify_dataset
     from mrecord.reader.dataset_reader import DatasetReader
 
-    first = directory / (NAME if shards == 1 else NAME + "0")
+    first = shard_files(directory, shards, name)[0]
     try:
         reader = DatasetReader.open(first, verify="always")
     except DatasetNotFoundError:
@@ -197,29 +206,29 @@ def _read_total(directory: Path, shards: int) -> int | None:
     return n
 
 
-def check_dataset(directory: Path, shards: int, allowed: set[int]) -> int:
+def check_dataset(directory: Path, shards: int, allowed: set[int], name: str = NAME) -> int:
     """Check the dataset after a kill (see the module docstring); returns its row count."""
     from mrecord.writer.file_writer import FileWriter
 
-    found = _read_total(directory, shards)
+    found = _read_total(directory, shards, name)
     total = 0 if found is None else found
     if total not in allowed:
         raise AssertionError(f"dataset holds {total} rows; allowed after this kill: {allowed}")
     if found is None:
         leftovers = [n for n in _visible(directory) if not n.endswith(_TEMP_SUFFIXES)]
         # After a power cut the lock file's own creation may be lost too: it holds nothing.
-        if leftovers not in ([], [NAME + ".mrecord-lock"]):
+        if leftovers not in ([], [name + ".mrecord-lock"]):
             raise AssertionError(f"no commit finished, yet these files are visible: {leftovers}")
-        FileWriter(directory / NAME, shard_num=shards).abort()
-        if _visible(directory) != [NAME + ".mrecord-lock"]:
+        FileWriter(directory / name, shard_num=shards).abort()
+        if _visible(directory) != [name + ".mrecord-lock"]:
             raise AssertionError(f"a new writer left files behind: {_visible(directory)}")
     else:
-        first = directory / (NAME if shards == 1 else NAME + "0")
+        first = shard_files(directory, shards, name)[0]
         FileWriter.open_for_append(first).abort()
         temps = [n for n in _visible(directory) if n.endswith(_TEMP_SUFFIXES)]
         if temps:
             raise AssertionError(f"the next writer did not clean up {temps}")
-    again = _read_total(directory, shards)
+    again = _read_total(directory, shards, name)
     if (0 if again is None else again) != total:
         raise AssertionError(f"the dataset changed from {total} to {again} rows after cleanup")
     return total

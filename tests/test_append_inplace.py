@@ -245,12 +245,14 @@ def test_a_damaged_tail_journal_is_refused(tmp_path: Path) -> None:
     """A journal naming a tail that is gone cannot be finished: said, not guessed."""
     first = _dataset(tmp_path, 10)
     size = first.stat().st_size
+    with DatasetReader.open(first) as reader:
+        reader_id = reader.shards[0].meta.dataset_id
     journal = journal_path(tmp_path, "d")
     import msgpack
 
     journal.write_bytes(
         msgpack.packb(
-            {"dataset_id": "0" * 32, "generation": 2, "files": [],
+            {"dataset_id": reader_id, "generation": 2, "files": [],
              "appends": [["d0", size, 500]], "db_appends": []}
         )
     )

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+from harness.servers import http_server
 from mrecord import DatasetReader, FileWriter
 from mrecord.cli.main import cli
 from mrecord.errors import DatasetNotFoundError
-from mrecord.testing.servers import http_server
 
 COMMANDS_THAT_READ = [
     ["info", "--json"],

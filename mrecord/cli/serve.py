@@ -62,10 +62,10 @@ def serve(
       mrecord serve train=/data/train.mrecord0 val=/data/val.mrecord0 --port 9000
       MRECORD_SERVE_TOKEN=s3cret mrecord serve train.mrecord0 --host 0.0.0.0
     """
-    from mrecord.serve.registry import parse_dataset_args
-    from mrecord.serve.security import check_bind
-    from mrecord.serve.server import local_socket_path
-    from mrecord.serve.server import serve as run
+    from mrecord.serve.server.registry import parse_dataset_args
+    from mrecord.serve.server.run import local_socket_path
+    from mrecord.serve.server.run import serve as run
+    from mrecord.serve.server.security import check_bind
 
     paths = parse_dataset_args(datasets)
     check_bind(host, token)

@@ -159,11 +159,32 @@ def _check_shapes(field: Field, shapes: np.ndarray, offsets: np.ndarray) -> None
         raise ChunkFormatError(
             f"chunk of field {field.name!r} has a shape that breaks {field.row_shape}"
         )
-    # Shapes come from the file: compute element counts in float to see overflow, then exactly.
-    if shapes.size and np.any(np.prod(shapes.astype(np.float64), axis=1) > 2.0**62):
+    if shapes.size and _absurd_shapes(shapes):
         raise ChunkFormatError(f"chunk of field {field.name!r} declares an absurdly large shape")
     sizes = np.prod(shapes.astype(np.int64), axis=1) * field.dtype.itemsize
     if np.any(sizes != np.diff(offsets.astype(np.int64))):
         raise ChunkFormatError(
             f"chunk of field {field.name!r} has shapes that disagree with its offsets"
         )
+
+
+_MAX_ELEMENTS = 1 << 62
+
+
+def _absurd_shapes(shapes: np.ndarray) -> bool:
+    """Whether any row's shape (uint64 dimensions from the file) is one no array can have.
+
+    In integers, never in floats: a zero dimension makes a float product 0 whatever
+    the other dimensions are, and ``(0, 2**64 - 1)`` would pass to ``reshape`` (a bare
+    ValueError). Every dimension, and the product of a row's non-zero dimensions, must
+    stay within 2**62 (checked before each multiplication, so nothing overflows).
+    """
+    if np.any(shapes > _MAX_ELEMENTS):
+        return True
+    product = np.ones(len(shapes), dtype=np.uint64)
+    for dim in shapes.T:
+        dim = np.maximum(dim, 1)
+        if np.any(product > _MAX_ELEMENTS // dim):
+            return True
+        product *= dim
+    return False

@@ -3,7 +3,9 @@
 The data files are the source of truth: every shard's page directory gives each
 row's page and slot, and the index fields are read back from the pages. The new
 ``.db`` files are published with the same journaled commit as a write, under the
-dataset's lock, so a reader never sees a half-built index.
+dataset's lock, so a reader never sees a half-built index. The lock is taken before
+the data files are read: the index is built from the generation that is committed
+while no writer can append.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mrecord.errors import MrecordError, StorageError
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
+from mrecord.storage.committed import dataset_name_of, open_committed
 from mrecord.storage.failures import storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
@@ -35,19 +38,35 @@ def reindex(
     ``start`` is called once with the dataset's row count, then ``progress`` with
     the rows of each shard as its index is built.
     """
-    reader = DatasetReader.open(dataset_file, check_index=False, verify="always")
-    if start is not None:
-        start(reader.num_rows)
+    path = Path(dataset_file)
+    # The lock first, then recover and read the shards under it: read before the lock, an
+    # append committing in between would be indexed as the generation before it.
+    name = dataset_name_of(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    lock = DatasetLock(directory, name)
     try:
-        head = reader.shards[0].meta
-        directory = reader.shards[0].path.parent
-        lock = DatasetLock(directory, head.dataset_name)
+        lock.acquire(wait=0.5)
+    except OSError as exc:
+        if isinstance(exc, MrecordError):
+            raise
+        raise _reindex_error(exc, lock.path, durable=False) from exc
+    try:
         try:
-            lock.acquire(wait=0.5)
+            commit_mod.recover_locked(directory, name)
+            shards = open_committed(path, verify="always", check_index=False, lock_held=True)
         except OSError as exc:
             if isinstance(exc, MrecordError):
                 raise
-            raise _reindex_error(exc, lock.path, durable=False) from exc
+            raise _reindex_error(exc, directory, durable=False) from exc
+        try:
+            reader = DatasetReader(shards)
+        except BaseException:
+            for shard in shards:
+                shard.close()
+            raise
+        if start is not None:
+            start(reader.num_rows)
+        head = reader.shards[0].meta
         try:
             targets = []
             for shard in reader.shards:
@@ -63,10 +82,10 @@ def reindex(
                 if progress is not None:
                     progress(meta.num_rows)
             commit_mod.write_journal_and_publish(
-                directory, head.dataset_name, head.dataset_id, head.generation, targets
+                directory, name, head.dataset_id, head.generation, targets
             )
         except BaseException as exc:
-            durable = journal_path(directory, head.dataset_name).exists()
+            durable = journal_path(directory, name).exists()
             if not durable:
                 with contextlib.suppress(OSError):  # never hide the failure itself
                     commit_mod.remove_partials(db_path(s.path) for s in reader.shards)
@@ -76,9 +95,9 @@ def reindex(
                 raise _reindex_error(exc, directory, durable) from exc
             raise
         finally:
-            lock.release()
+            reader.close()
     finally:
-        reader.close()
+        lock.release()
     return targets
 
 

@@ -18,8 +18,9 @@ from mrecord.errors import DatasetNotFoundError, MrecordError, NotAnMrecordFileE
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.storage.committed import open_committed, sibling_problems
 from mrecord.storage.index_db import check_index_db, query_index_db
-from mrecord.storage.naming import journal_path, resolve_files, sibling_paths
+from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["VerifyReport", "verify_dataset"]
@@ -57,6 +58,40 @@ def verify_dataset(
     """
     report = VerifyReport()
     paths, expand = resolve_files(dataset_files)
+    shards = _open_snapshot(dataset_files)
+    if shards is None:
+        shards = _open_each(paths, expand, report)
+    else:
+        report.files.extend(str(shard.path) for shard in shards)
+    if start is not None:
+        start(sum(shard.meta.num_pages for shard in shards))
+    try:
+        _check_siblings(shards, expand, report)
+        for shard in shards:
+            _check_pages(shard, report, progress)
+            _check_index(shard, report)
+            report.rows += shard.meta.num_rows
+    finally:
+        for shard in shards:
+            shard.close()
+    return report
+
+
+def _open_snapshot(dataset_files: PathArg) -> list[ShardFile] | None:
+    """The dataset's shards as a reader opens them, or None when the reader would refuse.
+
+    The reader's procedure finishes (or waits for) a commit in flight and retries until
+    the files settle, so a dataset being appended to or reindexed is verified as one
+    committed generation, never reported damaged because a commit was publishing.
+    """
+    try:
+        return open_committed(dataset_files, verify="always", check_index=True)
+    except MrecordError:
+        return None  # looked at file by file, below, to report every problem
+
+
+def _open_each(paths: list[Path], expand: bool, report: VerifyReport) -> list[ShardFile]:
+    """Open every shard that opens, reporting those that do not."""
     named = set(paths)
     shards: list[ShardFile] = []
     for path in _shard_paths(paths, expand, report):
@@ -71,18 +106,7 @@ def verify_dataset(
             report.problems.append(str(exc))
         except MrecordError as exc:
             report.problems.append(str(exc))
-    if start is not None:
-        start(sum(shard.meta.num_pages for shard in shards))
-    try:
-        _check_siblings(shards, report)
-        for shard in shards:
-            _check_pages(shard, report, progress)
-            _check_index(shard, report)
-            report.rows += shard.meta.num_rows
-    finally:
-        for shard in shards:
-            shard.close()
-    return report
+    return shards
 
 
 def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[Path]:
@@ -107,17 +131,11 @@ def _shard_paths(paths: list[Path], expand: bool, report: VerifyReport) -> list[
         first.close()
 
 
-def _check_siblings(shards: list[ShardFile], report: VerifyReport) -> None:
-    if not shards:
-        return
-    head = shards[0].meta
-    for shard in shards[1:]:
-        if shard.meta.dataset_id != head.dataset_id or shard.meta.generation != head.generation:
-            report.problems.append(
-                f"{str(shard.path)!r} is dataset {shard.meta.dataset_id} generation "
-                f"{shard.meta.generation}, but {str(shards[0].path)!r} is {head.dataset_id} "
-                f"generation {head.generation}"
-            )
+def _check_siblings(shards: list[ShardFile], expand: bool, report: VerifyReport) -> None:
+    """What the reader checks across files (one dataset, generation, schema; each shard in
+    its place; no shard twice), every problem reported."""
+    if shards:
+        report.problems.extend(message for _, message in sibling_problems(shards, expand))
 
 
 def _check_pages(

@@ -39,14 +39,27 @@ from typing import Any
 
 import msgpack
 
-from mrecord.errors import CorruptFileError, DatasetLockedError, MetadataError
+from mrecord.errors import (
+    CorruptFileError,
+    DatasetLockedError,
+    FormatError,
+    MetadataError,
+    MrecordError,
+)
+from mrecord.format.compression import checksum
+from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer
+from mrecord.format.metadata import ShardMetadata
+from mrecord.storage.failures import storage_error
 from mrecord.storage.locking import try_lock, unlock
-from mrecord.storage.naming import journal_path, lock_path, partial_path
+from mrecord.storage.naming import DB_SUFFIX, journal_path, lock_path, partial_path
+from mrecord.storage.shard import read_shard_metadata
 
 __all__ = [
     "DatasetLock",
     "TailAppend",
     "apply_tail",
+    "check_journal",
+    "committed_dataset_id",
     "fsync_dir",
     "recover",
     "recover_locked",
@@ -201,6 +214,7 @@ class _Journal:
     files: list[str]
     appends: list[TailAppend]
     db_appends: list[str]
+    dataset_id: str = ""
 
     @classmethod
     def from_doc(cls, doc: Any, journal: Path) -> _Journal:
@@ -211,6 +225,9 @@ class _Journal:
         generation = doc.get("generation")
         if not isinstance(generation, int) or isinstance(generation, bool):
             raise TypeError("journal generation is not an int")
+        dataset_id = doc.get("dataset_id")
+        if not isinstance(dataset_id, str):
+            raise TypeError("journal dataset_id is not a str")
         appends = []
         for entry in doc.get("appends", []):
             name, base, length = entry
@@ -222,6 +239,7 @@ class _Journal:
             [check_basename(n) for n in doc["files"]],
             appends,
             [check_basename(n) for n in doc.get("db_appends", [])],
+            dataset_id,
         )
 
 
@@ -305,6 +323,92 @@ def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int
     return os.pwrite(dst, block, dst_offset)
 
 
+def check_journal(directory: Path, dataset_name: str, done: _Journal, journal: Path) -> None:
+    """Refuse a journal that does not belong to the dataset before anything is rolled forward.
+
+    A journal is input like any file: copied from another dataset, left by a different
+    dataset of the same name, or forged, rolling it forward would rename or write files
+    it has no business with (a tail offset of 1 TiB makes a 1 TiB sparse file). So every
+    file it names must be one of ``dataset_name``'s (``NAME``, ``NAME`` + digits, their
+    ``.db``); every shard it touches must carry its dataset id; and every tail must start
+    where a committed generation of its shard ends (a trailer ends there: bytes before a
+    committed length are never written, so that trailer survives any crash).
+    """
+    def refuse(why: str) -> CorruptFileError:
+        return CorruptFileError(
+            f"commit journal {str(journal)!r} {why}; it cannot be rolled forward: if the "
+            "dataset's files are yours, delete the journal to keep the previous generation",
+            path=str(journal),
+        )
+
+    for name in [*done.files, *(a.name for a in done.appends), *done.db_appends]:
+        suffix = _data_name(name)[len(dataset_name) :]
+        if not name.startswith(dataset_name) or not (suffix == "" or suffix.isdigit()):
+            raise refuse(f"names {name!r}, which is not a file of dataset {dataset_name!r}")
+    shards = dict.fromkeys(_data_name(n) for n in [*done.files, *done.db_appends])
+    for append in done.appends:
+        shards.pop(append.name, None)
+        final = directory / append.name
+        try:
+            size = final.stat().st_size
+            found = committed_dataset_id(final, append.base_length)
+        except FileNotFoundError:
+            raise refuse(f"appends to {append.name!r}, which does not exist") from None
+        if append.base_length > size:
+            raise refuse(
+                f"records a tail at byte {append.base_length} of {str(final)!r}, past its end "
+                f"({size} bytes)"
+            )
+        if found is None:
+            raise refuse(
+                f"records a tail at byte {append.base_length} of {str(final)!r}, where no "
+                "committed generation of it ends"
+            )
+        if found != done.dataset_id:
+            raise refuse(
+                f"belongs to another dataset (id {done.dataset_id!r}; {str(final)!r} is "
+                f"{found!r})"
+            )
+    for name in shards:
+        final = directory / name
+        staged = partial_path(final)
+        try:
+            meta = read_shard_metadata(staged if staged.exists() else final)
+        except (MrecordError, OSError):
+            continue  # a file that cannot be read is refused by the reader, not here
+        if meta.dataset_id != done.dataset_id:
+            raise refuse(
+                f"belongs to another dataset (id {done.dataset_id!r}; {str(final)!r} is "
+                f"{meta.dataset_id!r})"
+            )
+
+
+def _data_name(name: str) -> str:
+    """The data file a journal's ``name`` (a data file or its ``.db``) belongs to."""
+    return name[: -len(DB_SUFFIX)] if name.endswith(DB_SUFFIX) else name
+
+
+def committed_dataset_id(final: Path, length: int) -> str | None:
+    """The dataset id of the generation of ``final`` that ends at byte ``length``, or None
+    when none ends there (no trailer there, or metadata that does not check out)."""
+    if length < HEADER_SIZE + TRAILER_SIZE:
+        return None
+    fd = os.open(final, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if os.fstat(fd).st_size < length:
+            return None
+        try:
+            trailer = Trailer.parse(os.pread(fd, TRAILER_SIZE, length - TRAILER_SIZE), length)
+            body = os.pread(fd, trailer.metadata_length, trailer.metadata_offset)
+            if checksum(body) != trailer.metadata_crc32:
+                return None
+            return ShardMetadata.decode(body, trailer.metadata_offset).dataset_id
+        except FormatError:
+            return None
+    finally:
+        os.close(fd)
+
+
 def read_journal(journal: Path) -> _Journal:
     """What a journal commits; refuses unsafe names."""
     try:
@@ -333,12 +437,38 @@ def recover(directory: Path, dataset_name: str, wait: float = 10.0) -> bool:
     lock = DatasetLock(directory, dataset_name)
     try:
         lock.acquire(wait=wait)
-    except PermissionError:
-        return False
+    except OSError as exc:
+        if isinstance(exc, MrecordError) or exc.errno not in _CANNOT_WRITE:
+            raise
+        # This process may not write here (a read-only medium, no permission). A live
+        # writer finishes its commit by itself; otherwise the commit stays unpublished
+        # until someone who can write opens the dataset: say so, naming the journal.
+        if exc.errno != errno.EROFS and _gone(journal, wait):  # no writer on a read-only fs
+            return False
+        raise storage_error(
+            exc,
+            operation=f"finish the interrupted commit of dataset {dataset_name!r}: failed on",
+            path=lock.path,
+            state=f"the commit is durable (journal {str(journal)!r}) but not published; "
+            "nothing is lost, and opening the dataset where it can be written finishes it",
+        ) from exc
     try:
         recover_locked(directory, dataset_name)  # the writer may have finished while we waited
     finally:
         lock.release()
+    return True
+
+
+_CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _gone(path: Path, wait: float) -> bool:
+    """Whether ``path`` disappears within ``wait`` seconds (a live writer finishing)."""
+    deadline = time.monotonic() + wait
+    while path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
     return True
 
 
@@ -352,6 +482,7 @@ def recover_locked(directory: Path, dataset_name: str) -> bool:
     if not journal.exists():
         return False
     done = read_journal(journal)
+    check_journal(directory, dataset_name, done, journal)
     _roll_forward(directory, done)
     journal.unlink()
     fsync_dir(directory)

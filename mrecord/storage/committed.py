@@ -27,9 +27,15 @@ from mrecord.storage import commit as commit_mod
 from mrecord.storage.index_db import check_index_db
 from mrecord.storage.locate import missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, read_shard_metadata
 
-__all__ = ["check_consistent", "open_committed"]
+__all__ = [
+    "check_consistent",
+    "dataset_name_of",
+    "journal_names_for",
+    "open_committed",
+    "sibling_problems",
+]
 
 _OPEN_RETRIES = 100
 _SETTLE_RETRIES = 3
@@ -59,7 +65,7 @@ def open_committed(
             # exists for that whole time; wait for it (recover) and look again.
             if attempt == _OPEN_RETRIES - 1 or not recover or not _journal_near(paths[0]):
                 raise
-            for name in _dataset_name_guesses(paths[0]):
+            for name in journal_names_for(paths[0]):
                 commit_mod.recover(paths[0].parent, name)
             time.sleep(0.01)
             continue
@@ -96,7 +102,7 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
     except DatasetNotFoundError as exc:
         # A dataset's first commit is durable once its journal exists, before any rename.
         if not recover or not any(
-            commit_mod.recover(path.parent, name) for name in _dataset_name_guesses(path)
+            commit_mod.recover(path.parent, name) for name in journal_names_for(path)
         ):
             hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
             if hint:
@@ -127,51 +133,137 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     return shards
 
 
-def _dataset_name_guesses(path: Path) -> list[str]:
-    """The dataset name ``path`` may belong to, when its metadata cannot be read."""
-    return [n for n in dict.fromkeys([path.name, path.name.rstrip("0123456789")]) if n]
+def journal_names_for(path: Path) -> list[str]:
+    """Names of the datasets whose commit journal, next to ``path``, commits ``path``.
+
+    Used when ``path`` cannot be read (an append's tail half copied, a first commit not
+    renamed yet), so its metadata cannot say which dataset it belongs to. A dataset
+    created as ``NAME`` with several shards names them ``NAME`` + digits, so the
+    candidates are ``path``'s name less 0, 1, 2, ... of its trailing digits (``ds10`` may
+    be shard 10 of ``ds`` or shard 0 of ``ds1``); a candidate counts only when its
+    journal names ``path`` (a damaged journal counts: recovering it says it is damaged).
+    """
+    name = path.name
+    digits = len(name) - len(name.rstrip("0123456789"))
+    found = []
+    for cut in range(digits + 1):
+        candidate = name[: len(name) - cut]
+        journal = journal_path(path.parent, candidate)
+        if not candidate or not journal.exists():
+            continue
+        try:
+            done = commit_mod.read_journal(journal)
+        except FileNotFoundError:
+            continue  # finished meanwhile
+        except CorruptFileError:
+            found.append(candidate)
+            continue
+        if name in done.files or any(a.name == name for a in done.appends):
+            found.append(candidate)
+    return found
+
+
+def dataset_name_of(path: Path) -> str:
+    """The name the dataset of shard ``path`` was created as (its lock and journal are
+    named after it), also while an interrupted commit leaves ``path`` unreadable.
+
+    Writers call this before taking the lock, then recover and read the shard again
+    under it: what they read before the lock is only its name, which no commit changes.
+    """
+    try:
+        return read_shard_metadata(path).dataset_name
+    except (CorruptFileError, DatasetNotFoundError) as exc:
+        names = journal_names_for(path)
+        if len(names) == 1:
+            return names[0]
+        hint = missing_hint(path) if isinstance(exc, DatasetNotFoundError) else ""
+        if hint:
+            raise DatasetNotFoundError(f"{exc}; {hint}") from None
+        raise
 
 
 def _journal_near(path: Path) -> bool:
-    return any(journal_path(path.parent, n).exists() for n in _dataset_name_guesses(path))
+    return bool(journal_names_for(path))
 
 
 def check_consistent(shards: list[ShardFile], expand: bool) -> None:
-    """Raise unless ``shards`` belong together: with ``expand`` (siblings of one shard) one
-    dataset id, generation and sibling list; a list given by the caller, one schema."""
+    """Raise the first of :func:`sibling_problems` (ForeignShardError, or SchemaError for a
+    list of files whose schemas differ)."""
+    problems = sibling_problems(shards, expand)
+    if problems:
+        kind, message = problems[0]
+        raise kind(message)
+
+
+def sibling_problems(
+    shards: list[ShardFile], expand: bool
+) -> list[tuple[type[ForeignShardError] | type[SchemaError], str]]:
+    """Why ``shards`` do not belong together, as (error type, message); empty when they do.
+
+    With ``expand`` (the siblings of one shard): one dataset id, generation, sibling list
+    and schema, and each shard where its index says (``NAME1`` holds shard 1): a shard
+    copied over its sibling is intact and of the right dataset, and only its index tells.
+    A list given by the caller: one schema, and no shard twice. ``DatasetReader.open``
+    raises the first problem; ``verify_dataset`` reports them all.
+    """
+    problems: list[tuple[type[ForeignShardError] | type[SchemaError], str]] = []
     head = shards[0].meta
+    seen: dict[tuple[str, int], ShardFile] = {}
     for shard in shards:
-        meta = shard.meta
+        meta, where = shard.meta, str(shard.path)
+        twin = seen.setdefault((meta.dataset_id, meta.shard_index), shard)
+        if twin is not shard:
+            problems.append((ForeignShardError, (
+                f"{where!r} is shard {meta.shard_index} of dataset {meta.dataset_id} again "
+                f"(so is {str(twin.path)!r}): a shard file was copied over another; restore "
+                "it from a backup or rewrite the dataset"
+            )))
         if expand:
-            if meta.dataset_id != head.dataset_id:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} belongs to another dataset (id {meta.dataset_id}, "
-                    f"expected {head.dataset_id}); a stray file replaced a sibling"
-                )
-            if meta.generation != head.generation:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} is from commit generation {meta.generation}, its "
-                    "siblings "
-                    f"from {head.generation}: an append did not finish; run `mrecord verify`"
-                )
-            if meta.shard_names != head.shard_names:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} names other siblings than {str(shards[0].path)!r}"
-                )
-            if meta.schema != head.schema:
-                raise ForeignShardError(
-                    f"{str(shard.path)!r} has another schema than {str(shards[0].path)!r} "
-                    f"({meta.schema.to_dict()!r} vs {head.schema.to_dict()!r}); one writer "
-                    "gives every shard the same schema: the file was changed"
-                )
+            problems.extend((ForeignShardError, m) for m in _sibling_mismatch(shard, shards[0]))
         elif meta.schema.to_dict() != head.schema.to_dict() and [
             (f.name, f.type, f.shape) for f in meta.schema.fields
         ] != [(f.name, f.type, f.shape) for f in head.schema.fields]:
-            raise SchemaError(
-                f"{str(shard.path)!r} has schema {meta.schema.to_dict()!r}, but "
+            problems.append((SchemaError, (
+                f"{where!r} has schema {meta.schema.to_dict()!r}, but "
                 f"{str(shards[0].path)!r} has {head.schema.to_dict()!r}; files read together must "
                 "share a schema"
-            )
+            )))
+    return problems
+
+
+def _sibling_mismatch(shard: ShardFile, first: ShardFile) -> list[str]:
+    """How ``shard`` differs from what a sibling of ``first`` must be."""
+    meta, head, where = shard.meta, first.meta, str(shard.path)
+    if meta.dataset_id != head.dataset_id:
+        return [
+            f"{where!r} belongs to another dataset (id {meta.dataset_id}, expected "
+            f"{head.dataset_id}); a stray file replaced a sibling"
+        ]
+    found = []
+    if meta.generation != head.generation:
+        found.append(
+            f"{where!r} is from commit generation {meta.generation}, its siblings from "
+            f"{head.generation}: an append did not finish; run `mrecord verify`"
+        )
+    if meta.shard_names != head.shard_names:
+        found.append(f"{where!r} names other siblings than {str(first.path)!r}")
+    names = meta.shard_names
+    if len(names) > 1 and shard.path.name in names and names.index(shard.path.name) != (
+        meta.shard_index
+    ):
+        found.append(
+            f"{where!r} holds shard {meta.shard_index} of its dataset "
+            f"({names[meta.shard_index]!r}), not shard {names.index(shard.path.name)}: a shard "
+            "file was copied or renamed over its sibling; restore it from a backup or rewrite "
+            "the dataset"
+        )
+    if meta.schema != head.schema:
+        found.append(
+            f"{where!r} has another schema than {str(first.path)!r} "
+            f"({meta.schema.to_dict()!r} vs {head.schema.to_dict()!r}); one writer gives every "
+            "shard the same schema: the file was changed"
+        )
+    return found
 
 
 def _commit_in_progress(shard: ShardFile) -> bool:

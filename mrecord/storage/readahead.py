@@ -205,13 +205,12 @@ def hint_rows(
     now = time.monotonic()
     if _warm_until.get(shard, 0.0) > now:
         return 0  # found warm a moment ago: reads as before, at no cost per call
+    if shard.map_address() is None:
+        # Not a local map (mrecord.remote's range reads, which plan their own fetches of
+        # the rows read, DatasetReader.plan_reads): left as they are.
+        return 0
     ranges = row_ranges(shard, pages, slots, columns)
     if not ranges:
-        return 0
-    if shard.map_address() is None:
-        # Not a local map (mrecord.remote's range reads): its will_need fetches ahead its
-        # own way; its reads stay as they are.
-        shard.will_need(ranges)
         return 0
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
     if warm:

@@ -16,8 +16,10 @@ Compressed chunks are decompressed into a small LRU cache.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -49,6 +51,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
+from mrecord.storage.failures import storage_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -58,6 +61,9 @@ VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
 _CACHE_BYTES = 64 << 20
 _CODEC_NONE = CODEC_IDS["none"]
+# Non-blocking (a FIFO where a shard belongs must not block open) and close-on-exec;
+# both are POSIX flags, absent on Windows, where there are no FIFOs to open.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 _local = threading.local()
@@ -87,6 +93,49 @@ def read_shard_metadata(path: Path) -> ShardMetadata:
     """Read and validate just the metadata of a shard file."""
     with ShardFile(path, verify="never") as shard:
         return shard.meta
+
+
+def open_regular_file(path: Path) -> int:
+    """A read-only descriptor of the regular file ``path``; a typed error for anything else.
+
+    Opened non-blocking: a FIFO standing where a shard belongs would block ``open`` until
+    a writer came (forever). Folders and missing files (also a symbolic link that loops or
+    dangles) are :class:`DatasetNotFoundError`, other non-regular files
+    :class:`NotAnMrecordFileError`, and an ``OSError`` (permissions, I/O) a
+    :class:`~mrecord.errors.StorageError` naming the file and what to do.
+    """
+    where = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    except FileNotFoundError:
+        raise DatasetNotFoundError(f"data file {where!r} does not exist") from None
+    except IsADirectoryError:
+        raise DatasetNotFoundError(f"{where!r} is a folder, not a data file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DatasetNotFoundError(
+                f"data file {where!r} is a symbolic link that loops; point it at the shard"
+            ) from None
+        raise storage_error(
+            exc, operation="read data file", path=where, state="nothing was changed"
+        ) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise DatasetNotFoundError(f"{where!r} is a folder, not a data file")
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise NotAnMrecordFileError(
+            f"{where!r} is not an mrecord file ({kind}, not a regular file); a shard file "
+            "belongs there",
+            path=where,
+            offset=0,
+        )
+    return fd
 
 
 class ShardFile:
@@ -147,12 +196,7 @@ class ShardFile:
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
         another way (``mrecord.remote`` reads them with range requests)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise DatasetNotFoundError(f"data file {str(self.path)!r} does not exist") from None
-        except IsADirectoryError:
-            raise DatasetNotFoundError(f"{str(self.path)!r} is a folder, not a data file") from None
+        fd = open_regular_file(self.path)
         try:
             self._stat = os.fstat(fd)
             size = self._stat.st_size
@@ -442,7 +486,7 @@ class ShardFile:
         if self._stat is None:
             return None
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.path, os.O_RDONLY | _NONBLOCK)
         except OSError:
             return None
         now = os.fstat(fd)

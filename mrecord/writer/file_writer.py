@@ -44,7 +44,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import FieldKind, Schema, parse_schema
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
-from mrecord.storage.committed import open_committed
+from mrecord.storage.committed import dataset_name_of, open_committed
 from mrecord.storage.failures import check_free_space, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import (
@@ -55,7 +55,6 @@ from mrecord.storage.naming import (
     partial_path,
     shard_file_names,
 )
-from mrecord.storage.shard import read_shard_metadata
 from mrecord.writer.shard_writer import ShardWriter
 
 __all__ = ["FileWriter", "check_index_fields"]
@@ -343,15 +342,17 @@ class FileWriter:
         costs the rows added, not the dataset's size.
         """
         path = Path(file_name)
-        first = read_shard_metadata(path)
+        # Only the dataset's name is read before the lock (an interrupted commit may leave
+        # this shard unreadable until it is rolled forward); the shards are read under it.
+        name = dataset_name_of(path)
         directory = path.parent if str(path.parent) else Path(".")
         self = cls.__new__(cls)
         self._dir = directory
-        self._dataset_name = first.dataset_name
-        self._lock = DatasetLock(directory, first.dataset_name)
+        self._dataset_name = name
+        self._lock = DatasetLock(directory, name)
         _acquire(self._lock, "append to")
         try:
-            commit_mod.recover_locked(directory, first.dataset_name)
+            commit_mod.recover_locked(directory, name)
             shards = open_committed(path, verify="never", lock_held=True)
             for shard in shards:
                 shard.close()

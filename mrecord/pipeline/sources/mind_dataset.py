@@ -17,18 +17,26 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, RowValidationError
-from mrecord.format.columnize import columns_from_rows
+from mrecord.block import Block
+from mrecord.errors import ArgumentError
 from mrecord.format.schema import FieldKind
-from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
+from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
+from mrecord.pipeline.sources.random_access import (
+    RandomAccessSource,
+    block_rows_for,
+    padded_block,
+)
 from mrecord.reader.dataset_reader import DatasetReader, memory_budget
 from mrecord.sampling import Sampler, Shuffle
+from mrecord.sampling.shuffle import BlockLayout
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["MindDataset"]
 
@@ -57,6 +65,9 @@ class MindDataset(RandomAccessSource):
         verify: checksum policy, ``"once"`` (default), ``"always"`` or ``"never"``.
         partial_window, adaptive_threshold: Shuffle.PARTIAL's window and
             Shuffle.ADAPTIVE's threshold, in rows.
+        block_rows, window_blocks: Shuffle.BLOCK's rows per block (cut on page
+            boundaries) and blocks mixed per window; None: chosen from the measured
+            storage and memory (docs/SHUFFLE_AND_SAMPLERS.md, "BLOCK").
         storage_options: passed to fsspec when ``dataset_files`` are URLs
             (``s3://...``; docs/REMOTE.md).
     """
@@ -78,8 +89,13 @@ class MindDataset(RandomAccessSource):
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
         storage_options: Mapping[str, Any] | None = None,
+        block_rows: int | None = None,
+        window_blocks: int | None = None,
     ) -> None:
         _check_padding_args(padded_sample, num_padded, columns_list)
+        check_block_sizes(block_rows, window_blocks)
+        self._block_sizes = (block_rows, window_blocks)
+        self._layout: tuple[Sampler, BlockLayout | None] | None = None
         super().__init__(
             num_parallel_workers=num_parallel_workers,
             shuffle=shuffle,
@@ -115,6 +131,23 @@ class MindDataset(RandomAccessSource):
     def _read_rows(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
 
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        # Shards read from a store by range requests evict by next use: tell them the future.
+        self._reader.plan_reads(lambda e: self._order(ctx.seed, e).to_array(), epoch)
+        return super()._iter_blocks(ctx, epoch)
+
+    def _block_layout(self) -> BlockLayout | None:
+        # Chosen once per sampler: every epoch (and a resume) reads with the same blocks.
+        if self._layout is None or self._layout[0] is not self._sampler:
+            layout = plan_layout(self._reader, self._sampler, *self._block_sizes)
+            self._layout = (self._sampler, layout)
+        return self._layout[1]
+
+    @property
+    def block_layout(self) -> BlockLayout | None:
+        """The block layout ``Shuffle.BLOCK`` (or ADAPTIVE, when it picks BLOCK) reads with."""
+        return self._block_layout()
+
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
         return np.asarray(self._reader.read_rows(ids, columns=[column]).columns[column])
@@ -134,21 +167,7 @@ class MindDataset(RandomAccessSource):
     # -- internals --------------------------------------------------------------------------------
 
     def _padded_block(self, sample: Mapping[str, Any]) -> Block:
-        columns = self._reader.column_names
-        if not isinstance(sample, Mapping) or set(sample) != set(columns):
-            got = sorted(sample) if isinstance(sample, Mapping) else sample
-            raise ArgumentError(
-                f"padded_sample must have exactly the columns of columns_list {columns!r}, "
-                f"got {got!r}"
-            )
-        schema = self._reader.schema
-        sub = type(schema)(tuple(schema[name] for name in columns))
-        try:
-            values = columns_from_rows(sub, [dict(sample)])
-        except RowValidationError as exc:
-            raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
-        cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
-        return Block(cols, np.full(1, -1, dtype=np.int64))
+        return padded_block(self._reader.schema, self._reader.column_names, sample)
 
 
 def _block_rows(reader: DatasetReader, workers: int) -> int:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from mrecord.block import Block
 
-__all__ = ["SUMMARY_HEAD", "block_to_json", "value_json"]
+__all__ = ["SUMMARY_HEAD", "block_to_json", "iter_json_rows", "value_json"]
 
 SUMMARY_HEAD = 8
 """Values shown of an array in the summary view."""
@@ -58,10 +59,12 @@ def value_json(value: Any, *, summary: bool = False) -> Any:
 
 def block_to_json(block: Block, *, summary: bool = False) -> list[dict[str, Any]]:
     """Every row of ``block`` as ``{"id": global id, "values": {column: value}}``."""
-    rows = []
+    return list(iter_json_rows(block, summary=summary))
+
+
+def iter_json_rows(block: Block, *, summary: bool = False) -> Iterator[dict[str, Any]]:
+    """:func:`block_to_json`'s rows one at a time (a caller that stops early converts no
+    more values than it keeps)."""
     ids = block.row_ids.tolist()
     for row_id, row in zip(ids, block.iter_rows(), strict=True):
-        rows.append(
-            {"id": row_id, "values": {k: value_json(v, summary=summary) for k, v in row.items()}}
-        )
-    return rows
+        yield {"id": row_id, "values": {k: value_json(v, summary=summary) for k, v in row.items()}}

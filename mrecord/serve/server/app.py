@@ -11,8 +11,10 @@ Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with the codes of
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict
 from importlib import resources
@@ -21,14 +23,36 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from mrecord.serve._deps import anyio, starlette
-from mrecord.serve.answers import ERROR_CODES, ApiError, Limits, classify, plan_block, row_bytes
+from mrecord.block import Block
 from mrecord.serve.buffers import BufferPool
-from mrecord.serve.registry import ServedDataset, parse_field_value
-from mrecord.serve.security import LOOPBACK_HOSTS, host_ok, is_loopback, token_ok
-from mrecord.serve.thumbs import ThumbnailCache, thumbnail_png
-from mrecord.serve.values import block_to_json
-from mrecord.serve.wire import decode_request, encode_block
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import is_loopback
+from mrecord.serve.protocol.wire import decode_request, encode_block
+from mrecord.serve.server._deps import (
+    ASGIApp,
+    JSONResponse,
+    Message,
+    QueryParams,
+    Receive,
+    Request,
+    Response,
+    Scope,
+    Send,
+    anyio,
+    starlette,
+)
+from mrecord.serve.server.answers import (
+    ApiError,
+    check_answer_bytes,
+    classify,
+    plan_block,
+    row_bytes,
+)
+from mrecord.serve.server.registry import ServedDataset, parse_field_value
+from mrecord.serve.server.security import host_ok, loopback_hosts, token_ok
+from mrecord.serve.server.thumbs import ThumbnailCache, thumbnail_png
+from mrecord.serve.server.values import iter_json_rows
 
 __all__ = ["BLOCK_MEDIA_TYPE", "ERROR_CODES", "ApiError", "Limits", "create_app"]
 
@@ -38,7 +62,9 @@ T = TypeVar("T")
 BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
 
 
-def _error_response(code: str, message: str, headers: dict[str, str] | None = None) -> Any:
+def _error_response(
+    code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return starlette.responses.JSONResponse(
         {"error": {"code": code, "message": message}},
         status_code=ERROR_CODES[code],
@@ -56,13 +82,15 @@ def create_app(
     limits: Limits | None = None,
     allowed_hosts: Iterable[str] | None = None,
     local_socket: str | None = None,
-) -> Any:
+    bound_host: str | None = None,
+) -> ASGIApp:
     """The Starlette app serving ``datasets`` (already opened; the app does not close them).
 
     ``token``: require ``Authorization: Bearer TOKEN`` on every ``/api/`` request.
-    ``allowed_hosts``: accepted ``Host`` names; by default loopback names only when
-    there is no token (DNS-rebinding guard), any host when there is one.
-    ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.local_server`),
+    ``allowed_hosts``: accepted ``Host`` names; by default loopback names (and
+    ``bound_host``, the address the server listens on, when it is a loopback one) only
+    when there is no token (DNS-rebinding guard), any host when there is one.
+    ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.server.local`),
     given in ``GET /api/datasets/{name}`` to clients on a loopback address.
     """
     api = _Api(datasets, limits or Limits(), local_socket)
@@ -79,15 +107,17 @@ def create_app(
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
     ]
 
-    async def http_error(request: Any, exc: Any) -> Any:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-        return _error_response(code, f"{request.method} {request.url.path}: {exc.detail}")
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 400)  # a starlette HTTPException (registered so)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "bad_request")
+        detail = getattr(exc, "detail", exc)
+        return _error_response(code, f"{request.method} {request.url.path}: {detail}")
 
     app = starlette.applications.Starlette(
         routes=routes, exception_handlers={starlette.exceptions.HTTPException: http_error}
     )
     if allowed_hosts is None:
-        hosts = None if token else LOOPBACK_HOSTS
+        hosts = None if token else loopback_hosts(bound_host)
     else:
         hosts = frozenset(h.lower() for h in allowed_hosts)
     return _Guard(app, token=token, hosts=hosts)
@@ -107,12 +137,14 @@ class _Guard:
         ),
     ]
 
-    def __init__(self, app: Any, *, token: str | None, hosts: frozenset[str] | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None
+    ) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -135,7 +167,7 @@ class _Guard:
                 headers={"www-authenticate": "Bearer"},
             )
 
-        async def send_with_headers(message: Any) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = [*message.get("headers", []), *self._HEADERS]
@@ -147,21 +179,22 @@ class _Guard:
         await self.app(scope, receive, send_with_headers)
 
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
-def _answers(method: Callable[..., Awaitable[Any]]) -> Handler:
+def _answers(
+    method: Callable[[_Api, Request], Awaitable[Response | _BuffersResponse]],
+) -> Callable[[_Api, Request], Awaitable[Response | _BuffersResponse]]:
     """Turn any exception of an endpoint into its JSON error answer."""
 
     @functools.wraps(method)
-    async def wrapper(self: _Api, request: Any) -> Any:
+    async def wrapper(self: _Api, request: Request) -> Response | _BuffersResponse:
         try:
             return await method(self, request)
         except Exception as exc:
             code, message = classify(exc, self.datasets.values())
             return _error_response(code, message)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class _Api:
@@ -175,7 +208,7 @@ class _Api:
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
         self.buffers = BufferPool(keep=limits.read_threads + 2)
-        self._limiter: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._static = _load_static()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -185,7 +218,7 @@ class _Api:
         result: T = await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         return result
 
-    def _dataset(self, request: Any) -> ServedDataset:
+    def _dataset(self, request: Request) -> ServedDataset:
         name = request.path_params["name"]
         ds = self.datasets.get(name)
         if ds is None:
@@ -197,14 +230,14 @@ class _Api:
 
     # -- the page ------------------------------------------------------------------------------
 
-    async def page(self, request: Any) -> Any:
+    async def page(self, request: Request) -> Response:
         return self._static_response("index.html")
 
     @_answers
-    async def static(self, request: Any) -> Any:
+    async def static(self, request: Request) -> Response:
         return self._static_response(request.path_params["file"])
 
-    def _static_response(self, name: str) -> Any:
+    def _static_response(self, name: str) -> Response:
         if name not in self._static:
             raise ApiError("not_found", f"no static file {name!r}")
         body, media = self._static[name]
@@ -215,13 +248,13 @@ class _Api:
     # -- JSON API ------------------------------------------------------------------------------
 
     @_answers
-    async def list_datasets(self, request: Any) -> Any:
+    async def list_datasets(self, request: Request) -> Response:
         return starlette.responses.JSONResponse(
             {"datasets": [ds.summary() for ds in self.datasets.values()]}
         )
 
     @_answers
-    async def info(self, request: Any) -> Any:
+    async def info(self, request: Request) -> Response:
         ds = self._dataset(request)
         info = dict(await self._run(ds.info))
         info["limits"] = asdict(self.limits)
@@ -231,12 +264,12 @@ class _Api:
         return starlette.responses.JSONResponse(_finite(info))
 
     @_answers
-    async def stats(self, request: Any) -> Any:
+    async def stats(self, request: Request) -> Response:
         ds = self._dataset(request)
         return starlette.responses.JSONResponse(_finite(await self._run(ds.stats)))
 
     @_answers
-    async def rows(self, request: Any) -> Any:
+    async def rows(self, request: Request) -> Response:
         ds = self._dataset(request)
         q = request.query_params
         n = ds.reader.num_rows
@@ -250,7 +283,8 @@ class _Api:
         ids = np.arange(start, max(start, stop), dtype=np.int64)
 
         def read() -> list[dict[str, Any]]:
-            return block_to_json(ds.reader.read_rows(ids, columns=columns), summary=summary)
+            block = ds.reader.read_rows(ids, columns=columns)
+            return _json_rows(block, summary, self.limits.max_page_bytes)
 
         rows = await self._run(read)
         return starlette.responses.JSONResponse(
@@ -265,7 +299,7 @@ class _Api:
         )
 
     @_answers
-    async def search(self, request: Any) -> Any:
+    async def search(self, request: Request) -> Response:
         ds = self._dataset(request)
         q = request.query_params
         field = q.get("field")
@@ -299,13 +333,13 @@ class _Api:
                 "num_row": num_row,
                 "total": total,
                 "columns": columns,
-                "rows": block_to_json(block, summary=summary),
+                "rows": _json_rows(block, summary, self.limits.max_page_bytes),
             }
 
         return starlette.responses.JSONResponse(await self._run(find))
 
     @_answers
-    async def thumbnail(self, request: Any) -> Any:
+    async def thumbnail(self, request: Request) -> Response:
         ds = self._dataset(request)
         row_id = _parse_row_id(request.path_params["row_id"], ds.reader.num_rows)
         column = request.path_params["column"]
@@ -330,7 +364,7 @@ class _Api:
     # -- the read path for programs ------------------------------------------------------------
 
     @_answers
-    async def blocks(self, request: Any) -> Any:
+    async def blocks(self, request: Request) -> _BuffersResponse:
         ds = self._dataset(request)
         body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
         ids, columns = decode_request(body, self.limits.max_block_rows)
@@ -338,6 +372,7 @@ class _Api:
 
         def read() -> list[bytes | memoryview]:
             block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
+            check_answer_bytes(block.columns, len(ids), self.limits)  # before any copy
             return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
 
         buffers = await self._run(read)
@@ -370,7 +405,7 @@ class _BuffersResponse:
         if small:
             yield b"".join(small)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         total = sum(len(b) for b in self.buffers)
         await send(
             {
@@ -397,28 +432,38 @@ class _BuffersResponse:
 # -- request parsing ------------------------------------------------------------------------------
 
 
-def _int_param(q: Any, name: str, default: int, *, low: int) -> int:
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+"""An integer parameter: ASCII digits only (``str.isdigit`` also admits ``"²"``, which
+``int`` refuses), one optional sign, and short enough to fit an int64."""
+
+
+def _parse_int(raw: str) -> int | None:
+    """``raw`` as an int, or None when it is not a plain ASCII decimal integer."""
+    return int(raw) if _INTEGER.fullmatch(raw) else None
+
+
+def _int_param(q: QueryParams, name: str, default: int, *, low: int) -> int:
     raw = q.get(name)
     if raw is None or raw == "":
         return default
-    if len(raw) > 19 or not raw.lstrip("-").isdigit():
+    value = _parse_int(raw)
+    if value is None:
         raise ApiError("bad_request", f"{name} must be an integer, got {raw[:40]!r}")
-    value = int(raw)
     if value < low:
         raise ApiError("bad_request", f"{name} must be >= {low}, got {value}")
     return value
 
 
 def _parse_row_id(raw: str, n: int) -> int:
-    if len(raw) > 19 or not raw.isdigit():
+    row_id = _parse_int(raw)
+    if row_id is None or row_id < 0:
         raise ApiError("bad_ids", f"row id must be a non-negative integer, got {raw[:40]!r}")
-    row_id = int(raw)
     if row_id >= n:
         raise ApiError("bad_ids", f"row id {row_id} is out of range: the dataset has {n} rows")
     return row_id
 
 
-def _columns_param(q: Any, ds: ServedDataset) -> list[str]:
+def _columns_param(q: QueryParams, ds: ServedDataset) -> list[str]:
     raw = q.get("columns")
     if not raw:
         return ds.reader.column_names
@@ -432,16 +477,17 @@ def _columns_param(q: Any, ds: ServedDataset) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _view_param(q: Any) -> bool:
+def _view_param(q: QueryParams) -> bool:
     view = q.get("view", "full")
     if view not in ("full", "summary"):
         raise ApiError("bad_request", f"view must be 'full' or 'summary', got {view[:40]!r}")
     return bool(view == "summary")
 
 
-async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    size = None if declared is None else _parse_int(declared)
+    if declared is not None and (size is None or size < 0 or size > limit):
         raise ApiError("too_large", f"request body of {declared} bytes; at most {limit}")
     body = bytearray()
     try:
@@ -455,6 +501,30 @@ async def _read_body(request: Any, limit: int, timeout: float) -> bytes:
             "request_timeout", f"the request body did not arrive within {timeout:.0f} s"
         ) from None
     return bytes(body)
+
+
+_ENVELOPE_BYTES = 4096
+"""Room kept in a JSON page for what surrounds its rows (names, counts, columns)."""
+
+
+def _json_rows(block: Block, summary: bool, limit: int) -> list[dict[str, Any]]:
+    """The rows of ``block`` as JSON values, as many from the first as fit ``limit`` bytes
+    of JSON (counted as Starlette writes it); ApiError when not even the first fits."""
+    budget = limit - _ENVELOPE_BYTES
+    rows: list[dict[str, Any]] = []
+    for row in iter_json_rows(block, summary=summary):
+        size = len(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        if size > budget:
+            if rows:
+                break
+            raise ApiError(
+                "too_large",
+                f"row {row['id']} is {size:,} bytes of JSON, more than {limit:,} per page; "
+                "ask for fewer columns, or view=summary",
+            )
+        budget -= size
+        rows.append(row)
+    return rows
 
 
 def _finite(obj: Any) -> Any:

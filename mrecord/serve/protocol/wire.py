@@ -1,10 +1,11 @@
-"""The binary block format of ``POST /api/datasets/{name}/blocks`` (pure: bytes in, bytes out).
+"""The binary block format of both transports (pure: bytes in, bytes out).
 
-Request body, one MessagePack map::
+Request, one MessagePack map (the body of ``POST /api/datasets/{name}/blocks``; the
+same fields in a same-host ``read`` message)::
 
     {"ids": <bytes: int64 little-endian global row ids>, "columns": [name, ...] | nil}
 
-Response body, a small MessagePack header followed by the raw column buffers::
+HTTP response body, a small MessagePack header followed by the raw column buffers::
 
     [header length: uint32 LE] [header: MessagePack map] [buffer 0] [buffer 1] ...
 
@@ -16,6 +17,19 @@ Each column contributes ``len(sizes)`` buffers, in column order:
 - ``bytes``, ``string`` (UTF-8):        ``[offsets: (n + 1) int64] [data: offsets[-1]]``;
 - ``vararray``  (numbers, shape per row): ``[offsets: (n + 1) int64, in bytes]
   [shapes: n * ndim int64] [data: offsets[-1]]``.
+
+Same-host answers (:func:`encode_block_into`) put the same buffers into the reader's
+segment, anywhere, and say where: the header is the reply's ``"block"`` map, with
+
+- ``"offsets"`` in each column: where each of its ``sizes`` buffers starts in the
+  segment (a buffer written by the server before the header, at its own place);
+- ``"refs": True`` on a bytes column sent as places instead of values: its one buffer
+  is ``[file numbers: n int64] [offsets: n int64] [lengths: n int64]`` (a (3, n) array),
+  value ``i`` being bytes ``offset:offset + length`` of shared file ``file`` (a file of
+  ``"files"``), or of the segment itself where ``file`` is -1 (a value stored
+  compressed, copied in);
+- ``"files"``: the shard files the references name (ask for their descriptors with a
+  ``files`` message, :mod:`~mrecord.serve.protocol.local`).
 
 ``dtype`` is numpy's explicit-endian string (``"<f4"``, ``"|u1"``); ``shape`` is the
 field's row shape (``-1`` for variable dimensions). Buffers are sent as they are in

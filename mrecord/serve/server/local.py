@@ -7,7 +7,7 @@ places of its bytes values in the shard files (the reader maps the same files, f
 read-only descriptors the server passes once: those values are never copied) and writes
 the other columns into one of the reader's segments (copied once, instead of twice
 through a TCP socket). Requests, limits and error codes are the HTTP API's
-(:mod:`~mrecord.serve.answers`); docs/SERVE.md, "Same-host readers", has the protocol and
+(:mod:`~mrecord.serve.server.answers`); docs/SERVE.md, "Same-host readers", has the protocol and
 the security model.
 
 ::
@@ -19,6 +19,7 @@ the security model.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import logging
@@ -39,11 +40,13 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.answers import ApiError, Limits, classify, plan_block
-from mrecord.serve.local_protocol import VERSION, Inbox, encode, receive, send, send_fds_with
-from mrecord.serve.registry import ServedDataset
-from mrecord.serve.security import token_matches
-from mrecord.serve.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.protocol.errors import ErrorCode
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import VERSION, Inbox, encode, send_fds_with
+from mrecord.serve.protocol.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
+from mrecord.serve.server.answers import ApiError, check_answer_bytes, classify, plan_block
+from mrecord.serve.server.registry import ServedDataset
+from mrecord.serve.server.security import token_matches
 
 __all__ = ["MAX_SEGMENTS", "MAX_SEGMENT_BYTES", "LocalServer", "default_socket_path"]
 
@@ -59,6 +62,11 @@ IDLE_TIMEOUT_S = 300.0
 """A connection that sends nothing for this long is closed (its maps freed)."""
 _IDLE_CHECK_S = 10.0
 _REFUSE_TIMEOUT_S = 0.5
+"""A refused client's hello must come within this time (the whole of it, not per read)."""
+_MAX_REFUSING = 256
+"""Refused connections kept at once until their hello comes (more are closed at once)."""
+_ACCEPT_PAUSE_S = 0.5
+"""Accepting stops this long when the process is out of descriptors."""
 _counter = itertools.count()
 
 
@@ -107,6 +115,8 @@ class LocalServer:
         self._shared: dict[str, _SharedFiles] = {}
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self._refused: set[socket.socket] = set()
+        """Connections told ``busy``, until their hello has come (or their time is up)."""
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -204,20 +214,27 @@ class LocalServer:
         themselves are not copied (files shared) or are copied once. Sockets are
         non-blocking and each connection keeps what it has received of a message, so a
         client that sends half a message and stops holds up no one; one that does not
-        read its answers is not read from until it does.
+        read its answers is not read from until it does. A refused client (``busy``) is
+        one more such connection, closed once its hello has come or after
+        ``_REFUSE_TIMEOUT_S``, whichever is first.
         """
         listener, wake = self._listener, self._wake
         assert listener is not None and wake is not None
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ, None)
         selector.register(wake[0], selectors.EVENT_READ, "wake")
+        paused_until: float | None = None
         try:
             while not self._stopping:
-                for key, events in selector.select(timeout=_IDLE_CHECK_S):
+                for key, events in selector.select(timeout=self._next_check()):
                     if key.data == "wake":
                         break
                     if key.data is None:
-                        self._accept(listener, selector)
+                        if not self._accept(listener, selector):
+                            # Out of descriptors: stop asking until some are freed, instead
+                            # of waking at once for the same refused connection.
+                            selector.unregister(listener)
+                            paused_until = time.monotonic() + _ACCEPT_PAUSE_S
                         continue
                     conn = key.data
                     if self._service(conn, events):
@@ -228,8 +245,11 @@ class LocalServer:
                         selector.unregister(conn.sock)
                         self._drop(conn)
                 now = time.monotonic()
+                if paused_until is not None and now >= paused_until:
+                    selector.register(listener, selectors.EVENT_READ, None)
+                    paused_until = None
                 for key in list(selector.get_map().values()):
-                    if isinstance(key.data, _Connection) and now - key.data.active > IDLE_TIMEOUT_S:
+                    if isinstance(key.data, _Connection) and key.data.expired(now):
                         selector.unregister(key.fileobj)
                         self._drop(key.data)
         finally:
@@ -238,31 +258,49 @@ class LocalServer:
                     self._drop(key.data)
             selector.close()
 
-    def _accept(self, listener: socket.socket, selector: selectors.BaseSelector) -> None:
+    def _next_check(self) -> float:
+        """Seconds until the loop must look at its connections' deadlines again."""
+        if self._refused:
+            return _REFUSE_TIMEOUT_S / 4
+        return _IDLE_CHECK_S
+
+    def _accept(self, listener: socket.socket, selector: selectors.BaseSelector) -> bool:
+        """Take one connection; False when the process is out of descriptors."""
         try:
             sock, _ = listener.accept()
-        except OSError:
-            return  # closed by stop(), or the client gave up
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                _log.warning("same-host socket: cannot accept a connection (%s)", exc)
+                return False
+            return True  # closed by stop(), or the client gave up
         with self._lock:
             busy = len(self._connections) >= self._max_connections
             if not busy:
                 self._connections.add(sock)
-        if busy:
-            self._refuse(sock)
-            return
         sock.setblocking(False)
+        if busy:
+            self._refuse(sock, selector)
+            return True
         selector.register(sock, selectors.EVENT_READ, _Connection(sock))
+        return True
 
-    def _refuse(self, sock: socket.socket) -> None:
-        """Answer the client's hello with ``busy`` and close (reading the hello first: a
-        socket closed before the client has written would fail its write instead)."""
-        with contextlib.suppress(OSError, DatasetServerError):
-            sock.settimeout(_REFUSE_TIMEOUT_S)
-            receive(sock)
-        with contextlib.suppress(OSError):
-            message = f"more than {self._max_connections} connections at once; try again"
-            send(sock, {"error": {"code": "busy", "message": message}})
-        sock.close()
+    def _refuse(self, sock: socket.socket, selector: selectors.BaseSelector) -> None:
+        """Tell the client ``busy`` now, and close once its hello has come (a socket closed
+        before the client has written would fail its write instead of answering it), or
+        after ``_REFUSE_TIMEOUT_S``. Never waits: the loop serves everyone meanwhile."""
+        if len(self._refused) >= _MAX_REFUSING:
+            sock.close()  # a flood: its descriptors are not kept (each is held 0.5 s)
+            return
+        conn = _Connection(sock, refused_until=time.monotonic() + _REFUSE_TIMEOUT_S)
+        message = f"more than {self._max_connections} connections at once; try again"
+        try:
+            conn.queue({"error": {"code": ErrorCode.BUSY.value, "message": message}}, ())
+        except OSError:
+            sock.close()
+            return
+        self._refused.add(sock)
+        wanted = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ
+        selector.register(sock, wanted, conn)
 
     def _service(self, conn: _Connection, events: int) -> bool:
         """Send what is waiting, read what has come, answer every whole message; False
@@ -275,6 +313,8 @@ class LocalServer:
                 return True
             if events & selectors.EVENT_READ and not conn.inbox.fill(conn.sock):
                 return False  # the client closed it
+            if conn.refused_until is not None:
+                return conn.inbox.next() is None  # told busy: done once the hello is in
             while not conn.outbox and not conn.closing:
                 got = conn.inbox.next()
                 if got is None:
@@ -296,6 +336,7 @@ class LocalServer:
         try:
             if conn.dataset is None:
                 conn.dataset = self._hello(message)
+                conn.inbox.max_fds = 1  # a map carries one segment (a hello carries none)
                 return {"ok": True, "rows": conn.dataset.reader.num_rows,
                         "instance": self.instance}, ()  # fmt: skip
             return self._answer(conn.dataset, message, fds, conn.segments)
@@ -315,6 +356,7 @@ class LocalServer:
         conn.inbox.close()
         with self._lock:
             self._connections.discard(conn.sock)
+        self._refused.discard(conn.sock)
         conn.sock.close()
 
     def _hello(self, message: dict[str, Any]) -> ServedDataset:
@@ -343,7 +385,12 @@ class LocalServer:
     ) -> tuple[dict[str, Any], tuple[int, ...]]:
         """The reply to one message, and the descriptors to send with it."""
         op = message.get("op")
-        for number in message.get("unmap") or ():
+        unmap = message.get("unmap")
+        if unmap is not None and not isinstance(unmap, list):
+            raise ApiError(
+                "bad_request", f'"unmap" must be a list of segment numbers, got {unmap!r:.80}'
+            )
+        for number in unmap or ():
             if isinstance(number, int) and number in segments:
                 _unmap(segments.pop(number))
         if op == "map":
@@ -379,6 +426,7 @@ class LocalServer:
         ids, columns = request_fields(message, self._limits.max_block_rows)
         plan = plan_block(ds, ids, columns, self._limits)
         values = self._columns(ds, ids, plan.columns, plan.kinds)
+        check_answer_bytes(values, len(ids), self._limits)
         region = np.frombuffer(mapped, dtype=np.uint8)
         try:
             header = encode_block_into(values, plan.kinds, len(ids), region)
@@ -428,15 +476,23 @@ class _Connection:
     """One client's socket, what it has half sent or not yet read, its dataset (after
     hello) and the segments mapped for it."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, refused_until: float | None = None) -> None:
         self.sock = sock
-        self.inbox = Inbox(max_fds=1)
+        self.inbox = Inbox(max_fds=0)
+        self.refused_until = refused_until
+        """For a connection told ``busy``: when it is closed if its hello has not come."""
         self.outbox = b""
         self.outbox_fds: tuple[int, ...] = ()
         self.closing = False
         self.dataset: ServedDataset | None = None
         self.segments: dict[int, mmap.mmap] = {}
         self.active = time.monotonic()
+
+    def expired(self, now: float) -> bool:
+        """True when the connection has used up its time: refused, or idle too long."""
+        if self.refused_until is not None:
+            return now >= self.refused_until
+        return now - self.active > IDLE_TIMEOUT_S
 
     def queue(self, reply: dict[str, Any], fds: tuple[int, ...]) -> None:
         """Send ``reply`` (and ``fds``) as far as the socket takes it now."""
@@ -516,10 +572,10 @@ def _map_segment(fd: int) -> mmap.mmap:
     if not 0 < size <= MAX_SEGMENT_BYTES:
         raise ApiError("bad_request", f"segment of {size} bytes; 1 to {MAX_SEGMENT_BYTES}")
     try:
-        # Populated at once: one pass over the page tables instead of a fault per page
-        # on the first block written into it.
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        return mmap.mmap(fd, size, flags, mmap.PROT_READ | mmap.PROT_WRITE)
+        # Not MAP_POPULATE: on a memfd that would allocate every page the client has not
+        # touched yet (the server's memory, up to MAX_SEGMENT_BYTES a segment); the client
+        # populates its segments itself, so writing here faults in mapped pages only.
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as exc:
         raise ApiError("bad_request", f"cannot map the segment for writing ({exc})") from exc
 

@@ -183,7 +183,9 @@ class ServedDataset:
 
     def _mindpage(self) -> MindPage:
         if self._page is None:
-            self._page = MindPage(self.path)
+            # Over the served reader, not the path: after an append the .db holds the new
+            # generation's rows, and the ids must be those of the rows this reader reads.
+            self._page = MindPage.over(self.reader)
         return self._page
 
     # -- images ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.serve.wire import decode_block, encode_request
+from mrecord.serve.protocol.wire import decode_block, encode_request
 
 __all__ = ["LoadResult", "run_load"]
 

@@ -1,19 +1,19 @@
-"""The same-host transport's client: blocks arrive in this process's shared memory.
+"""Blocks through the server's same-host socket, into this process's shared memory.
 
-:class:`LocalLink` is what :class:`~mrecord.RemoteDataset` uses when the server runs on
-the same machine and advertises its Unix socket (:mod:`~mrecord.serve.local_server`).
-No byte of a value crosses the socket: a bytes value comes as its place in a shard file
-that this process maps read-only (the server passes the file's descriptor once), and the
-other columns are written by the server into a memfd segment of this process, from one
-process-wide :class:`~mrecord.serve.buffers.BufferPool`. A segment is handed out again
-only when no value of its last block is alive (the pool's rule); one that the pool drops
-is closed when its last value dies, and the server is told to unmap it with the next
-request.
+:class:`LocalTransport` is what a ``RemoteDataset`` reads through when the server runs
+on the same machine and advertises its Unix socket (:mod:`~mrecord.serve.server.local`;
+the messages: :mod:`~mrecord.serve.protocol.local`). No byte of a value crosses the
+socket: a bytes value comes as its place in a shard file that this process maps
+read-only (the server passes the file's descriptor once), and the other columns are
+written by the server into a memfd segment of this process, from the session's
+:class:`Segments` (a :class:`~mrecord.serve.buffers.BufferPool`). A segment is handed
+out again only when no value of its last block is alive (the pool's rule); one that the
+pool drops is closed when its last value dies, and the server is told to unmap it with
+the next request.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import itertools
@@ -24,7 +24,6 @@ import socket
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,20 +31,14 @@ import numpy as np
 
 from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.buffers import BufferPool
-from mrecord.serve.local_protocol import MAX_MESSAGE_BYTES, VERSION, receive, send
-from mrecord.serve.wire import decode_block_at, encode_request_fields
+from mrecord.serve.client.transports.base import Transport, TransportBusy, TransportUnavailable
+from mrecord.serve.protocol.errors import ErrorCode, error_for
+from mrecord.serve.protocol.local import MAX_MESSAGE_BYTES, VERSION, receive, send
+from mrecord.serve.protocol.wire import decode_block_at, encode_request_fields
 
-__all__ = ["LocalBusy", "LocalLink", "LocalUnavailable", "shared_link"]
+__all__ = ["Links", "LocalLink", "LocalTransport", "Segments"]
 
 _log = logging.getLogger("mrecord.serve")
-
-
-class LocalUnavailable(Exception):
-    """The same-host socket cannot be used (gone, refused, busy): read over HTTP instead."""
-
-
-class LocalBusy(LocalUnavailable):
-    """The server has as many same-host connections as it takes: try again shortly."""
 
 
 class _Answered(Exception):
@@ -68,56 +61,72 @@ _MAX_IDS = (MAX_MESSAGE_BYTES - (64 << 10)) // 8
 _MAX_MAPPED = 8
 """Segments one connection keeps mapped on the server (it accepts MAX_SEGMENTS)."""
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-_numbers = itertools.count()
-_segments: dict[int, _Segment] = {}
-"""id(pooled array) -> its memfd, for the arrays the segment pool made."""
-_dead: OrderedDict[int, None] = OrderedDict()
-"""Numbers of segments closed here (the latest _MAX_DEAD); each connection asks the server
-to unmap them. One forgotten here stays mapped on the server only until that
-connection's least-recently-used rule unmaps it."""
 _MAX_DEAD = 1024
 
 
-def _new_segment(nbytes: int) -> np.ndarray:
-    """A sealed memfd of ``nbytes``, mapped here, as a uint8 array."""
-    fd = os.memfd_create("mrecord-block", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        os.ftruncate(fd, nbytes)
-        fcntl.fcntl(
-            fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
-        )
-        # Populated now, once: the pool reuses the segment, and a page first touched
-        # later would cost a fault (and zeroing) in the middle of a read.
-        mapped = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED | _POPULATE)
-    except BaseException:
-        os.close(fd)
-        raise
-    array = np.frombuffer(mapped, dtype=np.uint8)
-    segment = _Segment(next(_numbers), fd)
-    _segments[id(array)] = segment
-    weakref.finalize(array, _release, id(array), segment)
-    return array
+class Segments:
+    """This process's shared-memory segments (one per session): a pool of sealed memfds
+    mapped here, which memfd each pooled array is, and the numbers of those closed since
+    (each connection asks the server to unmap them). One forgotten here (beyond the last
+    ``_MAX_DEAD``) stays mapped on the server only until that connection's
+    least-recently-used rule unmaps it."""
 
+    def __init__(self) -> None:
+        self._numbers = itertools.count()
+        self._by_array: dict[int, _Segment] = {}
+        self.dead: OrderedDict[int, None] = OrderedDict()
+        self.pool = BufferPool(keep=0, allocate=self._new)
 
-def _release(key: int, segment: _Segment) -> None:
-    _segments.pop(key, None)
-    _dead[segment.number] = None
-    while len(_dead) > _MAX_DEAD:
-        _dead.popitem(last=False)
-    with contextlib.suppress(OSError):
-        os.close(segment.fd)
+    def __len__(self) -> int:
+        """Segments alive (mapped here)."""
+        return len(self._by_array)
 
+    def take(self, nbytes: int) -> tuple[np.ndarray, _Segment]:
+        """A region of at least ``nbytes`` and the segment it lies in."""
+        buffer = self.pool.take(max(1, nbytes))
+        region = buffer.base if buffer.base is not None else buffer
+        return region, self._by_array[id(region)]
 
-_SEGMENTS = BufferPool(keep=0, allocate=_new_segment)
-if hasattr(os, "register_at_fork"):  # a forked child starts with an empty pool
-    os.register_at_fork(after_in_child=_SEGMENTS.forget)
+    def forget(self) -> None:
+        """Start empty (in a forked child: the parent's segments are not this process's)."""
+        self.pool.forget()
+
+    def _new(self, nbytes: int) -> np.ndarray:
+        """A sealed memfd of ``nbytes``, mapped here, as a uint8 array."""
+        fd = os.memfd_create("mrecord-block", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, nbytes)
+            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+            # Populated now, once: the pool reuses the segment, and a page first touched
+            # later would cost a fault (and zeroing) in the middle of a read.
+            mapped = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED | _POPULATE)
+        except BaseException:
+            os.close(fd)
+            raise
+        array = np.frombuffer(mapped, dtype=np.uint8)
+        segment = _Segment(next(self._numbers), fd)
+        self._by_array[id(array)] = segment
+        weakref.finalize(array, self._release, id(array), segment)
+        return array
+
+    def _release(self, key: int, segment: _Segment) -> None:
+        self._by_array.pop(key, None)
+        self.dead[segment.number] = None
+        while len(self.dead) > _MAX_DEAD:
+            self.dead.popitem(last=False)
+        with contextlib.suppress(OSError):
+            os.close(segment.fd)
 
 
 class _Connection:
     """One Unix-socket connection to the server, said hello to for one dataset."""
 
-    def __init__(self, path: str, dataset: str, token: str | None, timeout: float) -> None:
+    def __init__(
+        self, path: str, dataset: str, token: str | None, timeout: float, segments: Segments
+    ) -> None:
         self.pid = os.getpid()
+        self.segments = segments
         self.mapped: OrderedDict[int, None] = OrderedDict()
         """Segments the server has mapped for this connection, least recently used first."""
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -141,7 +150,7 @@ class _Connection:
         """Segments the server should unmap now: the closed ones, and the least recently
         used beyond ``_MAX_MAPPED - room`` (values a caller keeps pin their segment, so
         the pool makes new ones; the server needs a map only while it writes)."""
-        gone = [number for number in self.mapped if number in _dead]
+        gone = [number for number in self.mapped if number in self.segments.dead]
         for number in gone:
             del self.mapped[number]
         while len(self.mapped) > _MAX_MAPPED - room:
@@ -152,9 +161,7 @@ class _Connection:
         """Send one read, into a segment of at least ``nbytes`` (a bigger one if the server
         says so); (rows, columns) viewing the segment, and the segment bytes it used."""
         for _ in range(3):
-            buffer = _SEGMENTS.take(max(1, nbytes))
-            region = buffer.base if buffer.base is not None else buffer
-            segment = _segments[id(region)]
+            region, segment = self.segments.take(nbytes)
             if segment.number in self.mapped:
                 self.mapped.move_to_end(segment.number)
             else:
@@ -226,15 +233,18 @@ class _FileMaps:
 class LocalLink:
     """Same-host reads of one dataset through ``path``, with a pool of connections.
 
-    ``read`` raises :class:`LocalUnavailable` when the socket cannot be used (the caller
-    reads over HTTP instead), and the server's own errors as ``on_error`` maps them.
-    One link per (socket, dataset, token) is shared by the process (:func:`shared_link`):
-    a new ``RemoteDataset`` (the next epoch's, say) reuses its connections, and with
-    them the server's maps of this process's segments, instead of paying the page
-    faults of mapping them again.
+    ``read`` raises :class:`~.base.TransportBusy` / :class:`~.base.TransportUnavailable`
+    when the socket cannot be used now, and the server's own errors as mrecord errors.
+    One link per (socket, dataset, token) is shared by a session (:class:`Links`): a new
+    ``RemoteDataset`` (the next epoch's, say) reuses its connections, and with them the
+    server's maps of this process's segments, instead of paying the page faults of
+    mapping them again.
     """
 
-    def __init__(self, path: str, dataset: str, token: str | None, rows: int) -> None:
+    def __init__(
+        self, path: str, dataset: str, token: str | None, rows: int, segments: Segments
+    ) -> None:
+        self.segments = segments
         self.path = path
         self.dataset = dataset
         self.token = token
@@ -255,14 +265,10 @@ class LocalLink:
         with self._lock:
             self._keep = max(self._keep, connections)
             self.timeout = max(self.timeout, timeout)
-        _SEGMENTS.keep_at_least(self._keep + 2)
+        self.segments.pool.keep_at_least(self._keep + 2)
 
     def read(
-        self,
-        ids: np.ndarray,
-        columns: list[str],
-        nbytes: int,
-        on_error: Callable[[dict[str, Any]], Exception],
+        self, ids: np.ndarray, columns: list[str], nbytes: int, where: str
     ) -> tuple[int, dict[str, Any]]:
         """(rows, columns) of ``ids``; ``nbytes`` is the block's size as values (the
         segment asked for is what the last block of these columns needed, per row)."""
@@ -282,12 +288,13 @@ class LocalLink:
                 rows, values, used = conn.read(request, nbytes)
             except _Answered as answer:
                 self._give_back(conn)
-                raise on_error(answer.error) from None
+                code, text = str(answer.error.get("code")), str(answer.error.get("message"))
+                raise error_for(where, code, text) from None
             except OSError as exc:
                 conn.close()
                 if reused:
                     continue  # the server closed an idle connection: try the next one
-                raise LocalUnavailable(f"{type(exc).__name__}: {exc}") from exc
+                raise TransportUnavailable(f"{type(exc).__name__}: {exc}") from exc
             except BaseException:
                 conn.close()
                 raise
@@ -313,17 +320,19 @@ class LocalLink:
                 return conn, True
             conn.close()  # inherited through fork: the parent's, not ours
         try:
-            conn = _Connection(self.path, self.dataset, self.token, self.timeout)
+            conn = _Connection(self.path, self.dataset, self.token, self.timeout, self.segments)
         except OSError as exc:
-            raise LocalUnavailable(f"cannot connect to {self.path}: {exc}") from exc
+            raise TransportUnavailable(f"cannot connect to {self.path}: {exc}") from exc
         except DatasetServerError as exc:
-            raise LocalUnavailable(f"{self.path} does not speak this protocol: {exc}") from exc
+            raise TransportUnavailable(
+                f"{self.path} does not speak this protocol: {exc}"
+            ) from exc
         if conn.error is not None or conn.rows != self.rows:
             conn.close()
-            if isinstance(conn.error, dict) and conn.error.get("code") == "busy":
-                raise LocalBusy(f"{self.path}: {conn.error.get('message')}")
+            if isinstance(conn.error, dict) and conn.error.get("code") == ErrorCode.BUSY:
+                raise TransportBusy(f"{self.path}: {conn.error.get('message')}")
             why = conn.error or f"it serves {conn.rows} rows, the HTTP API said {self.rows}"
-            raise LocalUnavailable(f"{self.path} refused the dataset: {why}")
+            raise TransportUnavailable(f"{self.path} refused the dataset: {why}")
         with self._lock:
             conn.files = self._files.setdefault(conn.instance, _FileMaps())
             if len(self._files) > 1:  # a restarted server: the old one's maps are done with
@@ -339,39 +348,69 @@ class LocalLink:
         conn.close()
 
 
-_links: dict[tuple[str, str, str | None], LocalLink] = {}
-_links_lock = threading.Lock()
+class Links:
+    """A session's links, one per (socket, dataset, token), made on first use."""
+
+    def __init__(self, segments: Segments) -> None:
+        self._segments = segments
+        self._links: dict[tuple[str, str, str | None], LocalLink] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        path: str,
+        dataset: str,
+        token: str | None,
+        rows: int,
+        connections: int,
+        timeout: float,
+    ) -> LocalLink:
+        """The link to ``dataset`` through ``path`` (one more user: it keeps ``connections``)."""
+        key = (path, dataset, token)
+        with self._lock:
+            link = self._links.get(key)
+            if link is None or link.rows != rows:
+                link = self._links[key] = LocalLink(path, dataset, token, rows, self._segments)
+        link.keep_at_least(connections, timeout)
+        return link
+
+    def close_idle(self) -> None:
+        """Close every idle connection (at exit: no socket is left to the collector)."""
+        with self._lock:
+            links = list(self._links.values())
+        for link in links:
+            link.close()
+
+    def forget(self) -> None:
+        """Start empty, with a fresh lock (in a forked child)."""
+        self._links = {}
+        self._lock = threading.Lock()
 
 
-def shared_link(
-    path: str, dataset: str, token: str | None, rows: int, connections: int, timeout: float
-) -> LocalLink:
-    """This process's link to ``dataset`` through ``path`` (made on first use)."""
-    key = (path, dataset, token)
-    with _links_lock:
-        link = _links.get(key)
-        if link is None or link.rows != rows:
-            link = _links[key] = LocalLink(path, dataset, token, rows)
-    link.keep_at_least(connections, timeout)
-    return link
+class LocalTransport(Transport):
+    """Blocks of one dataset through the server's same-host socket (a :class:`LocalLink`)."""
 
+    @property
+    def name(self) -> str:
+        return "local"
 
-def _close_links() -> None:
-    """Close every idle same-host connection (at exit: no socket is left to the collector)."""
-    with _links_lock:
-        links = list(_links.values())
-    for link in links:
-        link.close()
+    def __init__(self, link: LocalLink, row_bytes: dict[str, float], where: str) -> None:
+        self._link = link
+        self._row_bytes = row_bytes
+        self._where = where
 
+    @property
+    def in_flight(self) -> int:
+        # A same-host answer takes a fraction of a millisecond: more requests in flight
+        # only add threads that contend for the GIL (4 in flight read fewer rows/s than 2;
+        # docs/SERVE.md, "Same-host readers").
+        return 2
 
-atexit.register(_close_links)
+    def read(self, ids: np.ndarray, columns: list[str]) -> tuple[int, dict[str, Any]]:
+        return self._link.read(ids, columns, self._block_bytes(len(ids), columns), self._where)
 
-
-def _forget_links() -> None:
-    global _links_lock
-    _links.clear()
-    _links_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # a child makes its own connections
-    os.register_at_fork(after_in_child=_forget_links)
+    def _block_bytes(self, rows: int, columns: list[str]) -> int:
+        """A segment size that fits most blocks of ``rows`` rows: the mean row, with room
+        for bigger ones (the server asks for more when a block does not fit)."""
+        per_row = sum(self._row_bytes.get(c, 0.0) for c in columns)
+        return int(rows * per_row * 1.25) + (64 << 10)

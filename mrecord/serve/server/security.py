@@ -3,29 +3,37 @@
 - :func:`check_bind`: a non-loopback address needs a token.
 - :func:`token_ok`: ``Authorization: Bearer TOKEN`` compared in constant time.
 - :func:`host_ok`: without a token the API only answers requests addressed to a
-  loopback name, so a web page elsewhere cannot reach it by DNS rebinding.
+  loopback name (:func:`loopback_hosts`: and the loopback address it is bound to), so a
+  web page elsewhere cannot reach it by DNS rebinding.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from mrecord.errors import ArgumentError
+from mrecord.serve.protocol.local import is_loopback
 
-__all__ = ["LOOPBACK_HOSTS", "check_bind", "host_ok", "is_loopback", "token_matches", "token_ok"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "check_bind",
+    "host_ok",
+    "is_loopback",
+    "loopback_hosts",
+    "token_matches",
+    "token_ok",
+]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
+def loopback_hosts(bound: str | None = None) -> frozenset[str]:
+    """The ``Host`` names answered without a token: the loopback names, and ``bound`` (the
+    address the server listens on) when it is a loopback address too (``127.0.0.2``)."""
+    if bound is None or not is_loopback(bound) or bound.lower() in LOOPBACK_HOSTS:
+        return LOOPBACK_HOSTS
+    name = bound.lower().strip("[]")
+    return LOOPBACK_HOSTS | {f"[{name}]" if ":" in name else name}
 
 
 def check_bind(host: str, token: str | None) -> None:

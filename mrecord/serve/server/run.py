@@ -7,7 +7,9 @@
 
 uvicorn bounds the open connections (``limit_concurrency``: beyond it a request gets
 503 at once instead of queueing) and closes idle keep-alive connections after a few
-seconds; the app bounds the work per request (:class:`~mrecord.serve.app.Limits`).
+seconds; :mod:`~mrecord.serve.server.http_protocol` closes those that send no whole request
+within ``Limits.header_timeout_s``; the app bounds the work per request
+(:class:`~mrecord.serve.server.app.Limits`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.app import Limits, create_app
-from mrecord.serve.local_protocol import available as local_available
-from mrecord.serve.local_server import LocalServer, default_socket_path
-from mrecord.serve.registry import ServedDataset, open_datasets
-from mrecord.serve.security import check_bind
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import available as local_available
+from mrecord.serve.server.app import create_app
+from mrecord.serve.server.local import LocalServer, default_socket_path
+from mrecord.serve.server.registry import ServedDataset, open_datasets
+from mrecord.serve.server.security import check_bind
 
 __all__ = ["MAX_CONNECTIONS", "ServerThread", "local_socket_path", "serve"]
 
@@ -48,14 +51,22 @@ def _uvicorn() -> Any:
 
 
 def _config(
-    app: Any, host: str, port: int, log_level: str, max_connections: int = MAX_CONNECTIONS
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str,
+    max_connections: int = MAX_CONNECTIONS,
+    header_timeout: float = Limits.header_timeout_s,
 ) -> Any:
     uvicorn = _uvicorn()
     try:
-        import httptools  # noqa: F401  (the C HTTP parser: several times h11's speed)
+        from mrecord.serve.server.http_protocol import protocol_with_header_timeout
 
-        http = "httptools"
-    except ImportError:  # pragma: no cover
+        # httptools, the C HTTP parser (several times h11's speed), with a deadline on
+        # each request's headers: connections that send none give their slot back.
+        http: Any = protocol_with_header_timeout(header_timeout)
+    except ImportError:  # pragma: no cover - httptools is in the serve extra
+        _log.warning("httptools is missing: idle connections are not closed before a request")
         http = "h11"
     return uvicorn.Config(
         app,
@@ -102,12 +113,14 @@ def serve(
             token=token,
             limits=limits,
             local_socket=str(socket_path) if socket_path else None,
+            bound_host=host,
         )
         # What is loaded now lives as long as the server: keep it out of the collector's
         # full passes (measured: a few percent of the CPU per MB served).
         gc.freeze()
         with _sigterm_unwinds():
-            _uvicorn().Server(_config(app, host, port, log_level, max_connections)).run()
+            config = _config(app, host, port, log_level, max_connections, limits.header_timeout_s)
+            _uvicorn().Server(config).run()
     finally:
         if local is not None:
             local.stop()
@@ -151,10 +164,11 @@ def local_socket_path(choice: Path | str | None) -> Path | None:
 
 
 class ServerThread:
-    """A server on 127.0.0.1 on a free port, in a background thread (tests, benchmarks).
+    """A server on ``host`` (default 127.0.0.1) on a free port, in a background thread
+    (tests, benchmarks), with ``serve()``'s rules (a non-loopback ``host`` needs a token).
 
     With ``local_socket`` (default, on Linux) it also serves same-host readers
-    (:mod:`~mrecord.serve.local_server`); ``local_socket_path`` is then its socket.
+    (:mod:`~mrecord.serve.server.local`); ``local_socket_path`` is then its socket.
 
     ``with ServerThread(...) as server:`` starts it and waits until it answers;
     leaving the block stops it and closes the datasets it opened.
@@ -167,7 +181,12 @@ class ServerThread:
         token: str | None = None,
         limits: Limits | None = None,
         local_socket: bool = True,
+        host: str = "127.0.0.1",
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        check_bind(host, token)
+        self._host = host
+        self._max_connections = max_connections
         self._given = datasets
         self._token = token
         self._limits = limits or Limits()
@@ -185,8 +204,9 @@ class ServerThread:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> ServerThread:
         """Open the datasets, bind a free port, serve in a thread; returns when it listens."""
@@ -199,19 +219,33 @@ class ServerThread:
         served.update(self._opened)
         if self._want_local:
             self._local = LocalServer(
-                served, default_socket_path(), token=self._token, limits=self._limits
+                served,
+                default_socket_path(),
+                token=self._token,
+                limits=self._limits,
+                max_connections=self._max_connections,
             ).start()
         app = create_app(
             served,
             token=self._token,
             limits=self._limits,
             local_socket=str(self._local.path) if self._local else None,
+            bound_host=self._host,
         )
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((self._host, 0))
         self.port = sock.getsockname()[1]
-        self._server = _uvicorn().Server(_config(app, "127.0.0.1", self.port, "warning"))
+        config = _config(
+            app,
+            self._host,
+            self.port,
+            "warning",
+            self._max_connections,
+            self._limits.header_timeout_s,
+        )
+        self._server = _uvicorn().Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="mrecord-serve", daemon=True
         )

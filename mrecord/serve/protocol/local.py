@@ -1,24 +1,38 @@
 """The same-host transport's messages: length-prefixed MessagePack over a Unix socket.
 
-A message is ``[length: uint32 LE][MessagePack map]``; a shared-memory file descriptor
-travels with a message as ``SCM_RIGHTS`` ancillary data. The exchanges (docs/SERVE.md,
-"Same-host readers"):
+A message is ``[length: uint32 LE][MessagePack map]`` (at most ``MAX_MESSAGE_BYTES``); file
+descriptors travel with a message as ``SCM_RIGHTS`` ancillary data (none with a hello, one
+with a ``map``; more are closed). The exchanges, in order (docs/SERVE.md, "Same-host
+readers"):
 
 - ``{"op": "hello", "version": 1, "dataset": name, "token": str | None}``
-  -> ``{"ok": True, "rows": n}``
-- ``{"op": "map", "segment": k}`` + one memfd (sealed against shrinking)
-  -> ``{"ok": True}``: the server maps the client's segment ``k``
-- ``{"op": "read", "ids": int64 LE bytes, "columns": [...], "segment": k, "unmap": [k, ...]}``
-  -> ``{"ok": True, "block": header}`` (the block's buffers are in segment ``k``, where
-  ``header`` says) or ``{"need": nbytes}`` (segment too small)
+  -> ``{"ok": True, "rows": n, "instance": id}``: ``instance`` is new each time the
+  server starts (a reader that sees another one forgets the shard files it mapped);
+  or ``{"error": {"code": "busy", ...}}`` when the server has ``--max-connections``
+  connections (sent at once, before the hello is read; the connection is closed once the
+  hello has come): wait and try again, as for HTTP's 503;
+- ``{"op": "map", "segment": k, "unmap": [j, ...]}`` + one memfd (sealed against
+  shrinking) -> ``{"ok": True}``: the server maps the client's segment ``k`` (and
+  unmaps the segments ``unmap`` lists, a list of ints, if it has them);
+- ``{"op": "read", "ids": int64 LE bytes, "columns": [...] | nil, "segment": k,
+  "unmap": [j, ...]}`` -> ``{"ok": True, "block": header}`` (the block's buffers are in
+  segment ``k`` where ``header`` says; ``header["files"]`` lists the shard files its bytes
+  values lie in, see :mod:`~mrecord.serve.protocol.wire`) or ``{"need": nbytes}`` (the
+  segment is too small: map one of ``nbytes`` and ask again);
+- ``{"op": "files", "files": [f, ...]}`` (1 to 64 file numbers) -> ``{"ok": True,
+  "files": [f, ...]}`` with one read-only descriptor per file: the reader maps them
+  itself and views the values in place.
 
-Any answer may instead be ``{"error": {"code": ..., "message": ...}}`` with the HTTP API's
-codes. The server writes only into segments the client gave it, never past their size.
+Any answer may instead be ``{"error": {"code": ..., "message": ...}}`` with the codes of
+:mod:`~mrecord.serve.protocol.errors`; a refused hello ends the connection, any other
+error leaves it usable. The server writes only into segments the client gave it, never
+past their size.
 """
 
 from __future__ import annotations
 
 import array
+import ipaddress
 import os
 import socket
 import struct
@@ -35,6 +49,7 @@ __all__ = [
     "Inbox",
     "available",
     "encode",
+    "is_loopback",
     "receive",
     "send",
     "send_fds_with",
@@ -54,6 +69,16 @@ def available() -> bool:
         and hasattr(socket, "send_fds")
         and hasattr(os, "memfd_create")
     )
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -122,15 +147,20 @@ class Inbox:
     def __init__(self, max_fds: int) -> None:
         self._data = bytearray()
         self._fds: list[int] = []
-        self._max_fds = max_fds
+        self.max_fds = max_fds
+        """Descriptors one message may carry; more, and those past it are closed at once
+        (so a peer sending descriptors with every byte of a message that never ends
+        holds at most this many here)."""
 
     def fill(self, sock: socket.socket) -> bool:
         """Take in what the socket has now; False when the peer has closed it.
 
         Raises BlockingIOError when there is nothing to read yet.
         """
-        data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, socket.CMSG_SPACE(self._max_fds * 4))
+        room = socket.CMSG_SPACE(max(1, self.max_fds) * 4)
+        data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, room)
         self._fds.extend(_descriptors(ancdata))
+        self._fds = _at_most(self._fds, self.max_fds)
         self._data += data
         return bool(data)
 
@@ -155,7 +185,7 @@ class Inbox:
             for fd in fds:
                 os.close(fd)
             raise
-        return message, _at_most(fds, self._max_fds)
+        return message, _at_most(fds, self.max_fds)
 
     def close(self) -> None:
         """Close descriptors received but not handed out."""

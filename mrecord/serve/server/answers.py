@@ -1,27 +1,32 @@
-"""What both block transports share: limits, error codes, and checking a block request.
+"""What both block transports of the server share: checking a block request, bounding
+its answer, and classifying errors into the protocol's codes.
 
-``POST /api/datasets/{name}/blocks`` (HTTP, :mod:`~mrecord.serve.app`) and the same-host
-socket (:mod:`~mrecord.serve.local_server`) answer the same requests with the same rules
-and the same error codes; this module holds them, and imports no web framework.
+``POST /api/datasets/{name}/blocks`` (HTTP, :mod:`~mrecord.serve.server.app`) and the
+same-host socket (:mod:`~mrecord.serve.server.local`) answer the same requests with the
+same rules (:class:`~mrecord.serve.protocol.limits.Limits`) and the same error codes
+(:mod:`~mrecord.serve.protocol.errors`); this module imports no web framework.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from mrecord.block import BytesArray, ColumnValues
 from mrecord.errors import CorruptFileError, DecodeError, MrecordError, SchemaError
 from mrecord.format.schema import FieldKind
-from mrecord.serve.registry import ServedDataset
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.wire import BytesRefs
+from mrecord.serve.server.registry import ServedDataset
 
 __all__ = [
-    "ERROR_CODES",
     "ApiError",
     "BlockPlan",
-    "Limits",
+    "check_answer_bytes",
     "classify",
     "plan_block",
     "row_bytes",
@@ -29,46 +34,6 @@ __all__ = [
 
 _log = logging.getLogger("mrecord.serve")
 
-ERROR_CODES = {
-    "bad_request": 400,
-    "bad_ids": 400,
-    "unknown_column": 400,
-    "unauthorized": 401,
-    "forbidden_host": 403,
-    "unknown_dataset": 404,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "request_timeout": 408,
-    "too_large": 413,
-    "not_an_image": 415,
-    "corrupt_file": 500,
-    "dataset_error": 500,
-    "internal": 500,
-}
-"""Every error code the API returns, with its HTTP status (stable: clients match on them)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what one request may ask for and on the server's concurrency."""
-
-    max_page_rows: int = 200
-    """Rows per ``/rows`` page (a larger ``stop - start`` is cut to this)."""
-    max_page_bytes: int = 8 << 20
-    """Estimated raw bytes per ``/rows`` page (fewer rows for big rows)."""
-    max_search_rows: int = 100
-    max_block_rows: int = 65_536
-    max_block_bytes: int = 64 << 20
-    """Estimated bytes of one ``/blocks`` answer (413 beyond: ask for fewer ids)."""
-    max_body_bytes: int = 1 << 20
-    read_threads: int = 4
-    """Requests reading data at once; the others wait their turn (not a thread each)."""
-    thumb_max_side: int = 256
-    thumb_cache_bytes: int = 32 << 20
-    send_timeout_s: float = 60.0
-    """A client that reads nothing of a block for this long is disconnected."""
-    body_timeout_s: float = 30.0
-    """A request body must arrive within this time."""
 
 
 class ApiError(Exception):
@@ -109,15 +74,21 @@ class BlockPlan:
 
     columns: list[str]
     kinds: dict[str, tuple[str, str, list[int]]]
-    """column -> (kind, dtype string, row shape), as :func:`~mrecord.serve.wire.encode_block`
-    takes them."""
-    estimated_bytes: float
+    """column -> (kind, dtype string, row shape), as
+    :func:`~mrecord.serve.protocol.wire.encode_block` takes them."""
+    fixed_bytes: int
+    """The exact bytes of the fixed-shape columns of the answer (known before reading)."""
 
 
 def plan_block(
     ds: ServedDataset, ids: np.ndarray, columns: list[str] | None, limits: Limits
 ) -> BlockPlan:
-    """Check a block request against ``ds`` and ``limits``; ApiError saying what is wrong."""
+    """Check a block request against ``ds`` and ``limits``; ApiError saying what is wrong.
+
+    The fixed-shape columns' bytes are exact before anything is read, and refused here
+    when over ``limits.max_block_bytes``; the other columns' bytes are known once read:
+    :func:`check_answer_bytes` refuses the answer before it is encoded.
+    """
     names = ds.reader.column_names if columns is None else columns
     unknown = [c for c in names if c not in ds.reader.schema]
     if unknown:
@@ -126,14 +97,51 @@ def plan_block(
     if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
         bad = int(ids[(ids < 0) | (ids >= n)][0])
         raise ApiError("bad_ids", f"row id {bad} is out of range: {ds.name!r} has {n} rows")
-    estimate = len(ids) * sum(row_bytes(ds, c) for c in names)
-    if estimate > limits.max_block_bytes:
+    kinds = {c: _wire_kind(ds, c) for c in names}
+    fixed = len(ids) * sum(
+        int(np.prod(shape)) * np.dtype(dtype).itemsize
+        for kind, dtype, shape in kinds.values()
+        if kind == "fixed"
+    )
+    _check_size(fixed, len(ids), names, limits)
+    return BlockPlan(list(names), kinds, fixed)
+
+
+def check_answer_bytes(
+    values: Mapping[str, ColumnValues | BytesRefs], rows: int, limits: Limits
+) -> int:
+    """The real bytes of a block's values (what the answer carries, or what a same-host
+    reader views in place); ApiError ``too_large`` over ``limits.max_block_bytes``."""
+    total = sum(_column_bytes(v) for v in values.values())
+    _check_size(total, rows, list(values), limits)
+    return total
+
+
+def _check_size(nbytes: int, rows: int, names: list[str], limits: Limits) -> None:
+    if nbytes > limits.max_block_bytes:
         raise ApiError(
             "too_large",
-            f"{len(ids)} rows of {names!r} are about {estimate:,.0f} bytes, more than "
+            f"{rows} rows of {names!r} are {nbytes:,} bytes, more than "
             f"{limits.max_block_bytes:,} per request; ask for fewer ids",
         )
-    return BlockPlan(list(names), {c: _wire_kind(ds, c) for c in names}, estimate)
+
+
+def _column_bytes(values: ColumnValues | BytesRefs) -> int:
+    """Bytes of one column's values: arrays by their size, bytes and strings by their
+    length (strings as UTF-8), plus the offsets (8 bytes a row) the wire adds."""
+    if isinstance(values, BytesRefs):
+        return int(values.lengths.sum()) + 24 * len(values.lengths)
+    if isinstance(values, np.ndarray):
+        return int(values.nbytes)
+    total = 8 * (len(values) + 1)
+    if not len(values):
+        return total
+    first = values[0]
+    if isinstance(first, str):
+        return total + int(sum(len(v.encode("utf-8")) for v in values))
+    if isinstance(first, np.ndarray) and not isinstance(first, BytesArray):
+        return total + int(sum(int(v.nbytes) + 8 * v.ndim for v in values))
+    return total + int(sum(map(len, values)))  # bytes (or uint8 views of them): one C loop
 
 
 def row_bytes(ds: ServedDataset, column: str) -> float:
