@@ -84,7 +84,8 @@ def _pread_checksum(fd: int, offset: int, length: int) -> int | None:
         n = min(_PIECE, length - done)
         if os.preadv(fd, [view[:n]], offset + done) != n:
             return None
-        crc = crc32c.crc32c(view[:n], crc)
+        # The first piece through checksum() (one call per chunk), the rest continue it.
+        crc = checksum(view[:n]) if done == 0 else crc32c.crc32c(view[:n], crc)
         done += n
     return int(crc)
 
