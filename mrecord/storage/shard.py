@@ -51,7 +51,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
-from mrecord.storage.failures import storage_error
+from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -102,7 +102,8 @@ def open_regular_file(path: Path) -> int:
     Opened non-blocking: a FIFO standing where a shard belongs would block ``open`` until
     a writer came (forever). Folders and missing files (also a symbolic link that loops or
     dangles) are :class:`DatasetNotFoundError`, other non-regular files
-    :class:`NotAnMrecordFileError`, and an ``OSError`` (permissions, I/O) a
+    :class:`NotAnMrecordFileError`, a file this user may not read
+    :class:`~mrecord.errors.UnreadableFileError`, and another ``OSError`` (I/O) a
     :class:`~mrecord.errors.StorageError` naming the file and what to do.
     """
     where = str(path)
@@ -112,6 +113,8 @@ def open_regular_file(path: Path) -> int:
         raise DatasetNotFoundError(f"data file {where!r} does not exist") from None
     except IsADirectoryError:
         raise DatasetNotFoundError(f"{where!r} is a folder, not a data file") from None
+    except PermissionError as exc:  # not the machine failing: this user may not read it
+        raise unreadable_error(exc, "data file", where) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise DatasetNotFoundError(
