@@ -7,8 +7,8 @@
         out = c.run_python(c.clients[0], "import urllib.request; ...")
 
 One "host" is a network namespace with one veth into a bridge that only these hosts use,
-and its own address on a private subnet (``10.231.0.0/24``: the server is ``.1``, the
-clients ``.2``, ``.3``, ...). Both ends of every veth are shaped with ``tc qdisc ... tbf``
+and its own address on a private subnet (``10.231.0.0/24``: the servers are ``.1``, ``.2``...
+then the clients). Both ends of every veth are shaped with ``tc qdisc ... tbf``
 to ``rate`` (what leaves the host and what reaches it), as a switch port of that speed
 would be (``netem`` is not in this kernel, so there is no added delay). The bridge has no
 address in the machine's own namespace and nothing is routed: traffic stays between
@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,7 @@ PREFIX = "mrh-"
 """Every namespace and link of a cluster is named ``mrh-<pid in base 36>-<role>``."""
 
 SUBNET = "10.231.0"
-"""The cluster's /24: the server is ``.1``, client ``i`` is ``.(i + 2)``."""
+"""The cluster's /24: servers first from ``.1``, then the clients."""
 
 _REPO = Path(__file__).resolve().parent.parent
 _NAME = re.compile(rf"^{PREFIX}([0-9a-z]+)-")
@@ -77,19 +78,26 @@ class Host:
 
 @dataclass
 class Cluster:
-    """A server host and client hosts on one bridge (see the module docstring)."""
+    """Server hosts and client hosts on one bridge (see the module docstring)."""
 
     tag: str
     bridge: str
-    server: Host
+    servers: list[Host]
     clients: list[Host]
     rate: str
+    workdir: Path
+    """A private temporary folder (logs), removed at teardown."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
+    def server(self) -> Host:
+        """The first server host."""
+        return self.servers[0]
+
+    @property
     def hosts(self) -> list[Host]:
-        """The server, then the clients."""
-        return [self.server, *self.clients]
+        """The servers, then the clients."""
+        return [*self.servers, *self.clients]
 
     def command(self, host: Host, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside ``host``'s namespace."""
@@ -235,11 +243,11 @@ def _shape(device: str, rate: str, netns: str | None = None) -> None:
 
 
 @contextlib.contextmanager
-def cluster(clients: int = 2, rate: str = "10gbit") -> Iterator[Cluster]:
-    """A server host and ``clients`` client hosts (1-8) on a private bridge, links shaped
-    to ``rate``; torn down when the block ends, whatever ends it."""
-    if not 1 <= clients <= 8:
-        raise ValueError(f"clients must be 1..8, got {clients}")
+def cluster(clients: int = 2, rate: str = "10gbit", servers: int = 1) -> Iterator[Cluster]:
+    """``servers`` server hosts (1-4) and ``clients`` client hosts (1-8) on a private
+    bridge, links shaped to ``rate``; torn down when the block ends, whatever ends it."""
+    if not 1 <= clients <= 8 or not 1 <= servers <= 4:
+        raise ValueError(f"clients must be 1..8 and servers 1..4, got {clients}, {servers}")
     rate_bytes_per_s(rate)
     _check_possible()
     cleanup_leftovers()
@@ -248,13 +256,13 @@ def cluster(clients: int = 2, rate: str = "10gbit") -> Iterator[Cluster]:
     made_links: list[str] = []
     made_ns: list[str] = []
     hosts: list[Host] = []
-    c = Cluster(tag, bridge, Host("", "", ""), [], rate)
+    c = Cluster(tag, bridge, [], [], rate, Path(tempfile.mkdtemp(prefix=f"{PREFIX}{tag}-")))
     try:
         _ip("link", "add", bridge, "type", "bridge")
         made_links.append(bridge)
         _ip("link", "set", bridge, "up")
-        for i in range(clients + 1):
-            role = "s" if i == 0 else f"c{i}"
+        for i in range(servers + clients):
+            role = f"s{i + 1}" if i < servers else f"c{i - servers + 1}"
             ns = f"{PREFIX}{tag}-{role}"
             veth, peer = f"{PREFIX}{tag}-{role}", f"{PREFIX}{tag}-{role}p"
             _ip("netns", "add", ns)
@@ -272,7 +280,7 @@ def cluster(clients: int = 2, rate: str = "10gbit") -> Iterator[Cluster]:
             _shape(veth, rate)  # what reaches the host
             _shape("eth0", rate, ns)  # what leaves it
             hosts.append(Host(ns, address, veth))
-        c.server, c.clients = hosts[0], hosts[1:]
+        c.servers, c.clients = hosts[:servers], hosts[servers:]
         _wait_reachable(c)
         yield c
     finally:
@@ -282,6 +290,10 @@ def cluster(clients: int = 2, rate: str = "10gbit") -> Iterator[Cluster]:
                     proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=10)
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        shutil.rmtree(c.workdir, ignore_errors=True)
         for ns in made_ns:
             _kill_in(ns)
             _ip("netns", "del", ns, check=False)
@@ -331,3 +343,4 @@ def _wait_reachable(c: Cluster, timeout: float = 30.0) -> None:
                 "filtered by br_netfilter / iptables?)"
             )
     listener.wait(timeout=timeout)
+    listener.stdout.close()
