@@ -201,7 +201,14 @@ class _Guard:
             await send(message)
 
         client = scope.get("client")
-        start = self.metrics.started(client[0] if client else None)
+        start, new = self.metrics.started(client[0] if client else None)
+        if new and client:  # one structured line per client session (after idling)
+            _log.info(
+                "%s",
+                json.dumps(
+                    {"event": "client_session", "client": client[0], "path": scope["path"]}
+                ),
+            )
         try:
             if refusal is not None:
                 await refusal(scope, receive, send_with_headers)

@@ -54,14 +54,18 @@ class Metrics:
             self.rows[dataset] = self.rows.get(dataset, 0) + rows
             self.bytes[dataset] = self.bytes.get(dataset, 0) + nbytes
 
-    def started(self, client: str | None) -> float:
-        """A request began (from ``client``'s address); returns its start time."""
+    def started(self, client: str | None) -> tuple[float, bool]:
+        """A request began (from ``client``'s address): its start time, and whether the
+        client is new (not seen within ``CLIENT_IDLE_S``: a new session)."""
         now = time.monotonic()
         with self._lock:
             self.in_flight += 1
+            new = False
             if client is not None:
+                seen = self._clients.get(client)
+                new = seen is None or seen < now - CLIENT_IDLE_S
                 self._clients[client] = now
-        return now
+        return now, new
 
     def finished(self, start: float, error_code: str | None) -> None:
         """The request begun at ``start`` ended (with an error answer of ``error_code``)."""
