@@ -3,7 +3,9 @@
 - :func:`http_server`: ``http.server`` in a thread serving a folder on 127.0.0.1,
   with ``Range`` requests (as object stores and CDNs answer them);
 - :func:`s3_server`: moto's S3 in server mode on 127.0.0.1 (``pip install
-  'moto[server]'``), with a bucket, and the ``storage_options`` s3fs needs for it.
+  'moto[server]'``), with a bucket, and the ``storage_options`` s3fs needs for it;
+- :func:`counting_proxy`: a TCP relay in front of either that counts the bytes the
+  store sends (what a reader costs the network, headers included).
 
 Both pick a free port and stop when the ``with`` block ends.
 """
@@ -24,7 +26,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HttpServer", "free_port", "http_server", "s3_server", "upload_folder"]
+__all__ = [
+    "CountingProxy",
+    "HttpServer",
+    "counting_proxy",
+    "free_port",
+    "http_server",
+    "s3_server",
+    "upload_folder",
+]
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
@@ -157,3 +167,64 @@ def upload_folder(
     for path in sorted(Path(folder).iterdir()):
         if path.is_file():
             fs.put_file(str(path), f"{root}/{path.name}")
+
+
+@dataclass
+class CountingProxy:
+    """A running :func:`counting_proxy`: its port and the bytes relayed so far."""
+
+    port: int
+    sent: int = 0  # bytes from the store to its clients
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more bytes sent by the store."""
+        with self._lock:
+            self.sent += n
+
+
+@contextlib.contextmanager
+def counting_proxy(target_port: int) -> Iterator[CountingProxy]:
+    """Relay TCP connections from a free port on 127.0.0.1 to ``target_port``, counting
+    every byte the target sends back (``proxy.sent``), until the block ends."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = CountingProxy(int(listener.getsockname()[1]))
+    open_sockets: list[socket.socket] = []
+
+    def pump(src: socket.socket, dst: socket.socket, count: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(1 << 16):
+                if count:
+                    proxy.add(len(data))
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = listener.accept()
+                try:
+                    upstream = socket.create_connection(("127.0.0.1", target_port))
+                except OSError:  # the store is down: so is the proxy's connection
+                    client.close()
+                    continue
+                open_sockets.extend((client, upstream))
+                for args in ((client, upstream, False), (upstream, client, True)):
+                    threading.Thread(target=pump, args=args, daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        listener.close()
+        thread.join(timeout=5)
+        for sock in open_sockets:
+            with contextlib.suppress(OSError):
+                sock.close()

@@ -11,6 +11,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── DatasetExistsError(FileExistsError, RuntimeError) output files exist, overwrite=False
     ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
+    ├── UnreadableFileError(PermissionError)   a data file or .db exists but may not be read
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── StorageError(OSError)              the machine failed a write (keeps errno; names
     │   │                                  file, operation and the dataset's state)
@@ -88,6 +89,7 @@ __all__ = [
     "SinkTimeoutError",
     "StorageError",
     "StoragePermissionError",
+    "UnreadableFileError",
     "UnsupportedPlatformError",
     "WriterStateError",
 ]
@@ -195,6 +197,13 @@ def _rebuild_storage_error(
 
 class DiskFullError(StorageError):
     """No space left on the device (``ENOSPC``) or the disk quota is exhausted (``EDQUOT``)."""
+
+
+class UnreadableFileError(MrecordError, PermissionError):
+    """A data file or ``.db`` exists but this process may not read it (``EACCES``, ``EPERM``).
+
+    Not damage: the message names the file and says to check its permissions.
+    """
 
 
 class StoragePermissionError(StorageError, PermissionError):

@@ -84,8 +84,11 @@ def serve(
     from mrecord.serve.server.run import local_socket_path
     from mrecord.serve.server.run import serve as run
     from mrecord.serve.server.security import check_bind
+    from mrecord.storage.locate import locate_dataset
 
-    paths = parse_dataset_args(datasets)
+    # Resolved (a folder, a base name) and checked before saying "serving": a missing
+    # dataset fails here, with its hint, not after the banner.
+    paths = {name: locate_dataset(path) for name, path in parse_dataset_args(datasets).items()}
     check_bind(host, token)
     shown = "[::1]" if host == "::1" else host
     if (tls_cert is None) != (tls_key is None):

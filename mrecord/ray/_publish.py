@@ -32,7 +32,22 @@ from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 
-__all__ = ["Piece", "assemble_shard", "plan_shards", "shard_index_values"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "Piece",
+    "assemble_shard",
+    "plan_shards",
+    "shard_count_for_size",
+    "shard_index_values",
+]
+
+DEFAULT_SHARD_SIZE = 256 << 20
+"""The target shard size (bytes of pages) that picks the shard count when none is given.
+
+Big enough that a dataset of a few GB has a handful of files (each with its ``.db``),
+small enough that a large one has many shards for file-level shuffles and for ranks
+and Ray read tasks to divide.
+"""
 
 _COPY_STEP = 64 << 20
 
@@ -85,6 +100,16 @@ def plan_shards(page_rows: list[np.ndarray], shard_num: int | None) -> list[list
             )
             start = i
     return plan
+
+
+def shard_count_for_size(part_bytes: list[int], shard_size: int, most: int) -> int:
+    """How many shards of about ``shard_size`` bytes hold parts of ``part_bytes`` bytes.
+
+    ``ceil(total / shard_size)``, at least 1 and at most ``most``: 1000 small rows are one
+    shard however many blocks Ray cut them into.
+    """
+    total = sum(part_bytes)
+    return max(1, min(most, -(-total // shard_size)))
 
 
 def shard_index_values(

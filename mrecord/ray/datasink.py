@@ -32,7 +32,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import ray.data
 from ray.data.block import BlockAccessor
@@ -50,8 +50,14 @@ from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
 from mrecord.pool import ThreadPool, call
-from mrecord.ray._arrow import columns_from_block, schema_from_arrow
-from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
+from mrecord.ray._arrow import columns_from_block, data_schema, schema_from_arrow
+from mrecord.ray._publish import (
+    DEFAULT_SHARD_SIZE,
+    assemble_shard,
+    plan_shards,
+    shard_count_for_size,
+    shard_index_values,
+)
 
 # The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
 from mrecord.storage import commit as commit_mod
@@ -74,7 +80,7 @@ from mrecord.writer.file_writer import (
 )
 from mrecord.writer.shard_writer import ShardWriter
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MRecordDatasink", "write_mrecord"]
+__all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_SHARD_SIZE", "MRecordDatasink", "write_mrecord"]
 
 _STAGING_TAG = ".ray-"
 _LOCK_WAIT = 0.5
@@ -86,9 +92,11 @@ _LOCKS: dict[str, commit_mod.DatasetLock] = {}
 class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
     """A Ray ``Datasink`` that writes one mrecord dataset at ``path`` (see the module doc).
 
-    ``shard_num``: ``None`` writes one shard per write task (no data copied at publish;
-    use ``ds.repartition(n)`` to choose the count); ``k`` cuts all pages into ``k`` shards
-    of about equal rows (page bytes are copied once on the driver's filesystem).
+    ``shard_num``: ``None`` (default) picks the count from the data's size, one shard per
+    ``shard_size`` bytes of pages (default 256 MiB, at least one shard); ``k`` cuts all
+    pages into ``k`` shards of about equal rows (page bytes are copied once on the
+    driver's filesystem); ``"per_task"`` writes one shard per write task (no data copied
+    at publish; use ``ds.repartition(n)`` to choose the count).
     ``schema``: a MindSpore-style schema dict; inferred from the first block when None.
     ``index_fields``: scalar or string fields to index in each ``.db``.
     ``compression``: ``"zstd"`` compresses every field (per-field: put ``"compression"``
@@ -100,7 +108,8 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self,
         path: str | os.PathLike[str],
         *,
-        shard_num: int | None = None,
+        shard_num: int | Literal["per_task"] | None = None,
+        shard_size: int = DEFAULT_SHARD_SIZE,
         schema: Mapping[str, Any] | None = None,
         index_fields: Sequence[str] | None = None,
         compression: str | None = None,
@@ -116,14 +125,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             )
         if target.name.endswith((PARTIAL_SUFFIX, DB_SUFFIX)) or not target.name:
             raise ArgumentError(f"path {str(path)!r} must name a data file, not {DB_SUFFIX!r}")
-        if shard_num is not None and (
-            isinstance(shard_num, bool)
-            or not isinstance(shard_num, int)
-            or not 1 <= shard_num <= MAX_SHARDS
-        ):
-            raise ArgumentError(
-                f"shard_num must be None or in [1, {MAX_SHARDS}], got {shard_num!r}"
-            )
+        _check_shard_options(shard_num, shard_size)
         if compression not in (None, "zstd", "none"):
             raise ArgumentError(f"compression must be None or 'zstd', got {compression!r}")
         if type(page_size) is not int or not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:
@@ -139,6 +141,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._dir = target.parent
         self._name = target.name
         self._shard_num = shard_num
+        self._shard_size = shard_size
         self._given_schema = None if schema is None else dict(schema)
         self._index_fields = tuple(index_fields or ())
         self._compression = compression
@@ -174,6 +177,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._replaced = self._previous_files(existing)
         for litter in self._dir.glob(f"{glob.escape(self._name)}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
+        schema = data_schema(schema)  # None for Ray's file listing (a fused file read)
         if self._schema is None and schema is not None:
             self._schema = self._prepare_schema(schema_from_arrow(schema))
         # else: Ray fused the write with its input and has no schema yet; each task infers
@@ -325,7 +329,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
                 )
             if meta.dataset_id != self._dataset_id:
                 raise SchemaError(f"staged part {str(path)!r} does not belong to this write")
-        plan = plan_shards([m.page_rows for m in metas], self._shard_num)
+        plan = plan_shards([m.page_rows for m in metas], self._planned_count(parts))
         files = shard_file_names(self._dir / self._name, len(plan))
         finals = self._finals(files)
         self._partials = finals
@@ -355,6 +359,15 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         for old in set(self._replaced) - set(finals):
             old.unlink(missing_ok=True)
 
+    def _planned_count(self, parts: list[Path]) -> int | None:
+        """The shard count for ``plan_shards``: ``None`` is one shard per write task."""
+        if self._shard_num == "per_task":
+            return None
+        if self._shard_num is not None:
+            return self._shard_num
+        sizes = [p.stat().st_size for p in parts]
+        return shard_count_for_size(sizes, self._shard_size, MAX_SHARDS)
+
     def _cleanup(self) -> None:
         """Remove this job's staging files and uncommitted partials; release the lock."""
         lock = _LOCKS.pop(self._job, None) if self._job else None
@@ -378,6 +391,20 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         state = dict(self.__dict__)
         state.pop("_partials", None)
         return state
+
+
+def _check_shard_options(shard_num: object, shard_size: object) -> None:
+    if shard_num not in (None, "per_task") and (
+        isinstance(shard_num, bool)
+        or not isinstance(shard_num, int)
+        or not 1 <= shard_num <= MAX_SHARDS
+    ):
+        raise ArgumentError(
+            f"shard_num must be None (from the data's size), 'per_task' or an int in "
+            f"[1, {MAX_SHARDS}], got {shard_num!r}"
+        )
+    if type(shard_size) is not int or shard_size < 1:
+        raise ArgumentError(f"shard_size must be an int >= 1 (bytes), got {shard_size!r}")
 
 
 def _validated(schema: Schema, columns: dict[str, Any], ctx: Any, number: int) -> dict[str, Any]:

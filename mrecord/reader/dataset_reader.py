@@ -27,6 +27,7 @@ from mrecord.errors import (
 )
 from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
+from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
@@ -266,13 +267,20 @@ class DatasetReader:
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
         out: dict[str, ColumnValues] = {}
-        for name in names:
-            field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                out[name] = self._gather_fixed(field, len(ids), groups)
-            else:
-                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
+        with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
+            for name in names:
+                field = self.schema[name]
+                if field.kind is FieldKind.FIXED:
+                    out[name] = self._gather_fixed(field, len(ids), groups)
+                else:
+                    out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
         return Block(out, ids)
+
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """Tell shards read from a store by range requests the coming row orders
+        (``order_of(e)``: epoch ``e``'s global ids) so their cache keeps the rows read
+        soonest (docs/REMOTE.md "Larger than the cache"); local shards ignore it."""
+        plan_reads(self.shards, order_of, epoch)
 
     def locate_bytes(
         self, ids: np.ndarray | Sequence[int], column: str

@@ -27,7 +27,7 @@ from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
-from mrecord.storage.failures import sqlite_errno
+from mrecord.storage.failures import sqlite_errno, unreadable_error
 from mrecord.storage.naming import db_path
 
 if TYPE_CHECKING:
@@ -280,11 +280,21 @@ def _rebuild_hint(data_file: Path) -> str:
     return f"rebuild it with `mrecord reindex {data_file}`"
 
 
+def _check_readable(path: Path) -> None:
+    """UnreadableFileError when ``path`` may not be read (SQLite would only say "unable to
+    open database file", which reads as damage)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except PermissionError as exc:
+        raise unreadable_error(exc, "index", path) from None
+
+
 def open_index_db(data_file: Path) -> sqlite3.Connection:
     """Open a shard's ``.db`` read-only; MissingIndexError when it is not there."""
     path = db_path(data_file)
     if not path.is_file():
         raise MissingIndexError(f"index {str(path)!r} is missing; {_rebuild_hint(data_file)}")
+    _check_readable(path)
     try:
         return connect_foreign_db(path, (ROWS_TABLE, METADATA_TABLE))
     except sqlite3.Error as exc:

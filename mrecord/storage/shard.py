@@ -22,6 +22,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
-from mrecord.storage.failures import storage_error
+from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -76,7 +77,8 @@ def open_regular_file(path: Path) -> int:
     Opened non-blocking: a FIFO standing where a shard belongs would block ``open`` until
     a writer came (forever). Folders and missing files (also a symbolic link that loops or
     dangles) are :class:`DatasetNotFoundError`, other non-regular files
-    :class:`NotAnMrecordFileError`, and an ``OSError`` (permissions, I/O) a
+    :class:`NotAnMrecordFileError`, a file this user may not read
+    :class:`~mrecord.errors.UnreadableFileError`, and another ``OSError`` (I/O) a
     :class:`~mrecord.errors.StorageError` naming the file and what to do.
     """
     where = str(path)
@@ -86,6 +88,8 @@ def open_regular_file(path: Path) -> int:
         raise DatasetNotFoundError(f"data file {where!r} does not exist") from None
     except IsADirectoryError:
         raise DatasetNotFoundError(f"{where!r} is a folder, not a data file") from None
+    except PermissionError as exc:  # not the machine failing: this user may not read it
+        raise unreadable_error(exc, "data file", where) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise DatasetNotFoundError(
@@ -237,6 +241,10 @@ class ShardFile:
     def field_index(self, name: str) -> int:
         """Position of field ``name`` in the schema."""
         return self._field_index[name]
+
+    def will_need(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """These (offset, length) byte ranges of this file will be read soon, in this
+        order; may be ignored."""
 
     def check_chunk(self, page: int, col: int) -> None:
         """Verify the checksum of chunk (page, col) according to the policy."""

@@ -17,8 +17,8 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,9 +31,13 @@ from mrecord.pipeline.sources.random_access import (
     block_rows_for,
     padded_block,
 )
+from mrecord.pipeline.sources.skipping import SkipDamaged, check_on_error
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["MindDataset"]
 
@@ -67,6 +71,10 @@ class MindDataset(RandomAccessSource):
             storage and memory (docs/SHUFFLE_AND_SAMPLERS.md, "BLOCK").
         storage_options: passed to fsspec when ``dataset_files`` are URLs
             (``s3://...``; docs/REMOTE.md).
+        on_error: a read that meets a damaged chunk (``ChecksumError``,
+            ``CorruptFileError``): ``"raise"`` (default) ends the epoch with the error;
+            ``"skip"`` drops that chunk's rows and goes on, ``"warn"`` also warns
+            (``RuntimeWarning``). Skipped rows: :attr:`skipped_rows`, :meth:`skip_report`.
     """
 
     def __init__(
@@ -88,6 +96,7 @@ class MindDataset(RandomAccessSource):
         storage_options: Mapping[str, Any] | None = None,
         block_rows: int | None = None,
         window_blocks: int | None = None,
+        on_error: str = "raise",
     ) -> None:
         _check_padding_args(padded_sample, num_padded, columns_list)
         check_block_sizes(block_rows, window_blocks)
@@ -116,6 +125,8 @@ class MindDataset(RandomAccessSource):
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
         self._block_rows = _block_rows(self._reader)
+        self._on_error = check_on_error(on_error)
+        self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
 
     # -- random-access source contract --------------------------------------------------------
 
@@ -126,7 +137,17 @@ class MindDataset(RandomAccessSource):
         return self._reader.file_row_counts
 
     def _read_rows(self, ids: np.ndarray) -> Block:
+        if self._on_error == "raise":
+            return self._read_block(ids)
+        return self._skipping.read(ids)
+
+    def _read_block(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        # Shards read from a store by range requests evict by next use: tell them the future.
+        self._reader.plan_reads(lambda e: self._order(ctx.seed, e).to_array(), epoch)
+        return super()._iter_blocks(ctx, epoch)
 
     def _block_layout(self) -> BlockLayout | None:
         # Chosen once per sampler: every epoch (and a resume) reads with the same blocks.
@@ -139,6 +160,15 @@ class MindDataset(RandomAccessSource):
     def block_layout(self) -> BlockLayout | None:
         """The block layout ``Shuffle.BLOCK`` (or ADAPTIVE, when it picks BLOCK) reads with."""
         return self._block_layout()
+
+    @property
+    def skipped_rows(self) -> list[int]:
+        """Row ids dropped so far by ``on_error="skip"`` / ``"warn"`` (damaged chunks)."""
+        return self._skipping.skipped_rows
+
+    def skip_report(self) -> str:
+        """How many rows ``on_error`` skipped, naming the first damaged files and pages."""
+        return self._skipping.report()
 
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
