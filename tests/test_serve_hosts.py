@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from harness.certs import self_signed
 from harness.netns import Cluster, cluster
 from harness.serve_cluster import (
     PORT,
@@ -238,6 +239,35 @@ def test_health_and_token_refusal_across_hosts(
     done = net.run_python(net.clients[0], code, _url(net, 0), timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "401"]
+
+
+def test_tls_across_hosts_with_the_servers_certificate(
+    net: Cluster, data: Path, tmp_path: Path
+) -> None:
+    cert, key = self_signed(tmp_path, net.servers[1].ip)
+    proc = start_server(
+        net,
+        net.servers[1],
+        {"mixed": data},
+        extra=["--tls-cert", str(cert), "--tls-key", str(key)],
+    )
+    try:
+        url = f"https://{net.servers[1].ip}:{PORT}"
+        run = {"shuffle": "files", "num_shards": 2, "shard_id": 0, "seed": SEED, "epochs": 1}
+        spec: dict[str, Any] = {"urls": [url], "token": TOKEN, "runs": [run]}
+        got = _ok(read_remote(net, net.clients[0], {**spec, "cafile": str(cert)}))
+        assert got["runs"][0]["values"] == _local(data, run)
+        assert "InsecureTokenWarning" not in got["stderr"]
+        untrusted = read_remote(net, net.clients[1], {**spec, "retries": 0})
+        assert "not trusted" in untrusted.get("error", ""), untrusted
+        plain = read_remote(
+            net, net.clients[1], {**spec, "urls": [url.replace("https", "http")], "retries": 0}
+        )
+        assert "did not answer" in plain.get("error", ""), plain  # a DatasetServerError
+        assert "InsecureTokenWarning" in plain["stderr"]  # a token in clear to another host
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 @pytest.mark.xfail(

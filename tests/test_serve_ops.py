@@ -3,8 +3,6 @@ what was served, TLS, and a client that warns before a token travels in clear te
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 import urllib.error
 import urllib.request
@@ -15,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.certs import self_signed
 from mrecord import MindDataset, RemoteDataset
 from mrecord.errors import DatasetServerError, InsecureTokenWarning
 from mrecord.serve.buffers import BufferPool
@@ -78,48 +77,11 @@ def test_metrics_count_what_was_served(data: Path) -> None:
     assert metrics["mrecord_serve_clients"] == 1
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made with ``cryptography``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture(scope="module")
 def tls_server(
     data: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ServerThread, Path]]:
-    cert, key = _self_signed(tmp_path_factory.mktemp("tls"))
+    cert, key = self_signed(tmp_path_factory.mktemp("tls"), "127.0.0.1")
     with ServerThread(
         {"mixed": data}, token=TOKEN, local_socket=False, tls_cert=cert, tls_key=key
     ) as server:
