@@ -24,7 +24,6 @@ same path removes them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import glob
 import itertools
@@ -53,24 +52,24 @@ from mrecord.pool import ThreadPool, call
 from mrecord.ray._arrow import columns_from_block, data_schema, schema_from_arrow
 from mrecord.ray._publish import (
     DEFAULT_SHARD_SIZE,
-    assemble_shard,
+    page_runs,
     plan_shards,
     shard_count_for_size,
     shard_index_values,
 )
 
-# The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
+# The writer's machinery (commit transaction, names, page writer): reused, not redone.
 from mrecord.storage import commit as commit_mod
-from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import (
     DB_SUFFIX,
     PARTIAL_SUFFIX,
     db_path,
-    journal_path,
     partial_path,
     shard_file_names,
 )
 from mrecord.storage.shard import read_shard_metadata
+from mrecord.storage.shard_output import assemble_shard
+from mrecord.storage.transaction import StagedShard, Transaction
 from mrecord.writer.file_writer import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -83,10 +82,10 @@ from mrecord.writer.shard_writer import ShardWriter
 __all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_SHARD_SIZE", "MRecordDatasink", "write_mrecord"]
 
 _STAGING_TAG = ".ray-"
-_LOCK_WAIT = 0.5
 _PUBLISH_THREADS = 8
-_LOCKS: dict[str, commit_mod.DatasetLock] = {}
-"""Writer locks held by this (driver) process, by job id; never pickled into tasks."""
+_TRANSACTIONS: dict[str, Transaction] = {}
+"""Open commit transactions (each holds its dataset's lock) of this driver process, by job
+id; never pickled into tasks."""
 
 
 class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
@@ -154,7 +153,6 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             self._schema = self._prepare_schema(dict(schema))
         self._job = ""
         self._dataset_id = ""
-        self._partials: list[Path] | None = None
         self._replaced: list[Path] = []
         self.files: list[Path] = []
         """The published shard data files, in shard order (set by ``on_write_complete``)."""
@@ -165,10 +163,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         """Lock the dataset, check ``overwrite``, clear old litter, fix the schema."""
         self._job = uuid.uuid4().hex[:16]
         self._dataset_id = uuid.uuid4().hex
-        lock = commit_mod.DatasetLock(self._dir, self._name)
-        lock.acquire(wait=_LOCK_WAIT)
-        _LOCKS[self._job] = lock
-        commit_mod.recover_locked(self._dir, self._name)
+        _TRANSACTIONS[self._job] = Transaction.begin(self._dir, self._name, action="write")
         existing = [p for p in self._finals(self._all_shard_names()) if p.exists()]
         if existing and not self._overwrite:
             raise DatasetExistsError(
@@ -332,26 +327,22 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         plan = plan_shards([m.page_rows for m in metas], self._planned_count(parts))
         files = shard_file_names(self._dir / self._name, len(plan))
         finals = self._finals(files)
-        self._partials = finals
-        commit_mod.remove_partials(finals)
+        txn = _TRANSACTIONS[self._job]
+        txn.claim(files, overwrite=True)  # existing files were refused in on_write_start
         names = tuple(f.name for f in files)
         index_values = [r["index"] for r in results]
 
-        def build(i: int) -> None:
+        def build(i: int) -> StagedShard:
             data_file, pieces = files[i], plan[i]
             meta = assemble_shard(
-                partial_path(data_file), pieces, parts, metas, self._template(i, names)
+                partial_path(data_file), page_runs(pieces, parts, metas), self._template(i, names)
             )
-            write_index_db(
-                partial_path(db_path(data_file)),
-                meta,
-                0,
-                shard_index_values(pieces, metas, index_values),
-            )
+            values = shard_index_values(pieces, metas, index_values)
+            return StagedShard(data_file, meta, index_values=values)
 
-        list(pool.map(functools.partial(build, i) for i in range(len(plan))))
+        staged = list(pool.map(functools.partial(build, i) for i in range(len(plan))))
         commit_mod.crash_hook("ray_assembled")  # tests: the driver killed before the journal
-        commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
+        txn.commit(self._dataset_id, 1, staged, run_all=lambda calls: list(pool.map(calls)))
         self.files = files
         # Replaced: files of the previous dataset that the new one did not overwrite (another
         # shard count). They are foreign to the new dataset, so deleting them after the commit
@@ -370,27 +361,16 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
 
     def _cleanup(self) -> None:
         """Remove this job's staging files and uncommitted partials; release the lock."""
-        lock = _LOCKS.pop(self._job, None) if self._job else None
+        txn = _TRANSACTIONS.pop(self._job, None) if self._job else None
         if not self._job:
             return
         for staged in self._dir.glob(
             f"{glob.escape(self._name)}{_STAGING_TAG}{self._job}-*{PARTIAL_SUFFIX}"
         ):
             staged.unlink(missing_ok=True)
-        journal = journal_path(self._dir, self._name)
-        partials = self._partials
-        if partials and lock is not None and not journal.exists():
-            commit_mod.remove_partials(partials)
-        self._partials = None
         self._job = ""  # a reused sink starts its next write afresh
-        if lock is not None:
-            with contextlib.suppress(OSError):
-                lock.release()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_partials", None)
-        return state
+        if txn is not None:
+            txn.abort()  # after a commit: nothing to do (a durable commit keeps its files)
 
 
 def _check_shard_options(shard_num: object, shard_size: object) -> None:

@@ -443,7 +443,7 @@ class PartitionedOrder(Order):
     position ``q`` is item ``q // parts`` of partition ``q % parts``. Split strided into
     ``parts`` shards (:class:`ShardView`), shard ``s`` then reads partition ``s``: one
     contiguous run of ``base``, in its order. The same cut as the canonical partitions of
-    ``mrecord.torch.plan``.
+    the PyTorch adapter's stream plan (``torch/plan.py``).
     """
 
     def __init__(self, base: Order, parts: int):

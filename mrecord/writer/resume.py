@@ -57,7 +57,6 @@ from mrecord.format.compression import checksum, decompress
 from mrecord.format.layout import HEADER_SIZE, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE
 from mrecord.format.schema import Field, FieldKind, Schema
-from mrecord.storage.naming import partial_path
 from mrecord.writer.file_writer import FileWriter
 from mrecord.writer.shard_writer import ShardWriter
 
@@ -326,19 +325,14 @@ class Checkpointer:
                 f"rows, its checkpoint says {rows}; rerun without --resume"
             )
         # Swap the empty partial the new writer made for the checkpointed bytes.
-        shard._file.close()
-        partial = partial_path(final)
-        partial.unlink(missing_ok=True)
-        os.link(data, partial)
-        shard._file = open(partial, "r+b")  # noqa: SIM115 - owned by the shard writer now
-        shard._file.truncate(length)
-        shard._file.seek(length)
+        shard.restore(
+            data,
+            length,
+            [int(r) for r in table["rows"]],
+            [np.array(table["chunks"][p]) for p in range(pages)],
+            rows,
+        )
         self._verify(shard, data, table, length)
-        shard._offset = length
-        shard._page_rows = [int(r) for r in table["rows"]]
-        shard._chunks = [np.array(table["chunks"][p]) for p in range(pages)]
-        shard.num_rows = rows
-        shard._unsynced = 0
         index_fields = self._writer._index_fields
         shard.index_values = {
             name: [self._read_index(shard, data, schema[name], table)] for name in index_fields
@@ -367,14 +361,13 @@ class Checkpointer:
 
     def _verify(self, shard: ShardWriter, data: Path, table: np.ndarray, length: int) -> None:
         """Check the header and the last pages' checksums of the durable prefix."""
-        f = shard._file
-        f.seek(0)
-        if f.read(HEADER_SIZE) != encode_header():
+        with open(data, "rb") as f:
+            head = f.read(HEADER_SIZE)
+        if head != encode_header():
             raise CheckpointError(f"{str(data)!r} does not start with an mrecord header")
         for p in range(max(0, len(table) - _VERIFY_LAST_PAGES), len(table)):
             for rec in table["chunks"][p]:
                 self._read_chunk(shard, data, rec, length)
-        f.seek(length)
 
     @staticmethod
     def _read_chunk(shard: ShardWriter, data: Path, rec: Any, length: int) -> bytes:
@@ -384,8 +377,9 @@ class Checkpointer:
                 f"{str(data)!r}: a checkpointed chunk ends at byte {offset + size}, past the "
                 f"{length} durable bytes; rerun without --resume"
             )
-        shard._file.seek(offset)
-        stored = shard._file.read(size)
+        with open(data, "rb") as f:  # the shard's partial: the same file, hard-linked
+            f.seek(offset)
+            stored = f.read(size)
         if checksum(stored) != int(rec["crc32"]):
             raise CheckpointError(
                 f"{str(data)!r}: the chunk at byte {offset} fails its checksum; the partial "
@@ -396,7 +390,7 @@ class Checkpointer:
     def _read_index(self, shard: ShardWriter, data: Path, field: Field, table: np.ndarray) -> Any:
         """The values of ``field`` in every durable page of ``shard``, read back from it."""
         position = [f.name for f in shard.schema.fields].index(field.name)
-        length = shard._file.seek(0, os.SEEK_END)
+        length = data.stat().st_size
         parts: list[Any] = []
         for p in range(len(table)):
             rec = table["chunks"][p][position]
@@ -408,7 +402,6 @@ class Checkpointer:
                     f"{str(data)!r}: chunk at byte {int(rec['offset'])}: {exc}"
                 ) from exc
             parts.append(_decode_values(field, raw, int(table["rows"][p])))
-        shard._file.seek(length)
         if not parts:
             return np.zeros(0, dtype=field.dtype) if field.kind is FieldKind.FIXED else []
         if isinstance(parts[0], np.ndarray):
@@ -420,7 +413,7 @@ class Checkpointer:
     @property
     def written_bytes(self) -> int:
         """Bytes in the shards' partial files so far (pages written)."""
-        return sum(s._offset for s in self._writer._shards or [])
+        return sum(s.written for s in self._writer._shards or [])
 
     def checkpoint(self, position: int, extra: Mapping[str, Any] | None = None) -> None:
         """Make everything written so far durable and record it with ``position``.
@@ -445,10 +438,7 @@ class Checkpointer:
         pending_doc = []
         schema: Schema = shards[0].schema
         dtype = _page_dtype(len(schema.fields))
-        for shard in shards:
-            shard._file.flush()
-            shard._wait_for_sync()
-            os.fdatasync(shard._file.fileno())
+        lengths = [shard.sync() for shard in shards]
         crash_hook("synced")
         for i, (shard, final) in enumerate(zip(shards, writer._files, strict=True)):
             pages = len(shard._page_rows)
@@ -470,7 +460,7 @@ class Checkpointer:
             shard_states.append(
                 {
                     "name": final.name,
-                    "length": shard._offset,
+                    "length": lengths[i],
                     "pages": pages,
                     "rows": shard.num_rows - n,
                 }

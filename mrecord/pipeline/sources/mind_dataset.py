@@ -32,7 +32,7 @@ from mrecord.pipeline.sources.random_access import (
     padded_block,
 )
 from mrecord.pipeline.sources.skipping import SkipDamaged, check_on_error
-from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.dataset_reader import DatasetReader, memory_budget
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
 
@@ -124,7 +124,7 @@ class MindDataset(RandomAccessSource):
         )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
-        self._block_rows = _block_rows(self._reader)
+        self._block_rows = _block_rows(self._reader, self._workers)
         self._on_error = check_on_error(on_error)
         self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
 
@@ -192,13 +192,17 @@ class MindDataset(RandomAccessSource):
         return padded_block(self._reader.schema, self._reader.column_names, sample)
 
 
-def _block_rows(reader: DatasetReader) -> int:
+def _block_rows(reader: DatasetReader, workers: int) -> int:
     """Rows per block: about 4 MiB of values copied per block (``block_rows_for``).
 
     Bytes values are handed out as zero-copy views of the map (``bytes_as_arrays``):
     they cost a view object each, not their length; their data only bounds a block at
     ``_TARGET_VIEWED_BYTES`` (what a block keeps the consumer pointed at). Big blocks
-    mean fewer hand-offs between the read-ahead threads and the consumer.
+    mean fewer hand-offs between the read-ahead threads and the consumer. The blocks
+    read ahead (``workers + 2`` with the one being consumed) are also the read-ahead
+    window of the storage layer, whose bytes must still be in memory when the consumer
+    reads them: all of them together stay within an eighth of the memory this process
+    may still use (``memory_budget``, its memory cgroup's limit when it has one).
     """
     copied = viewed = 0
     for shard in reader.shards:
@@ -215,7 +219,8 @@ def _block_rows(reader: DatasetReader) -> int:
                     else:
                         copied += raw
     rows = max(1, reader.num_rows)
-    by_views = _TARGET_VIEWED_BYTES // max(1, viewed // rows)
+    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (8 * (workers + 2)))
+    by_views = target // max(1, viewed // rows)
     return min(block_rows_for(copied // rows), max(_MIN_VIEWED_BLOCK_ROWS, by_views))
 
 
