@@ -272,8 +272,8 @@ def test_tls_across_hosts_with_the_servers_certificate(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="RemoteDataset does not override _block_layout: the server does not send the "
-    "files' page boundaries, so Shuffle.BLOCK cuts blocks elsewhere than MindDataset",
+    reason="RemoteDataset has no _block_layout: MindDataset plans BLOCK's blocks from the "
+    "files' pages (plan_layout), and the server sends no layout",
 )
 def test_block_shuffle_through_the_service_equals_mind_dataset(data: Path) -> None:
     run = {"shuffle": "block", "seed": SEED}
