@@ -71,6 +71,7 @@ __all__ = [
     "FormatError",
     "IndexMismatchError",
     "IndexWriteError",
+    "InsecureTokenWarning",
     "LayoutError",
     "MetadataError",
     "MissingIndexError",
@@ -311,3 +312,9 @@ class DatasetServerError(MrecordError, ConnectionError):
 
 class AuthenticationError(MrecordError, PermissionError):
     """A dataset server refused the request: the bearer token is missing or wrong."""
+
+
+class InsecureTokenWarning(MrecordError, UserWarning):
+    """A bearer token is about to travel in clear text (``http://`` to a host other than
+    this machine): anyone on the path can read it; serve with ``--tls-cert`` and use
+    ``https://``."""

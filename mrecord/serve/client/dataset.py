@@ -31,6 +31,7 @@ from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
 from mrecord.serve.client.session import Session, default_session
 from mrecord.serve.client.transports.auto import CHOICES, AutoTransport
+from mrecord.serve.client.transports.failover import FailoverTransport
 from mrecord.serve.client.transports.http import HttpTransport
 
 __all__ = ["TRANSPORTS", "RemoteDataset"]
@@ -50,7 +51,10 @@ class RemoteDataset(RandomAccessSource):
     """Read a dataset from ``mrecord serve`` with ``MindDataset``'s arguments and orders.
 
     Args:
-        url: the server, e.g. ``"http://127.0.0.1:8750"``.
+        url: the server, e.g. ``"http://127.0.0.1:8750"``, or a list of servers of the same
+            dataset (same files): blocks come from the first that answers, and from the next
+            one when it dies (:mod:`~.transports.failover`); when none answers, the error
+            names them all. ``https://`` needs the server started with ``--tls-cert``.
         dataset: the dataset's name on that server (``GET /api/datasets`` lists them).
         columns_list, shuffle, num_shards, shard_id, sampler, num_samples: as for
             :class:`~mrecord.MindDataset` (same rules, same orders).
@@ -64,6 +68,8 @@ class RemoteDataset(RandomAccessSource):
             server runs on this machine (a loopback URL) and offers its same-host socket,
             else over HTTP; ``"http"``: always HTTP; ``"local"``: shared memory or an error.
             The rows and values are the same either way.
+        cafile: for ``https://``: the certificate(s) to trust instead of the system's (a
+            self-signed server's certificate file).
         session: what this reader shares with others of the process (receive buffers,
             shared memory, same-host connections); default: the process's own.
         padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
@@ -73,7 +79,7 @@ class RemoteDataset(RandomAccessSource):
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         dataset: str,
         columns_list: Sequence[str] | None = None,
         shuffle: bool | Shuffle | None = None,
@@ -92,6 +98,7 @@ class RemoteDataset(RandomAccessSource):
         session: Session | None = None,
         padded_sample: Mapping[str, Any] | None = None,
         num_padded: int | None = None,
+        cafile: str | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
@@ -109,15 +116,28 @@ class RemoteDataset(RandomAccessSource):
         )
         session = session or default_session()
         connections = self._workers + 2
-        http = HttpTransport(
-            url,
-            dataset,
-            token=token,
-            timeout=timeout,
-            connections=connections,
-            buffers=session.receive_buffers,
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls or not all(isinstance(u, str) for u in urls):
+            raise ArgumentError(f"url must be a URL or a non-empty list of URLs, got {url!r}")
+        servers = [
+            AutoTransport(
+                HttpTransport(
+                    u,
+                    dataset,
+                    token=token,
+                    timeout=timeout,
+                    connections=connections,
+                    buffers=session.receive_buffers,
+                    cafile=cafile,
+                ),
+                retries=retries,
+                session=session,
+            )
+            for u in urls
+        ]
+        self._transport: AutoTransport | FailoverTransport = (
+            servers[0] if len(servers) == 1 else FailoverTransport(servers)
         )
-        self._transport = AutoTransport(http, retries=retries, session=session)
         info = self._transport.info()
         self._files = [int(f["rows"]) for f in info["files"]]
         names = [f["name"] for f in info["schema"]]

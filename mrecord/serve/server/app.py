@@ -49,6 +49,8 @@ from mrecord.serve.server.answers import (
     plan_block,
     row_bytes,
 )
+from mrecord.serve.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, parse_field_value
 from mrecord.serve.server.security import host_ok, loopback_hosts, token_ok
 from mrecord.serve.server.thumbs import ThumbnailCache, thumbnail_png
@@ -65,11 +67,15 @@ BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
 def _error_response(
     code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
+    # The header names the code for the metrics (errors by code) without parsing a body.
     return starlette.responses.JSONResponse(
         {"error": {"code": code, "message": message}},
         status_code=ERROR_CODES[code],
-        headers=headers,
+        headers={**(headers or {}), _ERROR_HEADER: code},
     )
+
+
+_ERROR_HEADER = "x-mrecord-error"
 
 
 # -- the application --------------------------------------------------------------------------
@@ -83,6 +89,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     local_socket: str | None = None,
     bound_host: str | None = None,
+    metrics: Metrics | None = None,
 ) -> ASGIApp:
     """The Starlette app serving ``datasets`` (already opened; the app does not close them).
 
@@ -92,11 +99,19 @@ def create_app(
     when there is no token (DNS-rebinding guard), any host when there is one.
     ``local_socket``: the same-host socket's path (:mod:`~mrecord.serve.server.local`),
     given in ``GET /api/datasets/{name}`` to clients on a loopback address.
+    ``metrics``: where requests are counted (``GET /metrics``); the app's own by default,
+    as its ``metrics`` attribute either way.
+
+    ``GET /healthz`` answers ``ok`` to anyone (a load balancer's probe); ``GET /metrics``
+    (Prometheus text format) needs the token, as ``/api/`` does.
     """
-    api = _Api(datasets, limits or Limits(), local_socket)
+    metrics = metrics or Metrics()
+    api = _Api(datasets, limits or Limits(), local_socket, metrics)
     Route = starlette.routing.Route
     routes = [
         Route("/", api.page, methods=["GET"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/metrics", api.metrics_text, methods=["GET"]),
         Route("/static/{file}", api.static, methods=["GET"]),
         Route("/api/datasets", api.list_datasets, methods=["GET"]),
         Route("/api/datasets/{name}", api.info, methods=["GET"]),
@@ -120,7 +135,7 @@ def create_app(
         hosts = None if token else loopback_hosts(bound_host)
     else:
         hosts = frozenset(h.lower() for h in allowed_hosts)
-    return _Guard(app, token=token, hosts=hosts)
+    return _Guard(app, token=token, hosts=hosts, metrics=metrics)
 
 
 class _Guard:
@@ -138,11 +153,17 @@ class _Guard:
     ]
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        hosts: frozenset[str] | None,
+        metrics: Metrics,
     ) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -158,7 +179,7 @@ class _Guard:
             )
         elif (
             self.token
-            and scope["path"].startswith("/api/")
+            and (scope["path"].startswith("/api/") or scope["path"] == "/metrics")
             and not token_ok(headers.get("authorization"), self.token)
         ):
             refusal = _error_response(
@@ -167,16 +188,34 @@ class _Guard:
                 headers={"www-authenticate": "Bearer"},
             )
 
+        error_code: str | None = None
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal error_code
             if message["type"] == "http.response.start":
                 message = dict(message)
+                for name, value in message.get("headers", []):
+                    if name == _ERROR_HEADER.encode():
+                        error_code = value.decode("latin-1")
                 message["headers"] = [*message.get("headers", []), *self._HEADERS]
             await send(message)
 
-        if refusal is not None:
-            await refusal(scope, receive, send_with_headers)
-            return
-        await self.app(scope, receive, send_with_headers)
+        client = scope.get("client")
+        start, new = self.metrics.started(client[0] if client else None)
+        if new and client:  # one structured line per client session (after idling)
+            _log.info(
+                "%s",
+                json.dumps(
+                    {"event": "client_session", "client": client[0], "path": scope["path"]}
+                ),
+            )
+        try:
+            if refusal is not None:
+                await refusal(scope, receive, send_with_headers)
+                return
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            self.metrics.finished(start, error_code)
 
 
 
@@ -201,9 +240,14 @@ class _Api:
     """The endpoints; state shared by all requests (datasets, limits, thread limiter, cache)."""
 
     def __init__(
-        self, datasets: dict[str, ServedDataset], limits: Limits, local_socket: str | None
+        self,
+        datasets: dict[str, ServedDataset],
+        limits: Limits,
+        local_socket: str | None,
+        metrics: Metrics,
     ) -> None:
         self.datasets = datasets
+        self.metrics = metrics
         self.local_socket = local_socket
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
@@ -232,6 +276,16 @@ class _Api:
 
     async def page(self, request: Request) -> Response:
         return self._static_response("index.html")
+
+    # -- operations ----------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return starlette.responses.PlainTextResponse("ok")
+
+    async def metrics_text(self, request: Request) -> Response:
+        return starlette.responses.Response(
+            self.metrics.render(), media_type=METRICS_CONTENT_TYPE
+        )
 
     @_answers
     async def static(self, request: Request) -> Response:
@@ -376,6 +430,7 @@ class _Api:
             return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
 
         buffers = await self._run(read)
+        self.metrics.served(ds.name, len(ids), sum(memoryview(b).nbytes for b in buffers))
         return _BuffersResponse(buffers, self.limits.send_timeout_s)
 
 

@@ -57,6 +57,7 @@ def _config(
     log_level: str,
     max_connections: int = MAX_CONNECTIONS,
     header_timeout: float = Limits.header_timeout_s,
+    tls: tuple[Path, Path] | None = None,
 ) -> Any:
     uvicorn = _uvicorn()
     try:
@@ -78,7 +79,28 @@ def _config(
         limit_concurrency=max_connections,
         timeout_keep_alive=5,
         lifespan="off",
+        ssl_certfile=str(tls[0]) if tls else None,
+        ssl_keyfile=str(tls[1]) if tls else None,
     )
+
+
+def _tls(cert: Path | str | None, key: Path | str | None) -> tuple[Path, Path] | None:
+    """(certificate, key) files for TLS, both or neither; ArgumentError names what is wrong."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ArgumentError("TLS needs both --tls-cert and --tls-key (PEM files)")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not Path(path).is_file():
+            raise ArgumentError(f"{flag} {str(path)!r} is not a file")
+    return Path(cert), Path(key)
+
+
+def _count_connections(app: Any, server: Any) -> None:
+    """Let ``GET /metrics`` report the uvicorn server's open connections."""
+    metrics = getattr(app, "metrics", None)
+    if metrics is not None:
+        metrics.connections = lambda: len(server.server_state.connections)
 
 
 def serve(
@@ -91,13 +113,17 @@ def serve(
     max_connections: int = MAX_CONNECTIONS,
     log_level: str = "info",
     local_socket: Path | str | None = "auto",
+    tls_cert: Path | str | None = None,
+    tls_key: Path | str | None = None,
 ) -> None:
     """Serve ``datasets`` ({name: path}) until interrupted (what ``mrecord serve`` runs).
 
     ``local_socket``: where same-host readers connect (``"auto"``: a fresh path in this
-    user's private folder, on Linux; ``None``: no same-host socket).
+    user's private folder, on Linux; ``None``: no same-host socket). ``tls_cert`` and
+    ``tls_key``: PEM files; the server then speaks HTTPS only.
     """
     check_bind(host, token)
+    tls = _tls(tls_cert, tls_key)
     opened = open_datasets(datasets)
     limits = Limits(read_threads=workers)
     local = None
@@ -119,8 +145,12 @@ def serve(
         # full passes (measured: a few percent of the CPU per MB served).
         gc.freeze()
         with _sigterm_unwinds():
-            config = _config(app, host, port, log_level, max_connections, limits.header_timeout_s)
-            _uvicorn().Server(config).run()
+            config = _config(
+                app, host, port, log_level, max_connections, limits.header_timeout_s, tls
+            )
+            server = _uvicorn().Server(config)
+            _count_connections(app, server)
+            server.run()
     finally:
         if local is not None:
             local.stop()
@@ -183,8 +213,12 @@ class ServerThread:
         local_socket: bool = True,
         host: str = "127.0.0.1",
         max_connections: int = MAX_CONNECTIONS,
+        tls_cert: Path | str | None = None,
+        tls_key: Path | str | None = None,
     ) -> None:
         check_bind(host, token)
+        self._tls = _tls(tls_cert, tls_key)
+        self.app: Any = None
         self._host = host
         self._max_connections = max_connections
         self._given = datasets
@@ -204,9 +238,9 @@ class ServerThread:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT``."""
+        """``http://HOST:PORT`` (``https://`` with TLS)."""
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._tls else 'http'}://{host}:{self.port}"
 
     def start(self) -> ServerThread:
         """Open the datasets, bind a free port, serve in a thread; returns when it listens."""
@@ -244,8 +278,11 @@ class ServerThread:
             "warning",
             self._max_connections,
             self._limits.header_timeout_s,
+            self._tls,
         )
         self._server = _uvicorn().Server(config)
+        _count_connections(app, self._server)
+        self.app = app
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="mrecord-serve", daemon=True
         )

@@ -8,8 +8,11 @@ this machine and offers its socket, a :class:`~.local.LocalTransport`, and decid
   over HTTP (``transport="auto"``) or the read fails (``"local"``);
 - a socket that stops answering is dropped for good, with a warning, and blocks go over
   HTTP (``"auto"``), or the read fails (``"local"``);
-- over HTTP, a connection error or 503 is retried with back-off ``retries`` times, then
-  :class:`~mrecord.errors.DatasetServerError` says the server did not answer;
+- over HTTP, a connection error (refused: a server restarting; reset or cut short: one
+  that died mid-answer) or 503 is retried with back-off ``retries`` times (``BACKOFF_S``:
+  3.3 s over the default 4), then :class:`~.base.ServerUnreachable` (a
+  :class:`~mrecord.errors.DatasetServerError`) says the server did not answer (and
+  :mod:`~.failover` moves to another server, if the reader names several);
 - an error answer (a bad request, a damaged file) is raised at once: asking again
   would not help.
 """
@@ -26,7 +29,12 @@ import numpy as np
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.client.session import Session
-from mrecord.serve.client.transports.base import Transport, TransportBusy, TransportUnavailable
+from mrecord.serve.client.transports.base import (
+    ServerUnreachable,
+    Transport,
+    TransportBusy,
+    TransportUnavailable,
+)
 from mrecord.serve.client.transports.http import HttpTransport
 from mrecord.serve.client.transports.local import LocalTransport
 from mrecord.serve.protocol.local import available as local_available
@@ -159,7 +167,7 @@ class AutoTransport(Transport):
                 last = str(exc)
             if attempt < self._retries:
                 time.sleep(_backoff(attempt))
-        raise DatasetServerError(
+        raise ServerUnreachable(
             f"dataset server {self._http.base} did not answer for dataset "
             f"{self._http.dataset!r} after {self._retries + 1} tries (last error: {last}); "
             "is `mrecord serve` running there?"

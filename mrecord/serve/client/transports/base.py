@@ -23,8 +23,9 @@ import abc
 import numpy as np
 
 from mrecord.block import ColumnValues
+from mrecord.errors import DatasetServerError
 
-__all__ = ["Transport", "TransportBusy", "TransportUnavailable"]
+__all__ = ["ServerUnreachable", "Transport", "TransportBusy", "TransportUnavailable"]
 
 
 class TransportUnavailable(Exception):
@@ -33,6 +34,11 @@ class TransportUnavailable(Exception):
 
 class TransportBusy(TransportUnavailable):
     """The server has as many readers as it takes: ask again after a back-off."""
+
+
+class ServerUnreachable(DatasetServerError):
+    """A server stayed unreachable (or busy) through every retry: the failover policy
+    (:mod:`~.failover`) moves to another server of the same dataset."""
 
 
 class Transport(abc.ABC):

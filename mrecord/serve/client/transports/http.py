@@ -13,16 +13,20 @@ import http.client
 import json
 import queue
 import socket
+import ssl
+import threading
+import warnings
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import numpy as np
 
 from mrecord.block import ColumnValues
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, DatasetServerError, InsecureTokenWarning
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.client.transports.base import Transport, TransportBusy, TransportUnavailable
 from mrecord.serve.protocol.errors import ErrorCode, error_for
+from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_block, encode_request
 
 __all__ = ["HttpTransport"]
@@ -32,7 +36,10 @@ class HttpTransport(Transport):
     """One dataset of the server at ``url``, over HTTP (see the module docstring).
 
     ``connections``: idle keep-alive connections kept (more are opened when more
-    requests are in flight, and closed after them).
+    requests are in flight, and closed after them). ``cafile``: for ``https://``, the
+    certificates to trust (a self-signed server's own certificate) instead of the
+    system's. A token sent over ``http://`` to a host that is not this machine warns once
+    per host (:class:`~mrecord.errors.InsecureTokenWarning`).
     """
 
     @property
@@ -48,10 +55,16 @@ class HttpTransport(Transport):
         timeout: float,
         connections: int,
         buffers: BufferPool,
+        cafile: str | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ArgumentError(f"url must look like http://HOST:PORT, got {url!r}")
+        if cafile is not None and parts.scheme != "https":
+            raise ArgumentError(f"cafile is for https:// servers, got {url!r}")
+        self._ssl = ssl.create_default_context(cafile=cafile) if parts.scheme == "https" else None
+        if token and parts.scheme == "http" and not is_loopback(parts.hostname):
+            _warn_clear_token(parts.hostname)
         self.base = url.rstrip("/")
         self.dataset = dataset
         self.host = parts.hostname
@@ -111,6 +124,12 @@ class HttpTransport(Transport):
                 conn, reused = self._connect(), False
             try:
                 status, buf = self._exchange(conn, method, path, body)
+            except ssl.SSLCertVerificationError as exc:
+                conn.close()  # asking again would not help: say what to do
+                raise DatasetServerError(
+                    f"{self.base}: its TLS certificate is not trusted ({exc.verify_message}); "
+                    "for a self-signed certificate pass cafile= (the server's certificate)"
+                ) from exc
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 if reused:
@@ -122,8 +141,11 @@ class HttpTransport(Transport):
             return status, buf
 
     def _connect(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self._port, timeout=self._timeout)
+        if self._ssl is not None:
+            return http.client.HTTPSConnection(
+                self.host, self._port, timeout=self._timeout, context=self._ssl
+            )
+        return http.client.HTTPConnection(self.host, self._port, timeout=self._timeout)
 
     def _exchange(
         self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None
@@ -165,6 +187,26 @@ class HttpTransport(Transport):
         except Exception:
             code, message = "unexpected", f"HTTP {status}: {body[:200].tobytes()!r}"
         return error_for(self.where, code, message)
+
+
+_warned_hosts: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_clear_token(host: str) -> None:
+    """Warn, once per host per process, that a token goes to ``host`` in clear text."""
+    with _warned_lock:
+        if host in _warned_hosts:
+            return
+        _warned_hosts.add(host)
+    warnings.warn(
+        InsecureTokenWarning(
+            f"the bearer token goes to {host!r} over plain http://: anyone on the network "
+            "path can read it; serve with `mrecord serve --tls-cert ... --tls-key ...` and "
+            "use an https:// URL"
+        ),
+        stacklevel=4,
+    )
 
 
 def _read_body(response: http.client.HTTPResponse, view: memoryview) -> None:
