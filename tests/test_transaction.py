@@ -134,3 +134,36 @@ def test_file_writer_state_is_an_enum_through_its_life(tmp_path: Path) -> None:
     ]
     with DatasetReader.open(tmp_path / "d") as reader:
         assert reader.num_rows == 1
+
+
+def _write(path: Path, shards: int, rows: int, overwrite: bool = False) -> None:
+    with FileWriter(path, shard_num=shards, overwrite=overwrite) as writer:
+        writer.add_schema({"id": {"type": "int64"}})
+        writer.write_raw_data({"id": np.arange(rows, dtype=np.int64)})
+
+
+@pytest.mark.xfail(strict=True, reason="the replaced dataset's extra shards stay behind")
+def test_overwriting_with_fewer_shards_removes_the_old_extra_shards(tmp_path: Path) -> None:
+    """Found by issue 27's Ray-sink sweep: a dataset of 3 shards overwritten by one of 2
+    left data2 and data2.db behind, a stray shard of the old dataset that `mrecord verify`
+    of the folder reported as a second dataset and that raised ForeignShardError."""
+    _write(tmp_path / "data", 3, 30)
+    _write(tmp_path / "data", 2, 10, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith("lock")) == [
+        "data0", "data0.db", "data1", "data1.db"
+    ]
+    with DatasetReader.open(tmp_path / "data0") as reader:
+        assert reader.num_rows == 10
+    assert verify_dataset(tmp_path / "data0").ok
+
+
+def test_overwriting_leaves_files_that_were_not_the_old_datasets_shards(tmp_path: Path) -> None:
+    """Only shards the replaced dataset named as its own go: a dataset called data2 that
+    merely sits in the same folder stays, whole."""
+    _write(tmp_path / "data", 2, 20)
+    _write(tmp_path / "data2", 1, 5)
+    _write(tmp_path / "data", 2, 10, overwrite=True)
+    with DatasetReader.open(tmp_path / "data2") as other:
+        assert other.num_rows == 5
+    with DatasetReader.open(tmp_path / "data0") as reader:
+        assert reader.num_rows == 10
