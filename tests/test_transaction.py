@@ -142,7 +142,6 @@ def _write(path: Path, shards: int, rows: int, overwrite: bool = False) -> None:
         writer.write_raw_data({"id": np.arange(rows, dtype=np.int64)})
 
 
-@pytest.mark.xfail(strict=True, reason="the replaced dataset's extra shards stay behind")
 def test_overwriting_with_fewer_shards_removes_the_old_extra_shards(tmp_path: Path) -> None:
     """Found by issue 27's Ray-sink sweep: a dataset of 3 shards overwritten by one of 2
     left data2 and data2.db behind, a stray shard of the old dataset that `mrecord verify`

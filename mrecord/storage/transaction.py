@@ -29,7 +29,10 @@ commit is rolled forward (:func:`~mrecord.storage.commit.recover_locked`), and
 3. checks that would otherwise fail after the commit point: no folder where a final
    belongs; an appended shard still has its committed length; room for the tails;
 4. the journal is made durable: **the commit point**;
-5. publish: renames, or tails + ``.db`` merges; the journal is removed; the lock released.
+5. publish: renames, or tails + ``.db`` merges; the journal is removed; when the commit
+   replaced a dataset (``overwrite``), that dataset's shards the new one does not reuse
+   are removed (best effort, after the publish: a kill there leaves them, unnamed by the
+   new dataset); the lock released.
 
 A failure before step 4 removes every partial and leaves the previous generation as it
 was (``state`` ABORTED); at or after it the commit is durable (``state`` COMMITTED) and the
@@ -57,6 +60,7 @@ from mrecord.storage.committed import dataset_name_of, open_committed
 from mrecord.storage.failures import check_free_space, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
+from mrecord.storage.shard import read_shard_metadata
 
 __all__ = ["CommittedShard", "StagedShard", "Transaction", "TransactionState"]
 
@@ -126,6 +130,9 @@ class Transaction:
         self._lock = lock
         self._action = action
         self._finals: list[Path] = []
+        # Shards of a dataset being overwritten that the new one does not reuse (a dataset
+        # of 3 shards replaced by one of 2: its third), and that dataset's id.
+        self._replaced: tuple[list[Path], set[str]] = ([], set())
         self.committed_generation: int | None = None
         """The generation an append starts from (None for a new dataset)."""
 
@@ -196,6 +203,8 @@ class Transaction:
                     "dataset, or use FileWriter.open_for_append to add rows"
                 )
             self._finals = list(finals)
+            if existing and self.committed_generation is None:  # replacing a dataset
+                self._replaced = self._replaced_siblings()
             commit_mod.remove_partials(self._temp_finals())
 
     # -- commit ------------------------------------------------------------------------------
@@ -250,6 +259,7 @@ class Transaction:
                     generation,
                     [*finals, *(db_path(f) for f in finals)],
                 )
+                self._remove_replaced(dataset_id)
         except BaseException as exc:
             if journal_path(self.directory, self.dataset_name).exists():
                 # Past the commit point: the journal names complete files. Removing them
@@ -266,6 +276,46 @@ class Transaction:
                 raise self.storage_error(exc, "commit") from exc
             raise
         self._end(TransactionState.COMMITTED)
+
+    def _replaced_siblings(self) -> tuple[list[Path], set[str]]:
+        """The shards of the datasets the claimed files overwrite that the new dataset
+        does not reuse (named in those datasets' own sibling lists), and their ids."""
+        names: set[str] = set()
+        ids: set[str] = set()
+        for final in self._finals:
+            if not final.is_file():
+                continue
+            try:
+                meta = read_shard_metadata(final)
+            except (MrecordError, OSError):
+                continue  # not a readable shard: nothing to learn about siblings from it
+            names.update(meta.shard_names)
+            ids.add(meta.dataset_id)
+        reused = {f.name for f in self._finals}
+        # Basenames only (a sibling list is never a path; a damaged one could say "../x").
+        stale = sorted(
+            n for n in names - reused if n == Path(n).name and n not in ("", ".", "..")
+        )
+        return [self.directory / n for n in stale], ids
+
+    def _remove_replaced(self, dataset_id: str) -> None:
+        """After a replacing commit is published, remove the replaced dataset's shards the
+        new one did not reuse, each only if it still carries that dataset's id.
+
+        Best effort and after the publish: a process killed here leaves those files as
+        before (the new dataset never names them, so readers are not affected).
+        """
+        stale, ids = self._replaced
+        self._replaced = ([], set())
+        for path in stale:
+            try:
+                owner = read_shard_metadata(path).dataset_id
+            except (MrecordError, OSError):
+                continue  # gone already, or not a shard we can identify: never removed
+            if owner in ids and owner != dataset_id:
+                for victim in (db_path(path), path):
+                    with contextlib.suppress(FileNotFoundError):
+                        victim.unlink()
 
     def _check_before_commit_point(self, shards: Sequence[StagedShard]) -> None:
         """Refuse to write the journal when publishing is bound to fail.
