@@ -95,7 +95,8 @@ def test_derive_key_mixes_seed_and_epoch() -> None:
     assert derive_key(5, 1) != derive_key(6, 0)
     assert derive_key(5, 1) == derive_key(5, 1)
     assert derive_key(1, "a") != derive_key(1, "b")
-    with pytest.raises(TypeError):
+    assert derive_key(1) != derive_key("1")  # the part's type is hashed too
+    with pytest.raises(TypeError, match=r"^key parts must be int or str, got 1\.5$"):
         derive_key(1.5)  # type: ignore[arg-type]
 
 
