@@ -1,18 +1,28 @@
-# Two commands for a newcomer: `make demo` and `make test`. Both create .venv on first use.
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv on first use:
+# `make demo` installs only mrecord and its core dependencies (a few MB); `make test` adds
+# the dev set (torch, Ray, pyarrow, ...: about 2.3 GB) at the versions CI pins in
+# constraints/ci.txt.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+CORE_STAMP := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test test-thorough test-min-deps test-newest lint bench clean browser mutation
 
-$(STAMP): pyproject.toml
+$(CORE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE_STAMP)
 
-demo: $(STAMP)
+$(STAMP): pyproject.toml constraints/ci.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e '.[dev]'
+	touch $(CORE_STAMP) $(STAMP)
+
+demo: $(CORE_STAMP)
 	$(BIN)/python -m mrecord.demo
 
 # The browser test of `mrecord serve` drives Debian's chromium (Playwright cannot download its own).
@@ -59,7 +69,7 @@ test-thorough: $(STAMP) browser
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check mrecord tests tools benchmarks reliability examples
+	$(BIN)/ruff check mrecord tests tools benchmarks reliability harness examples
 	$(BIN)/mypy
 
 # Mutation testing (not in CI: it takes tens of minutes): mutmut over the scope and tests in

@@ -1,14 +1,30 @@
-"""Conversion throughput (issue 6): CIFAR-10 binary, ImageFolder of JPEGs, MindRecord import.
+"""Conversion throughput: an ImageFolder of ~100 KB JPEGs, cold, to durable (issue 24).
 
-Run ``python -m benchmarks.bench_convert [--scale S] [--mindspore-python PATH]``.
-Sources are synthetic and deterministic (seeded numpy, Pillow for the JPEGs), built in
-``bench_out/convert/``. The MindRecord source is written by MindSpore itself, in its own
-interpreter, when one is found (see ``benchmarks.run.find_mindspore``).
+Run ``python -m benchmarks.bench_convert [--images N] [--quick] [--workers N]``
+(root: it drops the page cache). The source, ``--images`` JPEGs of about 100 KB in
+10 class folders, is generated once into ``/tmp/mrecord-bench-jpegs-N`` and reused.
+Each timed run starts with a cold source cache (``sync``; ``echo 1 >
+/proc/sys/vm/drop_caches``) and ends when its output is durable (the writer's own
+fsyncs, then ``os.sync()``), timed from outside, process start included:
+
+- ``mrecord convert imagefolder`` at 1 worker and at ``--workers`` (default: cores);
+- MindSpore's ``FileWriter`` loop from its documentation (read each file, a row dict
+  per image, ``write_raw_data`` every 1,000 rows, ``commit``), in MindSpore's own
+  interpreter (``benchmarks.run.find_mindspore``; "not installed" when none);
+- ``--resize 64x64`` (CPU-bound) on the first ``--resize-images`` files at 1 and 2
+  workers, for the scaling;
+
+beside the disk's limits measured in the same run (``benchmarks.limits``: fsync'd
+sequential writes). Rows/s and MB/s (source bytes per second). The machine may be
+shared: compare ratios from one run. ``--classic`` runs the older table (CIFAR-10,
+a small image folder, MindRecord import; warm cache, library calls).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -74,12 +90,8 @@ MINDSPORE_WRITER = textwrap.dedent(
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print a table of conversion throughput."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the sources")
-    parser.add_argument("--mindspore-python", default=None, help="interpreter with mindspore")
-    args = parser.parse_args(argv)
+def classic(args: argparse.Namespace) -> int:
+    """The issue-6 table: CIFAR-10, a small image folder, MindRecord import (warm cache)."""
     OUT.mkdir(parents=True, exist_ok=True)
     results: list[tuple[str, int, float]] = []
 
@@ -117,6 +129,196 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'conversion':48} {'rows':>8} {'seconds':>8} {'rows/s':>10}")
     for label, count, seconds in results:
         print(f"{label:48} {count:8,} {seconds:8.2f} {count / seconds:10,.0f}")
+    return 0
+
+
+JPEG_SIDE = 320  # a 320x320 RGB JPEG of the pattern below at quality 95 is ~100 KB
+MS_LOOP = textwrap.dedent(
+    """
+    import os, sys
+    from mindspore.mindrecord import FileWriter
+    src, dst = sys.argv[1], sys.argv[2]
+    classes = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+    writer = FileWriter(file_name=dst, shard_num=1, overwrite=True)
+    writer.add_schema({"image": {"type": "bytes"}, "label": {"type": "int32"},
+                       "file_name": {"type": "string"}}, "imagefolder")
+    writer.add_index(["label"])
+    rows = []
+    for label, name in enumerate(classes):
+        folder = os.path.join(src, name)
+        for file in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, file), "rb") as f:
+                rows.append({"image": f.read(), "label": label, "file_name": name + "/" + file})
+            if len(rows) == 1000:
+                writer.write_raw_data(rows)
+                rows = []
+    if rows:
+        writer.write_raw_data(rows)
+    writer.commit()
+    os.sync()
+    """
+)
+
+
+def make_jpegs(root: Path, images: int) -> int:
+    """``images`` JPEGs of about 100 KB in 10 class folders (kept between runs); total bytes."""
+    from PIL import Image
+
+    done = root / ".complete"
+    if not done.exists():
+        rng = np.random.default_rng(7)
+        ramp = np.linspace(0, 120, JPEG_SIDE, dtype=np.float32)
+        for i in range(images):
+            folder = root / f"class_{i % 10}"
+            folder.mkdir(parents=True, exist_ok=True)
+            noise = 50 * rng.standard_normal((JPEG_SIDE, JPEG_SIDE, 3), dtype=np.float32)
+            base = rng.integers(0, 120, 3).astype(np.float32)
+            pixels = base + ramp[:, None, None] + ramp[None, :, None] + noise
+            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(
+                folder / f"{i:06d}.jpg", quality=95
+            )
+        done.write_text(str(images))
+    return sum(p.stat().st_size for p in root.rglob("*.jpg"))
+
+
+def subset(root: Path, images: int, out: Path) -> Path:
+    """The first ``images`` files of ``root`` (hard links, same layout) under ``out``."""
+    if not (out / ".complete").exists():
+        files = sorted(root.rglob("*.jpg"), key=lambda p: p.name)[:images]
+        for f in files:
+            target = out / f.parent.name / f.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                os.link(f, target)
+        (out / ".complete").write_text(str(images))
+    return out
+
+
+def drop_caches() -> bool:
+    """Write back and drop the page cache; False when not allowed (not root)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
+def clean(dst: Path) -> None:
+    """Remove the dataset ``dst`` (every file starting with its name)."""
+    for p in dst.parent.glob(dst.name + "*"):
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def timed(cmd: list[str], dst: Path, env: dict[str, str] | None = None) -> float:
+    """Seconds from a cold cache to ``cmd``'s output durable."""
+    clean(dst)
+    if not drop_caches():
+        print("warning: cannot drop caches (not root): the source is warm", file=sys.stderr)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    os.sync()
+    return time.perf_counter() - start
+
+
+def mrecord_cmd(src: Path, dst: Path, workers: int, *extra: str) -> list[str]:
+    """``mrecord convert imagefolder`` as a user runs it."""
+    return [
+        sys.executable,
+        "-m",
+        "mrecord.cli",
+        "convert",
+        "imagefolder",
+        str(src),
+        str(dst),
+        "--workers",
+        str(workers),
+        "--quiet",
+        *extra,
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the issue-24 table (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=20_000)
+    parser.add_argument("--resize-images", type=int, default=2_000)
+    parser.add_argument("--quick", action="store_true", help="2,000 images, 400 resized")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--mindspore-python", default=None, help="interpreter with mindspore")
+    parser.add_argument("--classic", action="store_true", help="the older table instead")
+    parser.add_argument("--scale", type=float, default=1.0, help="--classic: shrink the sources")
+    args = parser.parse_args(argv)
+    if args.classic:
+        return classic(args)
+    if args.quick:
+        args.images, args.resize_images = 2_000, 400
+    src = Path(f"/tmp/mrecord-bench-jpegs-{args.images}")
+    source_bytes = make_jpegs(src, args.images)
+    small = subset(
+        src,
+        args.resize_images,
+        Path(f"/tmp/mrecord-bench-jpegs-{args.images}-first{args.resize_images}"),
+    )
+    small_bytes = sum(p.stat().st_size for p in small.rglob("*.jpg"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    dst = args.out.resolve() / "folder.mrecord"
+
+    from benchmarks.limits import measure_limits
+    from benchmarks.run import find_mindspore
+
+    limits = measure_limits(args.out, 256)
+    rows: list[tuple[str, int, int, float | None]] = []
+    for workers in sorted({1, args.workers}):
+        seconds = timed(mrecord_cmd(src, dst, workers), dst)
+        rows.append((f"mrecord convert, {workers} worker(s)", args.images, source_bytes, seconds))
+    python, why = find_mindspore(args.mindspore_python)
+    if python is not None:
+        ms_dst = args.out.resolve() / "folder.mindrecord"
+        seconds = timed([python, "-c", MS_LOOP, str(src), str(ms_dst)], ms_dst)
+        clean(ms_dst)
+        rows.append(("MindSpore FileWriter loop (its docs)", args.images, source_bytes, seconds))
+    else:
+        rows.append((f"MindSpore FileWriter loop: not installed ({why})", args.images, 0, None))
+    for workers in (1, 2):
+        seconds = timed(mrecord_cmd(small, dst, workers, "--resize", "64x64"), dst)
+        rows.append(
+            (f"--resize 64x64, {workers} worker(s)", args.resize_images, small_bytes, seconds)
+        )
+    clean(dst)
+
+    print(
+        f"source: {src} ({args.images:,} JPEGs, {source_bytes / args.images / 1e3:.0f} KB avg); "
+        f"cold source cache, timed to durable; cores: {os.cpu_count()}"
+    )
+    print(
+        f"disk limit (benchmarks.limits, same run): fsync'd sequential write "
+        f"{limits['fsync_mb_s']:,.0f} MB/s"
+    )
+    print(f"{'run':52} {'rows':>7} {'seconds':>8} {'rows/s':>9} {'MB/s':>7}")
+    for label, count, nbytes, took in rows:
+        if took is None:
+            print(label)
+            continue
+        print(
+            f"{label:52} {count:7,} {took:8.2f} {count / took:9,.0f} "
+            f"{nbytes / took / 1e6:7.0f}"
+        )
+    by = {label: s for label, _c, _b, s in rows if s is not None}
+    one = by.get("mrecord convert, 1 worker(s)")
+    many = by.get(f"mrecord convert, {args.workers} worker(s)")
+    ms = next((s for label, s in by.items() if label.startswith("MindSpore")), None)
+    if one and many:
+        print(f"ratio: {args.workers} workers vs 1: {one / many:.2f}x")
+    if ms and many:
+        print(f"ratio: mrecord ({args.workers} workers) vs MindSpore: {ms / many:.2f}x faster")
+    r1, r2 = by.get("--resize 64x64, 1 worker(s)"), by.get("--resize 64x64, 2 worker(s)")
+    if r1 and r2:
+        print(f"ratio: --resize, 2 workers vs 1: {r1 / r2:.2f}x")
     return 0
 
 

@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_remote [--rows 20000] [--value-bytes 3072] [--store http|s3]``.
 
 A dataset of ``--rows`` rows (``--value-bytes`` random bytes and an int label, 4 shards)
-is served by a local HTTP server (``mrecord.testing.servers.http_server``) or moto's S3
+is served by a local HTTP server (``harness.servers.http_server``) or moto's S3
 (``--store s3``), on 127.0.0.1. One epoch of ``MindDataset(..., shuffle=GLOBAL)`` is
 timed (the median of ``--repeats``; each repeat with an empty cache):
 
@@ -11,6 +11,13 @@ timed (the median of ``--repeats``; each repeat with an empty cache):
 2. ``cold``: an empty cache: open (download, verify every checksum) plus the epoch;
 3. ``warm``: the same cache, a new open (one HEAD and one trailer read per file) plus the epoch;
 4. ``range``: a cache too small for any shard: every chunk by range requests.
+
+``--larger`` measures a dataset larger than the cache instead: ``--larger-rows`` rows of
+``--larger-value-bytes`` (default 3,000 x 100 KB "images", 4 shards) on the ``--store``
+behind a counting proxy (``harness.servers.counting_proxy``), ``MRECORD_CACHE_BYTES`` a
+third of the shards, one ``MindDataset(shuffle=GLOBAL)`` iterated for 3 epochs; it prints
+the bytes the store sent at the open and in each epoch (headers included) against
+``dataset - cache``, the most an order-aware cache should need per epoch.
 
 With ``--store s3 --mosaic-python PATH`` (an interpreter with ``mosaicml-streaming``),
 the same rows as Mosaic Streaming MDS shards go to the same moto server, and
@@ -37,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.servers import counting_proxy, http_server, s3_server, upload_folder
 from mrecord import FileWriter, MindDataset, Shuffle, config
 from mrecord.remote.cache import DEFAULT_CACHE_BYTES
-from mrecord.testing.servers import http_server, s3_server, upload_folder
 
 MB = 1 << 20
 
@@ -114,6 +121,64 @@ def mosaic_epochs(
     return {"mosaic cold": got["cold"], "mosaic warm": got["warm"]}
 
 
+def larger_than_cache(store: str, rows: int, value_bytes: int, epochs: int = 3) -> dict[str, Any]:
+    """Bytes the store sends for the open and each epoch of a GLOBAL shuffle over a dataset
+    three times ``MRECORD_CACHE_BYTES`` (counted by a proxy in front of it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        first = write(root / "data", rows, value_bytes)
+        dataset = sum(p.stat().st_size for p in first.parent.glob("bench.mrecord?"))
+        cache = dataset // 3
+        os.environ["MRECORD_CACHE_DIR"] = str(root / "cache")
+        os.environ["MRECORD_CACHE_BYTES"] = str(cache)
+        with serve(store, first.parent) as (base, options):
+            endpoint = options["client_kwargs"]["endpoint_url"] if options else base
+            with counting_proxy(int(endpoint.rsplit(":", 1)[1])) as proxy:
+                through = f"http://127.0.0.1:{proxy.port}"
+                if options:
+                    client = {**options["client_kwargs"], "endpoint_url": through}
+                    options, url = {**options, "client_kwargs": client}, f"{base}/{first.name}"
+                else:
+                    url = f"{through}/{first.name}"
+                start = time.perf_counter()
+                ds = MindDataset(url, shuffle=Shuffle.GLOBAL, storage_options=options)
+                result: dict[str, Any] = {
+                    "store": store,
+                    "dataset": dataset,
+                    "cache": cache,
+                    "open": {"sent": proxy.sent, "seconds": time.perf_counter() - start},
+                    "epochs": [],
+                }
+                it = ds.create_tuple_iterator(num_epochs=epochs, output_numpy=True)
+                for _ in range(epochs):
+                    before, start = proxy.sent, time.perf_counter()
+                    got = sum(1 for _ in it)
+                    if got != rows:
+                        raise SystemExit(f"larger than the cache: read {got} rows, expected {rows}")
+                    result["epochs"].append(
+                        {"sent": proxy.sent - before, "seconds": time.perf_counter() - start}
+                    )
+        return result
+
+
+def print_larger(result: dict[str, Any]) -> None:
+    """The table of :func:`larger_than_cache`."""
+    dataset, cache = result["dataset"], result["cache"]
+    print(
+        f"dataset {dataset / MB:.1f} MB in 4 shards on {result['store']}, MRECORD_CACHE_BYTES "
+        f"{cache / MB:.1f} MB, dataset - cache {(dataset - cache) / MB:.1f} MB"
+    )
+    print(f"{'':8} {'MB sent':>9} {'/ dataset':>10} {'/ (dataset - cache)':>20} {'seconds':>8}")
+    rows = [("open", result["open"])] + [
+        (f"epoch {i}", e) for i, e in enumerate(result["epochs"])
+    ]
+    for name, r in rows:
+        print(
+            f"{name:8} {r['sent'] / MB:9.1f} {r['sent'] / dataset:10.2f} "
+            f"{r['sent'] / (dataset - cache):20.2f} {r['seconds']:8.2f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -122,8 +187,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="median of this many epochs")
     parser.add_argument("--mosaic-python", default=None, help="compare Mosaic Streaming (s3)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--larger", action="store_true", help="dataset 3x the cache")
+    parser.add_argument("--larger-rows", type=int, default=3000)
+    parser.add_argument("--larger-value-bytes", type=int, default=100_000)
     args = parser.parse_args(argv)
     config.set_seed(1)
+    if args.larger:
+        larger = larger_than_cache(args.store, args.larger_rows, args.larger_value_bytes)
+        if args.json:
+            print(json.dumps(larger, indent=2))
+        else:
+            print_larger(larger)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         first = write(root / "data", args.rows, args.value_bytes)

@@ -120,7 +120,7 @@ def _epoch(ds: Any, batch: int) -> tuple[int, float]:
 
 def _transports() -> tuple[str, ...]:
     """The transports to measure: the same-host socket only where it exists (Linux)."""
-    from mrecord.serve.local_protocol import available
+    from mrecord.serve.protocol.local import available
 
     return ("http", "local") if available() else ("http",)
 
@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed epochs per side")
     args = parser.parse_args(argv)
 
+    from harness.loadtest import run_load
     from mrecord.maintenance.inspect import dataset_info
-    from mrecord.serve.loadtest import run_load
 
     results: dict[str, Any] = {"scale": args.scale}
     with tempfile.TemporaryDirectory(prefix="mrecord-bench-serve-") as tmp:

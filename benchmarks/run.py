@@ -51,6 +51,7 @@ EXTRA_SUITES = {
     "serve": "benchmarks.bench_serve",
     "torch": "benchmarks.bench_torch",
     "gpu": "benchmarks.bench_gpu",
+    "beyond_ram": "benchmarks.bench_beyond_ram",
     "peers": "benchmarks.peers",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""

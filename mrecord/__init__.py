@@ -150,7 +150,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``mrecord.RemoteDataset``, imported on first use (``import mrecord`` loads no serve code)."""
     if name == "RemoteDataset":
-        from mrecord.serve.remote import RemoteDataset
+        from mrecord.serve.client.dataset import RemoteDataset
 
         return RemoteDataset
     raise AttributeError(f"module 'mrecord' has no attribute {name!r}")

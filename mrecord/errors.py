@@ -11,6 +11,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── DatasetExistsError(FileExistsError, RuntimeError) output files exist, overwrite=False
     ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
+    ├── UnreadableFileError(PermissionError)   a data file or .db exists but may not be read
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
     ├── StorageError(OSError)              the machine failed a write (keeps errno; names
     │   │                                  file, operation and the dataset's state)
@@ -70,6 +71,7 @@ __all__ = [
     "FormatError",
     "IndexMismatchError",
     "IndexWriteError",
+    "InsecureTokenWarning",
     "LayoutError",
     "MetadataError",
     "MissingIndexError",
@@ -87,6 +89,7 @@ __all__ = [
     "SinkTimeoutError",
     "StorageError",
     "StoragePermissionError",
+    "UnreadableFileError",
     "UnsupportedPlatformError",
     "WriterStateError",
 ]
@@ -196,6 +199,13 @@ class DiskFullError(StorageError):
     """No space left on the device (``ENOSPC``) or the disk quota is exhausted (``EDQUOT``)."""
 
 
+class UnreadableFileError(MrecordError, PermissionError):
+    """A data file or ``.db`` exists but this process may not read it (``EACCES``, ``EPERM``).
+
+    Not damage: the message names the file and says to check its permissions.
+    """
+
+
 class StoragePermissionError(StorageError, PermissionError):
     """Writing is not allowed: ``EACCES``, ``EPERM``, or a read-only file system (``EROFS``)."""
 
@@ -302,3 +312,9 @@ class DatasetServerError(MrecordError, ConnectionError):
 
 class AuthenticationError(MrecordError, PermissionError):
     """A dataset server refused the request: the bearer token is missing or wrong."""
+
+
+class InsecureTokenWarning(MrecordError, UserWarning):
+    """A bearer token is about to travel in clear text (``http://`` to a host other than
+    this machine): anyone on the path can read it; serve with ``--tls-cert`` and use
+    ``https://``."""

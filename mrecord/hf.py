@@ -31,6 +31,7 @@ def to_hf(
 
     from mrecord.convert.arrow_sources import import_datasets
     from mrecord.format.arrow_types import arrow_schema_for, import_pyarrow
+    from mrecord.format.features import class_names, image_columns
     from mrecord.reader.dataset_reader import DatasetReader
 
     pa = import_pyarrow()
@@ -45,7 +46,16 @@ def to_hf(
         desc = reader.shards[0].meta.desc if reader.shards else None
     table = pa.concat_tables(tables)
     info = datasets.DatasetInfo(description=desc or "")
-    return datasets.Dataset(table, info=info)
+    out = datasets.Dataset(table, info=info)
+    # What the columns mean ("features" in the description, docs/FORMAT.md): class names
+    # come back as ClassLabel, encoded image bytes as Image.
+    for name, names in class_names(desc).items():
+        if name in out.column_names:
+            out = out.cast_column(name, datasets.ClassLabel(names=names))
+    for name in image_columns(desc):
+        if name in out.column_names:
+            out = out.cast_column(name, datasets.Image())
+    return out
 
 
 def from_hf(
@@ -59,9 +69,11 @@ def from_hf(
 
     Keywords are :class:`mrecord.convert.WriteOptions` fields (``shard_num``,
     ``compression``, ``overwrite``, ...). Returns the
-    :class:`~mrecord.convert.ConversionSummary`. ClassLabel names go into the
-    dataset's ``desc`` (JSON). Types mrecord cannot store (images as structs,
-    timestamps, ...) raise :class:`~mrecord.errors.ConversionError` naming the column.
+    :class:`~mrecord.convert.ConversionSummary`. ClassLabel names and Image columns
+    (stored as their encoded bytes) go into the description's ``"features"``
+    (docs/FORMAT.md), which :func:`to_hf` turns back into ClassLabel and Image. Types
+    mrecord cannot store (timestamps, ...) raise :class:`~mrecord.errors.ConversionError`
+    naming the column.
     """
     from mrecord.convert.arrow_sources import HfSource
     from mrecord.convert.driver import WriteOptions, write_source

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter, MindPage, verify_dataset
-from mrecord.format.layout import HEADER_SIZE, parse_header
+from mrecord.format.layout import FORMAT_MINOR, HEADER_SIZE, parse_header
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.naming import db_path, journal_path
 
@@ -71,7 +71,7 @@ def test_append_to_format_1_0_files(tmp_path: Path, first: str, rows: int) -> No
     with DatasetReader.open(path) as reader:
         _check_rows(reader, rows + 18)
         for shard in reader.shards:
-            assert shard.meta.format_version == (1, 1)
+            assert shard.meta.format_version == (1, FORMAT_MINOR)
             assert len(shard.meta.previous_ends) == 2
             assert parse_header(shard.mm[:HEADER_SIZE]) == (1, 0)  # headers are never rewritten
     assert verify_dataset(path).ok

@@ -69,7 +69,8 @@ def test_human_summary_and_head(tmp_path: Path, cifar: tuple[Path, dict[str, Any
     result = run("head", dst, "-n", "2")
     lines = result.stdout.splitlines()
     assert len(lines) == 2
-    assert json.loads(lines[0])["label"] == expect["test"][1][0]
+    label = int(expect["test"][1][0])
+    assert json.loads(lines[0])["label"] == f"{label} (c{label})"  # with its class name
     assert "uint8[32, 32, 3]" in json.loads(lines[0])["image"]
 
 

@@ -1,5 +1,5 @@
 """What the ``mrecord`` commands accept as a dataset: any shard, the shards' base name
-(refused with "did you mean ...0?"), a folder of one dataset's shards, or a URL; and
+(a mistyped name gets "did you mean ...0?"), a folder of one dataset's shards, or a URL; and
 read-only use where ``fcntl`` does not exist."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+from harness.servers import http_server
 from mrecord import DatasetReader, FileWriter
 from mrecord.cli.main import cli
 from mrecord.errors import DatasetNotFoundError
-from mrecord.testing.servers import http_server
 
 COMMANDS_THAT_READ = [
     ["info", "--json"],
@@ -44,18 +44,26 @@ def write(folder: Path, name: str = "data.mrecord", shards: int = 4) -> Path:
 
 
 @pytest.mark.parametrize("command", [*COMMANDS_THAT_READ, ["reindex"]], ids=lambda c: c[0])
-def test_base_name_of_a_sharded_dataset_hints_shard_0(tmp_path: Path, command: list[str]) -> None:
+def test_base_name_of_a_sharded_dataset_is_that_dataset(tmp_path: Path, command: list[str]) -> None:
     write(tmp_path)
     result = run(*command, tmp_path / "data.mrecord")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", [*COMMANDS_THAT_READ, ["reindex"]], ids=lambda c: c[0])
+def test_a_mistyped_shard_name_hints_shard_0(tmp_path: Path, command: list[str]) -> None:
+    write(tmp_path, shards=12)  # data.mrecord00 .. data.mrecord11
+    result = run(*command, tmp_path / "data.mrecord0")
     assert result.exit_code == 3, result.output
-    assert "did you mean" in result.stderr and "data.mrecord0" in result.stderr
+    assert "did you mean" in result.stderr and "data.mrecord00" in result.stderr
+    assert "12 shards" in result.stderr
     assert "Traceback" not in result.output
 
 
 def test_library_open_gives_the_same_hint(tmp_path: Path) -> None:
-    write(tmp_path)
-    with pytest.raises(DatasetNotFoundError, match=r"did you mean '.*data\.mrecord0'"):
-        DatasetReader.open(tmp_path / "data.mrecord")
+    write(tmp_path, shards=12)
+    with pytest.raises(DatasetNotFoundError, match=r"did you mean '.*data\.mrecord00'"):
+        DatasetReader.open(tmp_path / "data.mrecord0")
 
 
 def test_a_name_with_no_shards_has_no_hint(tmp_path: Path) -> None:

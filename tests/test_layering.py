@@ -8,6 +8,7 @@ found with ``ast`` over the whole file, so imports inside functions and under
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -34,9 +35,22 @@ def allowed_table() -> dict[str, set[str]]:
 
 
 def unit_of(module: str) -> str:
-    """``mrecord.reader.shard`` -> ``reader``; ``mrecord.config`` -> ``config``."""
+    """``mrecord.reader.shard`` -> ``reader``; ``mrecord.config`` -> ``config``; a module
+    of a subpackage with its own row (``serve.server``) -> that row's name."""
     parts = module.split(".")
-    return TOP if len(parts) == 1 else parts[1]
+    if len(parts) == 1:
+        return TOP
+    for depth in range(len(parts) - 1, 1, -1):  # the longest dotted row first
+        name = ".".join(parts[1 : depth + 1])
+        if name in _dotted_rows():
+            return name
+    return parts[1]
+
+
+@functools.cache
+def _dotted_rows() -> frozenset[str]:
+    """Rows of the table that name a subpackage (``serve.client``): its own layer."""
+    return frozenset(name for name in allowed_table() if "." in name)
 
 
 def module_name(path: Path) -> str:
@@ -118,6 +132,19 @@ def test_the_walker_sees_function_level_and_relative_imports() -> None:
     )
     units = sorted(unit for _, _, unit in imports_in(source, "mrecord.reader"))
     assert units == ["mrecord", "pipeline", "sampling", "train", "writer"]
+
+
+def test_a_subpackage_with_a_row_is_its_own_layer() -> None:
+    """``serve.server`` and ``serve.client`` are layers of their own: the server may not
+    import the pipeline, and neither side imports the other."""
+    table = allowed_table()
+    assert unit_of("mrecord.serve.server.app") == "serve.server"
+    assert unit_of("mrecord.serve.buffers") == "serve"
+    assert "pipeline" not in table["serve.server"]
+    assert "serve.client" not in table["serve.server"]
+    assert "serve.server" not in table["serve.client"]
+    assert "serve.server" not in table["serve.protocol"]
+    assert "serve.client" not in table["serve.protocol"]
 
 
 @pytest.mark.parametrize(

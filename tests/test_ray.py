@@ -112,7 +112,7 @@ def test_round_trip_every_field_kind(
     assert {type(v) for v in batch["blob"]} == {bytes}
     assert {type(v) for v in batch["name"]} == {str}
     out = tmp_path / "copy.mrecord"
-    files = write_mrecord(ds, out, schema=SCHEMA, index_fields=["label"])
+    files = write_mrecord(ds, out, schema=SCHEMA, index_fields=["label"], shard_num="per_task")
     assert len(files) == 5  # one shard per read task (no repartition)
     got_first = files[0]
     assert_rows_equal(read_by_id(got_first), want)
@@ -136,7 +136,7 @@ def test_schema_inferred_from_the_first_block(
     # after a repartition the driver sees the first block's schema; written straight from the
     # read (one fused task each) every task infers it from its own first block
     for name, written in (("one", ds.repartition(1)), ("fused", ds)):
-        files = write_mrecord(written, tmp_path / f"{name}.mrecord")
+        files = write_mrecord(written, tmp_path / f"{name}.mrecord", shard_num="per_task")
         assert len(files) == (1 if name == "one" else 3)
         with DatasetReader.open(files[0]) as reader:
             assert reader.schema.to_dict() == inferred
@@ -325,7 +325,9 @@ def test_distributed_imagefolder_conversion_equals_the_single_process_one(tmp_pa
     single = tmp_path / "single.mrecord"
     convert_imagefolder(root, single)
     out = tmp_path / "ray.mrecord"
-    summary = mrecord.ray.convert("imagefolder", root, out, files_per_task=2)
+    summary = mrecord.ray.convert(
+        "imagefolder", root, out, files_per_task=2, shard_num="per_task"
+    )
     # cat has 3 images (2 tasks), dog 1, emu 1: one shard per task, rows in the same order
     assert summary.rows == len(expect) and summary.shards == 4
     got = _all_rows(Path(summary.files[0]))

@@ -1,6 +1,6 @@
 """`mrecord serve`'s HTTP API, in-process (Starlette's TestClient): answers, limits, security.
 
-The dataset is the gallery (``mrecord.testing.gallery``): what each answer must hold is
+The dataset is the gallery (``harness.gallery``): what each answer must hold is
 computed here from the rows written, not from the server's code.
 """
 
@@ -21,15 +21,17 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 
-from mrecord import DatasetReader
+from harness.gallery import SIZE, write_gallery
+from mrecord import DatasetReader, FileWriter
 from mrecord.cli.main import cli
 from mrecord.errors import ArgumentError
-from mrecord.serve.app import ERROR_CODES, Limits, create_app
-from mrecord.serve.registry import ServedDataset, open_datasets, parse_dataset_args
-from mrecord.serve.security import check_bind
-from mrecord.serve.wire import decode_block, encode_request
+from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.wire import decode_block, encode_request
+from mrecord.serve.server.app import create_app
+from mrecord.serve.server.registry import ServedDataset, open_datasets, parse_dataset_args
+from mrecord.serve.server.security import check_bind
 from mrecord.storage.shard import ShardFile
-from mrecord.testing.gallery import SIZE, write_gallery
 
 ROWS = 60
 BASE = "http://127.0.0.1"
@@ -145,6 +147,27 @@ def test_huge_stop_minus_start_is_cut_to_the_page_cap(client: TestClient) -> Non
 )
 def test_bad_row_parameters_are_400(client: TestClient, query: str) -> None:
     _error(client.get(f"/api/datasets/gallery/rows?{query}"), "bad_request")
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/api/datasets/gallery/rows?start=%C2%B2", "bad_request"),
+        ("/api/datasets/gallery/rows?start=--5", "bad_request"),
+        ("/api/datasets/gallery/rows?stop=%C2%B2", "bad_request"),
+        ("/api/datasets/gallery/rows/%C2%B2/png.png", "bad_ids"),
+        ("/api/datasets/gallery/rows/1/png.png?size=%C2%B2", "bad_request"),
+        ("/api/datasets/gallery/rows/1/png.png?size=--5", "bad_request"),
+        ("/api/datasets/gallery/search?field=label&value=1&page=%C2%B2", "bad_request"),
+        ("/api/datasets/gallery/search?field=label&value=1&num_row=--5", "bad_request"),
+        ("/api/datasets/gallery/search?field=label&value=1&num_row=%EF%BC%95", "bad_request"),
+    ],
+)
+def test_integers_that_are_not_ascii_digits_are_400_not_500(
+    client: TestClient, path: str, code: str
+) -> None:
+    message = _error(client.get(path), code)
+    assert "integer" in message
 
 
 def test_unknown_column_is_400(client: TestClient) -> None:
@@ -447,3 +470,104 @@ def test_cli_names_a_missing_dataset_or_a_bad_name(tmp_path: Path) -> None:
     assert missing.exit_code == 3 and "nope.mrecord0" in missing.output
     bad = CliRunner().invoke(cli, ["serve", f"../x={tmp_path / 'a'}"], env={})
     assert bad.exit_code == 2 and "NAME=PATH" in bad.output
+
+
+# -- answers bounded by their real bytes -----------------------------------------------------------
+
+LOPSIDED_ROWS = 100
+BIG_IDS = (7, 8, 9)
+"""Rows of ``lopsided`` whose blob is 1 MiB; every other blob is 10 bytes."""
+
+
+@pytest.fixture(scope="module")
+def lopsided(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServedDataset]]:
+    """Rows whose sizes differ by five orders of magnitude: the mean row says little."""
+    path = tmp_path_factory.mktemp("lopsided") / "lopsided.mrecord"
+    with FileWriter(path, overwrite=True) as writer:
+        writer.add_schema({"blob": {"type": "bytes"}, "id": {"type": "int64"}})
+        writer.write_raw_data(
+            {
+                "blob": [bytes([i]) * (1 << 20 if i in BIG_IDS else 10) for i in range(100)],
+                "id": np.arange(LOPSIDED_ROWS, dtype=np.int64),
+            }
+        )
+    datasets = open_datasets({"lop": path})
+    yield datasets
+    for ds in datasets.values():
+        ds.close()
+
+
+def test_a_block_is_bounded_by_its_real_bytes(lopsided: dict[str, ServedDataset]) -> None:
+    limits = Limits(max_block_bytes=4 << 20)
+    with TestClient(create_app(lopsided, limits=limits), base_url=BASE) as c:
+        small = encode_request(np.array([1, 2, 3] * 100, dtype=np.int64), None)
+        assert c.post("/api/datasets/lop/blocks", content=small).status_code == 200
+        big = encode_request(np.array([7] * 8, dtype=np.int64), None)  # 8 MiB of values
+        response = c.post("/api/datasets/lop/blocks", content=big)
+        message = _error(response, "too_large")
+        assert "fewer ids" in message
+        assert len(response.content) < 4096
+
+
+def test_a_rows_page_is_bounded_by_its_real_bytes(lopsided: dict[str, ServedDataset]) -> None:
+    limit = 2 << 20
+    limits = Limits(max_page_bytes=limit)
+    with TestClient(create_app(lopsided, limits=limits), base_url=BASE) as c:
+        seen: list[int] = []
+        start = 0
+        while start < LOPSIDED_ROWS:
+            response = c.get(f"/api/datasets/lop/rows?start={start}&stop={LOPSIDED_ROWS}")
+            assert response.status_code == 200, response.text
+            assert len(response.content) <= limit
+            body = response.json()
+            assert body["stop"] > start  # every page moves on
+            seen += [row["id"] for row in body["rows"]]
+            start = body["stop"]
+        assert seen == list(range(LOPSIDED_ROWS))  # nothing skipped, in order
+        summary = c.get(f"/api/datasets/lop/rows?start=0&stop={LOPSIDED_ROWS}&view=summary")
+        assert len(summary.content) <= limit
+        rows = summary.json()["rows"]
+        assert [r["values"]["blob"] for r in rows[7:10]] == [{"bytes": 1 << 20}] * 3
+
+
+def test_a_row_bigger_than_a_page_is_413_in_full_and_shown_in_summary(
+    lopsided: dict[str, ServedDataset],
+) -> None:
+    limits = Limits(max_page_bytes=512 << 10)
+    with TestClient(create_app(lopsided, limits=limits), base_url=BASE) as c:
+        message = _error(c.get("/api/datasets/lop/rows?start=7&stop=8"), "too_large")
+        assert "view=summary" in message
+        summary = c.get("/api/datasets/lop/rows?start=7&stop=8&view=summary").json()
+        assert summary["rows"][0]["values"]["blob"] == {"bytes": 1 << 20}
+
+
+# -- search answers from the served generation -----------------------------------------------------
+
+
+def test_search_after_an_append_answers_from_the_served_generation(tmp_path: Path) -> None:
+    path = tmp_path / "grow.mrecord"
+    with FileWriter(path, shard_num=2, overwrite=True) as writer:
+        writer.add_schema({"label": {"type": "int32"}, "id": {"type": "int64"}})
+        writer.add_index(["label"])
+        writer.write_raw_data(
+            {"label": np.arange(40, dtype=np.int32) % 4, "id": np.arange(40, dtype=np.int64)}
+        )
+    first = Path(str(path) + "0")
+    datasets = open_datasets({"g": first})
+    try:
+        with TestClient(create_app(datasets), base_url=BASE) as c:
+            appender = FileWriter.open_for_append(first)
+            appender.write_raw_data(
+                {
+                    "label": np.full(40, 1, dtype=np.int32),
+                    "id": np.arange(1000, 1040, dtype=np.int64),
+                }
+            )
+            appender.commit()
+            body = c.get("/api/datasets/g/search?field=label&value=1&num_row=100").json()
+            assert body["total"] == 10, body
+            assert sorted(r["values"]["id"] for r in body["rows"]) == list(range(1, 40, 4))
+            assert all(r["values"]["label"] == 1 for r in body["rows"])
+    finally:
+        for ds in datasets.values():
+            ds.close()

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.browser import chromium_path, launch_chromium, wait_until
+from harness.gallery import write_gallery
 from mrecord import DatasetReader
-from mrecord.serve.server import ServerThread
-from mrecord.testing.browser import chromium_path, launch_chromium, wait_until
-from mrecord.testing.gallery import write_gallery
+from mrecord.serve.server.run import ServerThread
 
 pytestmark = pytest.mark.browser
 

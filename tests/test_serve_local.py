@@ -44,13 +44,13 @@ from mrecord.errors import (
     DatasetServerError,
     SchemaError,
 )
-from mrecord.serve import local_protocol
-from mrecord.serve.answers import Limits
-from mrecord.serve.local_protocol import MAX_MESSAGE_BYTES, VERSION, receive, send
-from mrecord.serve.local_server import MAX_SEGMENTS, LocalServer, default_socket_path
-from mrecord.serve.registry import ServedDataset, open_datasets
-from mrecord.serve.server import ServerThread, local_socket_path
-from mrecord.serve.wire import decode_block_at
+from mrecord.serve.protocol import local as local_protocol
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.protocol.local import MAX_MESSAGE_BYTES, VERSION, receive, send
+from mrecord.serve.protocol.wire import decode_block_at
+from mrecord.serve.server.local import MAX_SEGMENTS, LocalServer, default_socket_path
+from mrecord.serve.server.registry import ServedDataset, open_datasets
+from mrecord.serve.server.run import ServerThread, local_socket_path
 from mrecord.testing.mixed import write_mixed
 
 pytestmark = pytest.mark.skipif(
@@ -334,14 +334,25 @@ def test_local_without_a_socket_says_why(mixed: Path) -> None:
 def test_local_to_a_non_loopback_host_is_refused() -> None:
     """The socket is for this machine: a URL naming another host never uses it, even if
     an answer carried a socket path."""
-    from mrecord.serve.remote import _Client
+    from mrecord.serve.client.session import Session
+    from mrecord.serve.client.transports.auto import AutoTransport
+    from mrecord.serve.client.transports.http import HttpTransport
 
     info = {"local_socket": "/tmp/x.sock", "files": [{"rows": 1}], "row_bytes": {}}
-    client = _Client("http://10.1.2.3:8750", "mixed", None, 1.0, 0, 1)
+    session = Session()
+    http = HttpTransport(
+        "http://10.1.2.3:8750",
+        "mixed",
+        token=None,
+        timeout=1.0,
+        connections=1,
+        buffers=session.receive_buffers,
+    )
+    client = AutoTransport(http, retries=0, session=session)
     with pytest.raises(DatasetServerError, match="not a loopback address"):
-        client.choose_transport("local", info)
-    client.choose_transport("auto", info)
-    assert client.transport == "http"
+        client.choose("local", info, connections=1, timeout=1.0)
+    client.choose("auto", info, connections=1, timeout=1.0)
+    assert client.name == "http"
 
 
 @pytest.mark.parametrize("bad", ["shm", "", "LOCAL", None])
@@ -353,7 +364,7 @@ def test_a_bad_transport_is_an_argument_error(server: ServerThread, bad: Any) ->
 def test_the_socket_is_advertised_to_loopback_clients_only(mixed: Path) -> None:
     from starlette.testclient import TestClient
 
-    from mrecord.serve.app import create_app
+    from mrecord.serve.server.app import create_app
 
     datasets = open_datasets({"mixed": mixed})
     try:
@@ -415,7 +426,7 @@ def test_blocks_bigger_than_the_first_guess_come_back_whole(
     """Three 2 MB values among tiny ones: the segment sized from the mean row is far too
     small for the array values (copied into it), the server answers {"need": n}, and the
     client asks again with a bigger one; big bytes values may lie in the shared files."""
-    from mrecord.serve import local_client
+    from mrecord.serve.client.transports import local as local_client
 
     needs: list[int] = []
 
@@ -472,7 +483,7 @@ def test_many_epochs_keep_the_server_maps_bounded(images: Path) -> None:
     """Forty epochs of small blocks, keeping the last value of each of the last two epochs
     (so segments are pinned, then dropped): the server is never asked to map more than
     MAX_SEGMENTS per connection, and the mappings and fds do not grow with the epochs."""
-    from mrecord.serve import local_client
+    from mrecord.serve.client.session import default_session
 
     with ServerThread({"imgs": images}, limits=Limits(max_block_rows=8)) as srv:
         remote = _remote(srv, "local", name="imgs", shuffle=Shuffle.GLOBAL)
@@ -489,7 +500,7 @@ def test_many_epochs_keep_the_server_maps_bounded(images: Path) -> None:
             assert last is not None
             kept = [*kept[-1:], last]
             # Server-side maps: every mapping of a segment less the client's own one.
-            counts.append(_memfd_maps() - len(local_client._segments))
+            counts.append(_memfd_maps() - len(default_session().segments))
             fds.append(len(os.listdir("/proc/self/fd")))
         assert all(bytes(v) == e for v, e in kept)
         assert remote.transport == "local"
@@ -600,7 +611,7 @@ def test_connections_the_server_closed_when_idle_are_replaced(
 ) -> None:
     """A training job that pauses (evaluation, a checkpoint) longer than the server keeps
     idle connections goes on reading through the socket, not over HTTP."""
-    from mrecord.serve import local_server
+    from mrecord.serve.server import local as local_server
 
     monkeypatch.setattr(local_server, "IDLE_TIMEOUT_S", 0.2)
     monkeypatch.setattr(local_server, "_IDLE_CHECK_S", 0.1)
@@ -703,7 +714,8 @@ def _read_in_child(
             _values(block) == [(truth["blob"][i], truth["text"][i]) for i in ids]
             for ids, block in kept
         )
-        link = ds._client._local
+        local = ds._transport._local
+        link = local._link if local is not None else None
         own = link is not None and all(c.pid == os.getpid() for c in link._idle)
         out.put((rows, intact, ds.transport, own))
     except BaseException as exc:
@@ -1136,6 +1148,123 @@ def test_a_busy_socket_is_waited_for_like_a_busy_http_server(mixed: Path) -> Non
         threading.Timer(0.5, other.close).start()  # and finishes soon after
         ds = mrecord.RemoteDataset(srv.url, "mixed", transport="local", retries=4)
         assert [int(v) for v in ds.read_rows([4, 2], ["id"]).columns["id"]] == [4, 2]
+
+
+def test_a_refused_client_trickling_its_hello_stalls_no_one(
+    served: dict[str, ServedDataset],
+) -> None:
+    import threading
+
+    with LocalServer(
+        served, default_socket_path(), token=None, limits=Limits(), max_connections=1
+    ) as srv:
+        first = _connect(srv.path)
+        assert _hello(first, token=None)["ok"]
+        stop = threading.Event()
+        trickled_all = threading.Event()
+        frame = struct.pack("<I", 60) + b"\x80" * 60  # a hello-sized message, slowly
+
+        def trickle() -> None:
+            with _connect(srv.path) as refused:
+                for byte in frame:
+                    if stop.wait(0.3):
+                        return
+                    try:
+                        refused.send(bytes([byte]))
+                    except OSError:
+                        return  # the server closed it: fine, it is refused
+                trickled_all.set()
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            time.sleep(0.5)  # the server has accepted the trickler and refused it
+            with first:
+                _still_reads(first)  # answered at once...
+                answered_while_trickling = not trickled_all.is_set()  # ...not after 19 s
+        finally:
+            stop.set()
+            trickler.join(timeout=30)
+        assert answered_while_trickling
+
+
+def test_descriptors_sent_without_a_whole_message_are_bounded(
+    served: dict[str, ServedDataset],
+) -> None:
+    with LocalServer(served, default_socket_path(), token=TOKEN, limits=Limits()) as srv:
+        before = len(os.listdir("/proc/self/fd"))
+        fd = _memfd(4096)
+        sock = _connect(srv.path)
+        try:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+            sock.sendmsg([struct.pack("<I", 1000)], ancillary)
+            for _ in range(300):
+                sock.sendmsg([b"\x80"], ancillary)  # the message never ends
+            _wait_read_by_server(sock)
+            held = len(os.listdir("/proc/self/fd")) - before
+        finally:
+            sock.close()
+            os.close(fd)
+        assert held < 10, f"the server holds {held} descriptors a client sent"
+        _serves(srv.path, _truth_of(served))
+
+
+def _wait_read_by_server(sock: socket.socket) -> None:
+    """Wait (a bounded time) until the server has received everything sent on ``sock``."""
+    import termios
+
+    for _ in range(400):
+        unread = struct.unpack("i", fcntl.ioctl(sock, termios.TIOCOUTQ, b"\0" * 4))[0]
+        if unread == 0:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the server did not read what was sent")
+
+
+def _truth_of(served: dict[str, ServedDataset]) -> dict[str, list[Any]]:
+    reader = served["mixed"].reader
+    block = reader.read_rows(np.arange(reader.num_rows))
+    return {c: list(v) for c, v in block.columns.items()}
+
+
+def _shmem_kb() -> int:
+    """Shared memory this process has touched (``RssShmem``), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssShmem in /proc/self/status")
+
+
+def test_mapping_a_segment_allocates_none_of_its_pages(raw_server: LocalServer) -> None:
+    size = 128 * MB
+    with _session(raw_server.path) as sock:
+        fd = _memfd(size)
+        try:
+            before = _shmem_kb()
+            assert _map(sock, 0, fd) == {"ok": True}
+            grown = (_shmem_kb() - before) * 1024
+            small = _memfd(MB)
+            assert _map(sock, 0, small) == {"ok": True}  # unmaps the big one
+            os.close(small)
+        finally:
+            os.close(fd)
+    assert grown < size // 4, f"mapping an untouched {size}-byte segment took {grown} bytes"
+
+
+@pytest.mark.parametrize("unmap", [5, "ab", {"a": 1}, 1.5, True])
+def test_a_non_list_unmap_is_a_bad_request(raw_server: LocalServer, unmap: Any) -> None:
+    with _session(raw_server.path) as sock:
+        fd = _memfd(MB)
+        try:
+            assert _map(sock, 0, fd) == {"ok": True}
+            data = np.array([1, 2], dtype="<i8").tobytes()
+            answer = _ask(
+                sock, {"op": "read", "ids": data, "columns": ["id"], "segment": 0, "unmap": unmap}
+            )
+            assert _code(answer) == "bad_request" and "unmap" in answer["error"]["message"]
+            assert "block" in _read(sock, [5, 1], ["text", "id"])  # still serving
+        finally:
+            os.close(fd)
 
 
 def _try_hello(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import mrecord
+from harness.loadtest import run_load
 from mrecord import (
     DistributedSampler,
     FileWriter,
@@ -31,10 +32,9 @@ from mrecord.errors import (
     DatasetServerError,
     SchemaError,
 )
-from mrecord.serve import local_protocol
-from mrecord.serve.app import Limits
-from mrecord.serve.loadtest import run_load
-from mrecord.serve.server import ServerThread
+from mrecord.serve.protocol import local as local_protocol
+from mrecord.serve.protocol.limits import Limits
+from mrecord.serve.server.run import ServerThread
 from mrecord.testing.mixed import write_mixed
 
 ROWS = 301
@@ -222,7 +222,7 @@ def test_a_client_that_stops_reading_is_dropped(tmp_path: Path) -> None:
         writer.write_raw_data({"x": np.zeros((rows, 100, 100), dtype=np.uint8)})
     limits = Limits(send_timeout_s=0.5)
     with ServerThread({"big": path}, limits=limits) as srv:
-        from mrecord.serve.wire import encode_request
+        from mrecord.serve.protocol.wire import encode_request
 
         body = encode_request(np.arange(rows), None)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -257,7 +257,7 @@ def test_import_mrecord_loads_no_server_or_http_package() -> None:
 
     code = (
         "import sys, mrecord; mrecord.RemoteDataset; "
-        "bad = [m for m in ('starlette', 'uvicorn', 'httpx', 'anyio', 'mrecord.serve.app') "
+        "bad = [m for m in ('starlette', 'uvicorn', 'httpx', 'anyio', 'mrecord.serve.server.app') "
         "if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -401,7 +401,7 @@ def _one_answer_server(answer: list[bytes], pause: float) -> tuple[int, Any]:
 
 
 def _block_answer(rows: int) -> tuple[bytes, bytes, list[bytes]]:
-    from mrecord.serve.wire import encode_block
+    from mrecord.serve.protocol.wire import encode_block
 
     values = [bytes([i]) * (40 << 10) for i in range(rows)]
     kinds: dict[str, tuple[str, str, list[int]]] = {"image": ("bytes", "|u1", [])}
@@ -413,26 +413,35 @@ def _block_answer(rows: int) -> tuple[bytes, bytes, list[bytes]]:
     return head, body, values
 
 
-def test_a_body_that_arrives_in_pieces_is_received_whole() -> None:
-    from mrecord.serve.remote import _Client
+def _http_only(url: str) -> Any:
+    """The transport a RemoteDataset reads through, over HTTP only, without retries."""
+    from mrecord.serve.client.session import Session
+    from mrecord.serve.client.transports.auto import AutoTransport
+    from mrecord.serve.client.transports.http import HttpTransport
 
+    session = Session()
+    http = HttpTransport(
+        url, "x", token=None, timeout=10.0, connections=1, buffers=session.receive_buffers
+    )
+    return AutoTransport(http, retries=0, session=session)
+
+
+def test_a_body_that_arrives_in_pieces_is_received_whole() -> None:
     head, body, values = _block_answer(40)
     # headers with the first bytes of the body, then the rest in uneven pieces
     pieces = [head + body[:1000], body[1000:70_000], body[70_000:1_000_001], body[1_000_001:]]
     port, thread = _one_answer_server(pieces, 0.05)
-    client = _Client(f"http://127.0.0.1:{port}", "x", None, 10.0, 0, 1)
-    block = client.read_block(np.arange(40), ["image"])
-    assert [bytes(v) for v in block.columns["image"]] == values
+    client = _http_only(f"http://127.0.0.1:{port}")
+    _rows, columns = client.read(np.arange(40), ["image"])
+    assert [bytes(v) for v in columns["image"]] == values
     client.close()
     thread.join(10)
 
 
 def test_a_server_that_dies_mid_body_gives_a_clear_error() -> None:
-    from mrecord.serve.remote import _Client
-
     head, body, _values = _block_answer(40)
     port, thread = _one_answer_server([head + body[: len(body) // 2]], 0.0)
-    client = _Client(f"http://127.0.0.1:{port}", "x", None, 10.0, 0, 1)
+    client = _http_only(f"http://127.0.0.1:{port}")
     with pytest.raises(DatasetServerError, match="IncompleteRead"):
-        client.read_block(np.arange(40), ["image"])
+        client.read(np.arange(40), ["image"])
     thread.join(10)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from harness.gallery import picture
 from mrecord.errors import DecodeError
-from mrecord.serve.thumbs import MAX_SOURCE_PIXELS, ThumbnailCache, thumbnail_png
-from mrecord.testing.gallery import picture
+from mrecord.serve.server.thumbs import MAX_SOURCE_PIXELS, ThumbnailCache, thumbnail_png
 
 
 def _png_of(data: bytes) -> np.ndarray:

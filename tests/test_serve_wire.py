@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.serve.wire import decode_block, decode_request, encode_block, encode_request
+from mrecord.serve.protocol.wire import decode_block, decode_request, encode_block, encode_request
 
 KINDS = {
     "f": ("fixed", "<f4", [2, 3]),
@@ -73,7 +73,7 @@ def test_a_truncated_or_garbled_block_is_a_remote_error(cut: int) -> None:
 
 
 def test_json_values_are_plain_and_finite() -> None:
-    from mrecord.serve.values import value_json
+    from mrecord.serve.server.values import value_json
 
     arr = np.array([[1.5, np.nan], [np.inf, -2.0]], dtype=np.float32)
     want = {"dtype": "float32", "shape": [2, 2], "data": [[1.5, None], [None, -2.0]]}

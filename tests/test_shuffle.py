@@ -44,6 +44,7 @@ def test_enum_names_and_values_match_mindspore() -> None:
         "PARTIAL": "partial",
         "FILES": "files",
         "INFILE": "infile",
+        "BLOCK": "block",  # mrecord's own (MindSpore has no block mode)
     }
     assert set(SHUFFLES) == {m.value for m in MODES}
     assert parse_shuffle(Shuffle.FALSE) is None
@@ -158,6 +159,7 @@ BIG = {
     Shuffle.FILES: [1] * 10,
     Shuffle.INFILE: [2, 13],
     Shuffle.ADAPTIVE: [15],
+    Shuffle.BLOCK: [7, 3, 5],  # default sizes: one window of the three files' blocks
 }
 
 

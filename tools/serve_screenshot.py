@@ -18,9 +18,9 @@ sys.path.insert(0, str(_HERE.parent))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from mrecord.serve.server import ServerThread  # noqa: E402
-from mrecord.testing.browser import launch_chromium, wait_until  # noqa: E402
-from mrecord.testing.gallery import write_gallery  # noqa: E402
+from harness.browser import launch_chromium, wait_until  # noqa: E402
+from harness.gallery import write_gallery  # noqa: E402
+from mrecord.serve.server.run import ServerThread  # noqa: E402
 
 
 def main() -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mrecord.block import Block
 
-__all__ = ["BenchResult", "block_nbytes", "run_bench"]
+__all__ = ["BenchResult", "block_nbytes", "device_limit", "run_bench"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +71,42 @@ def run_bench(reader: Any, *, max_rows: int, batch_size: int, seed: int) -> list
             nbytes += block_nbytes(reader.read_rows(ids[lo : lo + batch_size]))
         results.append(BenchResult(pattern, n, time.perf_counter() - started, nbytes))
     return results
+
+
+def device_limit(
+    files: list[Path], sizes: list[int], row_bytes: int, depth: int = 32, reads: int = 2000
+) -> float:
+    """Random reads of ``row_bytes`` (rows/s) at page-aligned random offsets of ``files``
+    (of ``sizes`` bytes), ``depth`` threads of ``pread`` at once, no kernel read-ahead: the
+    most a random-order reader can get from where the files are now (the disk when they
+    are cold, memory when they are cached)."""
+    rng = np.random.default_rng(0)
+    which = rng.choice(len(files), size=reads, p=np.asarray(sizes) / max(1, sum(sizes)))
+    spans = np.maximum(np.asarray(sizes)[which] - row_bytes, 1)
+    offsets = rng.integers(0, spans)
+    offsets -= offsets % 4096
+    fds = [os.open(f, os.O_RDONLY) for f in files]
+    try:
+        for fd in fds:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        todo = iter(zip(which.tolist(), offsets.tolist(), strict=True))
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    item = next(todo, None)
+                if item is None:
+                    return
+                os.pread(fds[item[0]], row_bytes, item[1])
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=work) for _ in range(depth)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return reads / max(time.perf_counter() - started, 1e-9)
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -6,7 +6,8 @@ code  meaning
 0     success
 1     ``verify`` found damage
 2     usage error: bad option or argument, output exists without ``--overwrite``
-3     bad input file: missing, truncated, wrong format, corrupt, rows that do not fit
+3     bad input file: missing, unreadable (permissions), truncated, wrong format, corrupt,
+      rows that do not fit
 4     any other failure (dataset locked by another writer, ...)
 5     the machine failed a write: disk full, quota, permission, read-only file system,
       I/O error, a vanished folder (``mrecord.errors.StorageError``); nothing of the
@@ -52,6 +53,7 @@ _BAD_INPUT: tuple[type[BaseException], ...] = (
     errors.IndexMismatchError,
     errors.ForeignShardError,
     errors.RowValidationError,
+    errors.UnreadableFileError,
     FileNotFoundError,
     IsADirectoryError,
     NotADirectoryError,

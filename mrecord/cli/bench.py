@@ -36,14 +36,25 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -
     Example:
       mrecord bench train.mrecord --max-rows 20000 --batch-size 256
     """
-    from mrecord.cli._bench import run_bench
+    from mrecord.cli._bench import device_limit, run_bench
     from mrecord.reader.dataset_reader import DatasetReader
 
     with DatasetReader.open(path) as reader:
         results = run_bench(reader, max_rows=max_rows, batch_size=batch_size, seed=seed)
+        shuffled = results[-1]
+        row_bytes = max(1, int(shuffled.bytes_per_second / max(shuffled.rows_per_second, 1e-9)))
+        sizes = [shard.size for shard in reader.shards]
+        local = all(shard.map_address() is not None for shard in reader.shards)
+        limit = device_limit(reader.files, sizes, row_bytes) if local else None
     if as_json:
         emit_json(
-            {"path": path, "batch_size": batch_size, "results": [r.to_dict() for r in results]}
+            {
+                "path": path,
+                "batch_size": batch_size,
+                "results": [r.to_dict() for r in results],
+                "device_limit_rows_per_second": limit,
+                "device_limit_row_bytes": row_bytes,
+            }
         )
         return
     click.echo(f"{path!r}, batches of {batch_size}:")
@@ -60,3 +71,10 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -
     headers = ["pattern", "rows", "seconds", "rows/s", "decoded"]
     for line in format_table(headers, rows, right=headers[1:]):
         click.echo(line)
+    if limit is not None:
+        click.echo(
+            f"device limit: {limit:,.0f} rows/s of {row_bytes:,} bytes at random offsets "
+            "(32 threads of pread, measured now: the disk where the files are cold, memory "
+            "where they are cached); the shuffled rate above is "
+            f"{shuffled.rows_per_second / limit:.0%} of it"
+        )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
-from mrecord.cli._errors import EXIT_DAMAGED
+from mrecord.cli._errors import EXIT_BAD_INPUT, EXIT_DAMAGED, CommandError
 from mrecord.cli._format import format_size, format_table
 from mrecord.cli._options import emit_json, progress_bar, progress_options
 from mrecord.cli._paths import DatasetArg
@@ -74,10 +75,44 @@ def info(path: str, as_json: bool) -> None:
     from mrecord.maintenance.inspect import dataset_info
 
     data = dataset_info(path)
+    problems, leftovers = _problems(path)
     if as_json:
-        emit_json(data)
+        emit_json({**data, "problems": problems, "leftovers": [str(p) for p in leftovers]})
     else:
         _echo_info(data)
+        if leftovers:
+            from mrecord.storage.locate import leftover_note
+
+            click.echo(f"\nnote: {leftover_note(leftovers)}")
+    if problems:
+        # MindDataset and the other readers refuse such a dataset: say so, and fail.
+        raise CommandError("; ".join(problems), EXIT_BAD_INPUT)
+
+
+def _problems(path: str) -> tuple[list[str], list[Path]]:
+    """(why readers would refuse the dataset: each ``.db`` checked, partial files left).
+
+    ``dataset_info`` reads only the data files' metadata, so that a damaged dataset can
+    still be looked at; this is the rest of what opening it for reading checks.
+    """
+    from mrecord.errors import MrecordError
+    from mrecord.reader.dataset_reader import DatasetReader
+    from mrecord.remote.urls import is_url
+    from mrecord.storage.index_db import check_index_db
+    from mrecord.storage.locate import partial_leftovers
+
+    if is_url(path):
+        return [], []  # fetched and checked by the remote cache
+    problems = []
+    with DatasetReader.open(path, check_index=False, verify="never") as reader:
+        first = reader.shards[0]
+        for shard in reader.shards:
+            try:
+                check_index_db(shard.path, shard.meta)
+            except MrecordError as exc:
+                problems.append(str(exc))
+        leftovers = partial_leftovers(first.path.parent, first.meta.dataset_name)
+    return problems, leftovers
 
 
 @click.command()
@@ -94,14 +129,27 @@ def head(path: str, n: int, columns: str | None, as_json: bool) -> None:
     """
     import numpy as np
 
+    from mrecord.format.features import class_names
     from mrecord.reader.dataset_reader import DatasetReader
 
     cols = [c.strip() for c in columns.split(",")] if columns else None
     with DatasetReader.open(path, columns=cols) as reader:
         count = min(n, reader.num_rows)
         block = reader.read_rows(np.arange(count, dtype=np.int64))
+        names = {} if as_json else class_names(reader.shards[0].meta.desc)
         for row in block.iter_rows():
-            click.echo(row_to_json(row, full=as_json))
+            click.echo(row_to_json(_with_class_names(row, names), full=as_json))
+
+
+def _with_class_names(row: dict[str, Any], names: dict[str, list[str]]) -> dict[str, Any]:
+    """Class-label values shown with their names: ``3 (cat)`` (docs/FORMAT.md features)."""
+    out = dict(row)
+    for column, labels in names.items():
+        if column in out:
+            value = int(out[column])
+            if 0 <= value < len(labels):
+                out[column] = f"{value} ({labels[value]})"
+    return out
 
 
 @click.command()

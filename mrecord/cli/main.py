@@ -36,8 +36,9 @@ Exit codes:
   0    success
   1    verify found damage, or audit found a sample delivered twice or never
   2    usage error (bad option, output exists without --overwrite)
-  3    bad input file (missing, truncated, wrong format, corrupt)
-  4    other failure (I/O error while writing, dataset locked, ...)
+  3    bad input file (missing, unreadable, truncated, wrong format, corrupt, no .db)
+  4    other failure (dataset locked by another writer, ...)
+  5    the machine failed a write (disk full, quota, permission, read-only, I/O error)
   130  interrupted
 """
 

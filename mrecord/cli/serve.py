@@ -42,6 +42,19 @@ __all__ = ["serve"]
     "memory instead of through TCP (Linux; only this user can connect). 'auto' picks a "
     "private path and GET /api/datasets/NAME tells loopback clients where it is.",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM certificate: serve HTTPS (with --tls-key). Clients use https:// URLs "
+    "(RemoteDataset(cafile=...) for a self-signed certificate).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM private key of --tls-cert.",
+)
 def serve(
     datasets: tuple[str, ...],
     host: str,
@@ -50,6 +63,8 @@ def serve(
     workers: int,
     max_connections: int,
     local_socket: str,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Serve DATASET... read-only: a web page at / and a JSON + binary API.
 
@@ -61,16 +76,27 @@ def serve(
       mrecord serve train.mrecord0                      # http://127.0.0.1:8750/
       mrecord serve train=/data/train.mrecord0 val=/data/val.mrecord0 --port 9000
       MRECORD_SERVE_TOKEN=s3cret mrecord serve train.mrecord0 --host 0.0.0.0
-    """
-    from mrecord.serve.registry import parse_dataset_args
-    from mrecord.serve.security import check_bind
-    from mrecord.serve.server import local_socket_path
-    from mrecord.serve.server import serve as run
+      mrecord serve train.mrecord0 --host 10.0.0.5 --tls-cert c.pem --tls-key k.pem
 
-    paths = parse_dataset_args(datasets)
+    GET /healthz answers ok; GET /metrics is Prometheus text (with the token).
+    """
+    from mrecord.serve.server.registry import parse_dataset_args
+    from mrecord.serve.server.run import local_socket_path
+    from mrecord.serve.server.run import serve as run
+    from mrecord.serve.server.security import check_bind
+    from mrecord.storage.locate import locate_dataset
+
+    # Resolved (a folder, a base name) and checked before saying "serving": a missing
+    # dataset fails here, with its hint, not after the banner.
+    paths = {name: locate_dataset(path) for name, path in parse_dataset_args(datasets).items()}
     check_bind(host, token)
     shown = "[::1]" if host == "::1" else host
-    click.echo(f"serving {', '.join(paths)} on http://{shown}:{port}/ (Ctrl-C stops)", err=True)
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    scheme = "https" if tls_cert else "http"
+    click.echo(
+        f"serving {', '.join(paths)} on {scheme}://{shown}:{port}/ (Ctrl-C stops)", err=True
+    )
     socket_path = local_socket_path(local_socket)
     if socket_path is not None:
         click.echo(f"same-host readers: {socket_path}", err=True)
@@ -82,4 +108,6 @@ def serve(
         workers=workers,
         max_connections=max_connections,
         local_socket=socket_path,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )

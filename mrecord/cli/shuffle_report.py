@@ -8,7 +8,7 @@ from mrecord.cli._options import emit_json
 
 __all__ = ["shuffle_report"]
 
-_MODES = ("global", "partial", "files", "infile", "adaptive", "none")
+_MODES = ("global", "block", "partial", "files", "infile", "adaptive", "none")
 
 
 @click.command("shuffle-report")
@@ -18,7 +18,7 @@ _MODES = ("global", "partial", "files", "infile", "adaptive", "none")
     "modes",
     multiple=True,
     type=click.Choice(_MODES, case_sensitive=False),
-    help="Shuffle mode to measure (repeatable; default: global, partial, files, infile).",
+    help="Shuffle mode to measure (repeatable; default: global, block, partial, files, infile).",
 )
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
               help="Measure rank 0 of this many ranks.")
@@ -29,6 +29,10 @@ _MODES = ("global", "partial", "files", "infile", "adaptive", "none")
 @click.option("--seed", default=5489, show_default=True, type=click.IntRange(min=0))
 @click.option("--partial-window", default=1_000_000, show_default=True,
               type=click.IntRange(min=1), help="Window of the PARTIAL shuffle, in rows.")
+@click.option("--block-rows", default=None, type=click.IntRange(min=1),
+              help="BLOCK's rows per block (default: chosen as MindDataset would here).")
+@click.option("--window-blocks", default=None, type=click.IntRange(min=1),
+              help="BLOCK's blocks per window (default: chosen as MindDataset would here).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               type=click.Path(dir_okay=False, path_type=str),
               help="Also draw one panel per metric (needs mrecord[plot]).")
@@ -42,6 +46,8 @@ def shuffle_report(
     epochs: int,
     seed: int,
     partial_window: int,
+    block_rows: int | None,
+    window_blocks: int | None,
     plot_path: str | None,
     as_json: bool,
 ) -> None:
@@ -49,7 +55,8 @@ def shuffle_report(
 
     Mean displacement, adjacent gap, Kendall tau against the stored order, distinct
     files per batch, batch label entropy, lag-1 label autocorrelation and
-    epoch-to-epoch correlation, averaged over --epochs epochs.
+    epoch-to-epoch correlation, averaged over --epochs epochs. BLOCK cuts on the
+    dataset's pages; its sizes are printed above the table.
 
     \b
     Example:
@@ -68,6 +75,8 @@ def shuffle_report(
         epochs=epochs,
         seed=seed,
         partial_window=partial_window,
+        block_rows=block_rows,
+        window_blocks=window_blocks,
     )
     if plot_path is not None:
         plot_shuffle_report(report, plot_path)

@@ -254,15 +254,28 @@ class HfSource(ArrowTableSource):
     kind = "hf"
 
     def __init__(self, src: Any, split: str | None = None):
+        from mrecord.format.arrow_types import import_pyarrow
+        from mrecord.format.features import describe
+
         self.dataset = _hf_dataset(src, split)
         features = self.dataset.features
         desc: dict[str, Any] = {"source": "huggingface"}
         classes = _class_names(features)
         if classes:
-            desc["classes"] = classes
+            desc["classes"] = classes  # (the older place; "features" is the documented one)
         if self.dataset.info.description:
             desc["description"] = self.dataset.info.description
+        datasets = import_datasets()
+        # Image columns are structs {bytes, path} in Arrow: mrecord keeps their bytes.
+        self.images = [n for n, f in features.items() if isinstance(f, datasets.Image)]
+        desc = json.loads(describe(desc, class_names=classes, images=self.images))
         arrow_schema = features.arrow_schema
+        if self.images:
+            pa = import_pyarrow()
+            arrow_schema = pa.schema(
+                [pa.field(f.name, pa.binary()) if f.name in self.images else f
+                 for f in arrow_schema]
+            )
         name = str(src) if isinstance(src, (str, os.PathLike)) else "datasets.Dataset"
         super().__init__(
             name=name, arrow_schema=arrow_schema, num_rows=len(self.dataset), desc=desc
@@ -270,7 +283,26 @@ class HfSource(ArrowTableSource):
 
     def record_batches(self, batch_rows: int) -> Iterable[Any]:
         """The dataset's rows (its selection and order) as Arrow tables."""
-        return arrow_batches(self.dataset, batch_rows)
+        if not self.images:
+            return arrow_batches(self.dataset, batch_rows)
+        return (self._image_bytes(t) for t in arrow_batches(self.dataset, batch_rows))
+
+    def _image_bytes(self, table: Any) -> Any:
+        """``table`` with each Image column's struct replaced by its encoded bytes."""
+        import pyarrow.compute as pc
+
+        for name in self.images:
+            i = table.schema.get_field_index(name)
+            column = table.column(i)
+            data = pc.struct_field(column, "bytes")
+            if data.null_count > column.null_count:
+                raise ConversionError(
+                    f"{self.name!r}: Image column {name!r} has images given by path only; "
+                    "embed them first (datasets: ds.cast_column(name, Image(decode=True)) "
+                    "then ds.map(lambda x: x) or save_to_disk/load_from_disk)"
+                )
+            table = table.set_column(i, name, data)
+        return table
 
 
 def arrow_batches(dataset: Any, batch_rows: int) -> Iterator[Any]:

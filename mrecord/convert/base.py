@@ -10,16 +10,22 @@ Nothing here writes files; :mod:`mrecord.convert.driver` does.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, ConversionError
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Batch", "Source", "check_field_name"]
+if TYPE_CHECKING:
+    from mrecord.convert.parallel import BatchPlan
+
+__all__ = ["DEFAULT_BATCH_ROWS", "Batch", "Source", "check_field_name", "file_fingerprint"]
 
 Batch = dict[str, ColumnValues]
 """One batch of rows, column by column."""
@@ -72,6 +78,28 @@ class Source(ABC):
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield every row once, in order, ``batch_rows`` at a time (the last may be short)."""
 
+    def plan(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> BatchPlan[Any, Any] | None:
+        """The work of :meth:`iter_batches` cut into independent pieces that worker
+        processes can run (see :mod:`mrecord.convert.parallel`), or None when this
+        source reads its rows one after another (the default). The plan's batches
+        must be exactly the ones :meth:`iter_batches` yields."""
+        return None
+
+    def fingerprint(self) -> str:
+        """A digest of the input files (names, sizes, modification times): a conversion
+        is resumed only from a checkpoint of the same input. Sources whose options
+        change the rows without changing the schema add them (see ImageFolderSource)."""
+        return file_fingerprint(self.name)
+
+    def resume_state(self) -> dict[str, Any]:
+        """What this source has to remember across a resumed conversion (JSON-able):
+        by default the problems noted so far."""
+        return {"problems": list(self.problems)}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take back what :meth:`resume_state` returned at the checkpoint resumed from."""
+        self.problems = [str(p) for p in state.get("problems", [])]
+
     def close(self) -> None:
         """Release files held open (default: nothing to do)."""
         return None
@@ -93,3 +121,25 @@ def check_batch_rows(batch_rows: int) -> int:
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ArgumentError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
     return batch_rows
+
+
+def file_fingerprint(path: str | os.PathLike[str]) -> str:
+    """A digest of the names, sizes and modification times of the file ``path`` or of
+    every file under the folder ``path`` (a changed source is not resumed)."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    if root.is_file():
+        st = root.stat()
+        digest.update(f"{root.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            p = Path(folder) / name
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            rel = p.relative_to(root).as_posix()
+            digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()

@@ -3,22 +3,26 @@
 The files are read by the same parser as ``Cifar10Dataset``
 (:mod:`mrecord.rawdata.cifar10`, which documents the record layout): memory-mapped,
 a batch of records at a time, turned to HWC ``uint8[32, 32, 3]`` with one strided
-copy per colour plane, or encoded to PNG with ``png=True`` (in a thread pool).
+copy per colour plane, or encoded to PNG with ``png=True`` (in a thread pool, or in
+worker processes through :meth:`Cifar10Source.plan`).
 A split must be complete (``data_batch_1..5.bin`` or ``test_batch.bin``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
+from mrecord.convert.parallel import BatchPlan
 from mrecord.errors import ArgumentError, RawDataError
+from mrecord.format.features import describe
 from mrecord.pool import ThreadPool
 from mrecord.rawdata.cifar10 import Cifar10Files, find_cifar10_files
 
@@ -108,7 +112,9 @@ class Cifar10Source(Source):
         super().__init__(
             name=str(src),
             schema={"image": image, "label": {"type": "int32"}},
-            desc=json.dumps(desc),
+            desc=describe(
+                desc, class_names={"label": classes}, images=["image"] if png else []
+            ),
             num_rows=self._data.num_rows,
             index_fields=["label"],
         )
@@ -132,3 +138,46 @@ class Cifar10Source(Source):
         finally:
             if pool is not None:
                 pool.shutdown()
+
+    def plan(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> BatchPlan[Any, Any] | None:
+        """With ``png=True``: batches read and PNG-encoded in pieces of ``_PIECE_ROWS``
+        records; None for uint8 arrays (a strided copy, nothing worth a process)."""
+        check_batch_rows(batch_rows)
+        if not self.png:
+            return None
+        total = self._data.num_rows
+        files = tuple(str(f) for f in self.files)
+
+        def pieces(b: int) -> list[tuple[int, int]]:
+            stop = min((b + 1) * batch_rows, total)
+            starts = range(b * batch_rows, stop, _PIECE_ROWS)
+            return [(i, min(i + _PIECE_ROWS, stop)) for i in starts]
+
+        def collect(b: int, results: list[tuple[list[bytes], np.ndarray]]) -> Batch | None:
+            images = [png for piece, _labels in results for png in piece]
+            labels = np.concatenate([labels for _piece, labels in results])
+            return {"image": images, "label": labels.astype(np.int32)}
+
+        return BatchPlan(
+            num_batches=-(-total // batch_rows),
+            pieces=pieces,
+            work=functools.partial(_png_piece, files),
+            collect=collect,
+            finish=lambda: None,
+            threads=self.workers or os.cpu_count() or 1,
+        )
+
+
+_PIECE_ROWS = 256  # records per piece of PNG work
+
+
+@functools.lru_cache(maxsize=4)
+def _open_files(files: tuple[str, ...]) -> Cifar10Files:
+    return Cifar10Files([Path(f) for f in files])
+
+
+def _png_piece(files: tuple[str, ...], span: tuple[int, int]) -> tuple[list[bytes], np.ndarray]:
+    """Run in a worker: records ``span`` of ``files`` as PNG bytes, and their labels."""
+    ids = np.arange(span[0], span[1], dtype=np.int64)
+    imgs, labels = _open_files(files).read(ids)
+    return [encode_png(img) for img in imgs], np.asarray(labels)

@@ -4,25 +4,41 @@
 every ``convert_*`` function and ``mrecord convert`` go through it. All rows are
 written inside one ``FileWriter`` context, so a conversion that fails (bad input
 found halfway, Ctrl-C, disk full) leaves no dataset files behind.
+
+Parallel: a source with a :meth:`~mrecord.convert.base.Source.plan` has its per-row
+work run by ``workers`` processes (:mod:`mrecord.convert.parallel`) while this
+process writes the batches in order, so the dataset is the one a serial run writes.
+
+Resumable: every ``checkpoint_bytes`` of pages, the writer's state is made durable
+in a sidecar folder ``DST.mrecord-resume`` (:mod:`mrecord.writer.resume`). A
+conversion killed at any instant and run again with ``resume=True`` goes on from the
+last checkpoint and writes exactly the bytes an uninterrupted run writes (with the
+same dataset id). The sidecar is removed after the commit, and by any run that
+does not resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mrecord.convert._prefetch import prefetch
-from mrecord.convert.base import DEFAULT_BATCH_ROWS, Source, check_batch_rows
-from mrecord.errors import ArgumentError
+from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
+from mrecord.convert.parallel import run_plan
+from mrecord.errors import ArgumentError, DatasetExistsError
 
 __all__ = ["ConversionSummary", "WriteOptions", "output_files", "write_source"]
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of rows just written."""
+
+DEFAULT_CHECKPOINT_BYTES = 256 << 20
+"""Pages written between two resume checkpoints unless a caller asks otherwise."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,9 @@ class WriteOptions:
     index_fields: Sequence[str] | None = None
     overwrite: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
+    workers: int = 1
+    resume: bool = False
+    checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
 
     def check(self, schema: dict[str, dict[str, Any]]) -> None:
         """Raise :class:`ArgumentError` for options that cannot work with ``schema``."""
@@ -50,6 +69,10 @@ class WriteOptions:
         if not 1 <= self.shard_num <= 1000:
             raise ArgumentError(f"shard_num must be in [1, 1000], got {self.shard_num!r}")
         check_batch_rows(self.batch_rows)
+        for name in ("workers", "checkpoint_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(f"{name} must be an int >= 1, got {value!r}")
         if self.compression not in (None, "zstd"):
             raise ArgumentError(f"compression must be 'zstd' or None, got {self.compression!r}")
         if self.compress_fields is not None and self.compression is None:
@@ -81,6 +104,8 @@ class ConversionSummary:
     bytes: int
     seconds: float
     problems: list[str] = field(default_factory=list)
+    workers: int = 1
+    resumed_at_row: int = 0
 
     @property
     def rows_per_second(self) -> float:
@@ -108,36 +133,172 @@ def write_source(
     options: WriteOptions | None = None,
     *,
     progress: ProgressCallback | None = None,
+    dataset_id: str | None = None,
 ) -> ConversionSummary:
     """Write every row of ``source`` to the dataset ``dst``; return the summary.
 
-    Nothing is visible at ``dst`` unless the whole conversion succeeds.
+    Nothing is visible at ``dst`` unless the whole conversion succeeds. With
+    ``options.resume`` the conversion goes on from the last checkpoint of an earlier
+    run killed on the way (or starts from the beginning when there is none); a
+    checkpoint made for another source or other options is refused with
+    :class:`~mrecord.errors.CheckpointError` naming its file. ``dataset_id`` (32 hex
+    digits) fixes the new dataset's id, for byte-for-byte comparisons of two runs.
     """
     from mrecord.writer.file_writer import FileWriter  # imported when used
+    from mrecord.writer.resume import Checkpointer, read_resume_state, set_dataset_id
 
     opts = options or WriteOptions()
     opts.check(source.schema)
     index = list(source.index_fields if opts.index_fields is None else opts.index_fields)
+    key = _resume_key(source, opts, index)
     started = time.perf_counter()
+    state = read_resume_state(dst) if opts.resume else None
     rows = 0
-    with FileWriter(dst, shard_num=opts.shard_num, overwrite=opts.overwrite) as writer:
-        writer.add_schema(source.schema, desc=source.desc)
-        if index:
-            writer.add_index(index)
-        if opts.page_size is not None:
-            writer.set_page_size(opts.page_size)
-        if opts.compression is not None:
-            fields = None if opts.compress_fields is None else list(opts.compress_fields)
-            writer.set_compression(opts.compression, fields=fields, level=opts.compression_level)
-        for batch in prefetch(source.iter_batches(opts.batch_rows)):
-            n = len(next(iter(batch.values()))) if batch else 0
-            if n == 0:
-                continue
-            writer.write_raw_data(batch)
-            rows += n
-            if progress is not None:
-                progress(n)
+    resumed_at = 0
+    try:
+        # When resuming, open without overwrite first: the open finishes a commit that
+        # was publishing when the last run was killed, and then that run's dataset is
+        # there, complete.
+        writer = FileWriter(dst, shard_num=opts.shard_num, overwrite=opts.overwrite and not state)
+    except DatasetExistsError:
+        if state is not None and _finished(dst, opts, state):
+            return _finished_summary(source, dst, opts, started)
+        if not (state is not None and opts.overwrite):
+            raise
+        writer = FileWriter(dst, shard_num=opts.shard_num, overwrite=True)
+    try:
+        with writer:
+            writer.add_schema(source.schema, desc=source.desc)
+            if index:
+                writer.add_index(index)
+            if opts.page_size is not None:
+                writer.set_page_size(opts.page_size)
+            if opts.compression is not None:
+                fields = None if opts.compress_fields is None else list(opts.compress_fields)
+                level = opts.compression_level
+                writer.set_compression(opts.compression, fields=fields, level=level)
+            start = 0
+            if state is not None:
+                checkpoints, point = Checkpointer.resume(writer, key)
+                source.restore_state(point.extra)
+                start, rows = point.position, point.rows
+                resumed_at = rows
+                if progress is not None and rows:
+                    progress(rows)
+            else:
+                checkpoints = Checkpointer.start(writer, key)
+                if dataset_id is not None:
+                    set_dataset_id(writer, dataset_id)
+            saved = checkpoints.written_bytes
+            with contextlib.closing(_batches(source, opts, start)) as batches:
+                for position, batch in batches:
+                    n = len(next(iter(batch.values()))) if batch else 0
+                    if n:
+                        writer.write_raw_data(batch)
+                        rows += n
+                        if progress is not None:
+                            progress(n)
+                    if checkpoints.written_bytes - saved >= opts.checkpoint_bytes:
+                        checkpoints.checkpoint(position, source.resume_state())
+                        saved = checkpoints.written_bytes
+    except (KeyboardInterrupt, OSError) as exc:
+        _note_resumable(exc, dst)
+        raise
+    checkpoints.discard()
     seconds = time.perf_counter() - started
+    return _summary(source, dst, opts, rows, seconds, resumed_at)
+
+
+def _note_resumable(exc: BaseException, dst: str | os.PathLike[str]) -> None:
+    """Tell the user of an interrupted conversion that its checkpoint is kept."""
+    from mrecord.writer.resume import read_resume_state, resume_dir
+
+    try:
+        state = read_resume_state(dst)
+    except Exception:  # an unreadable checkpoint: nothing useful to say
+        return
+    if state is None:
+        return
+    folder = resume_dir(dst)
+    kept = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    note = (
+        f"the rows converted up to row {state['rows']:,} are kept in {str(folder)!r} "
+        f"({kept / 1e6:,.1f} MB): run the same conversion again with --resume "
+        "(resume=True) to go on from there, or without it to start over and remove them"
+    )
+    add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(note)
+    else:
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])  # noqa: B010
+
+
+def _batches(
+    source: Source, opts: WriteOptions, start: int
+) -> Generator[tuple[int, Batch], None, None]:
+    """``(position after it, batch)`` for the source's batches from number ``start`` on."""
+    plan = source.plan(opts.batch_rows)
+    if plan is not None:
+        for b, batch in prefetch(run_plan(plan, workers=opts.workers, start=start)):
+            yield b + 1, batch or {}
+        return
+    for b, batch in enumerate(prefetch(source.iter_batches(opts.batch_rows))):
+        if b >= start:  # a source without a plan is read again up to its checkpoint
+            yield b + 1, batch
+
+
+def _resume_key(source: Source, opts: WriteOptions, index: list[str]) -> dict[str, Any]:
+    """What a checkpoint is valid for: the source and every option that changes bytes."""
+    return {
+        "kind": source.kind,
+        "source": os.path.abspath(source.name),
+        "source_files": source.fingerprint(),
+        "schema": source.schema,
+        "desc": source.desc,
+        "index_fields": index,
+        "shard_num": opts.shard_num,
+        "page_size": opts.page_size,
+        "compression": opts.compression,
+        "compress_fields": None if opts.compress_fields is None else list(opts.compress_fields),
+        "compression_level": opts.compression_level,
+        "batch_rows": opts.batch_rows,
+    }
+
+
+def _finished(dst: str | os.PathLike[str], opts: WriteOptions, state: dict[str, Any]) -> bool:
+    """Whether the dataset at ``dst`` is the one the checkpoint ``state`` was heading for."""
+    from mrecord.storage.shard import read_shard_metadata
+
+    first = output_files(dst, opts.shard_num)[0]
+    if not first.is_file():
+        return False
+    try:
+        return read_shard_metadata(first).dataset_id == state.get("dataset_id")
+    except Exception:  # not a readable shard: not the finished conversion
+        return False
+
+
+def _finished_summary(
+    source: Source, dst: str | os.PathLike[str], opts: WriteOptions, started: float
+) -> ConversionSummary:
+    """The summary of a conversion whose commit was done before a kill."""
+    from mrecord.storage.shard import read_shard_metadata
+    from mrecord.writer.resume import remove_resume_state
+
+    remove_resume_state(dst)
+    rows = sum(read_shard_metadata(f).num_rows for f in output_files(dst, opts.shard_num))
+    summary = _summary(source, dst, opts, rows, time.perf_counter() - started, rows)
+    return summary
+
+
+def _summary(
+    source: Source,
+    dst: str | os.PathLike[str],
+    opts: WriteOptions,
+    rows: int,
+    seconds: float,
+    resumed_at: int,
+) -> ConversionSummary:
     data_files = output_files(dst, opts.shard_num)
     all_files = [p for f in data_files for p in (f, f.with_name(f.name + ".db"))]
     total = sum(p.stat().st_size for p in all_files if p.exists())
@@ -151,4 +312,6 @@ def write_source(
         bytes=total,
         seconds=seconds,
         problems=list(source.problems),
+        workers=opts.workers,
+        resumed_at_row=resumed_at,
     )

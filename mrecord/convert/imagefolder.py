@@ -21,18 +21,21 @@ fails listing every bad file; with ``"skip"`` they are left out and listed in
 
 from __future__ import annotations
 
+import functools
 import io
-import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
+from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.errors import ArgumentError, ConversionError
-from mrecord.pool import ThreadPool
+from mrecord.format.features import describe
 from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
@@ -103,7 +106,7 @@ class ImageFolderSource(Source):
                 "label": {"type": "int32"},
                 "file_name": {"type": "string"},
             },
-            desc=json.dumps(desc),
+            desc=describe(desc, class_names={"label": self.classes}, images=["image"]),
             num_rows=len(self.items),
             index_fields=["label"],
         )
@@ -117,7 +120,104 @@ class ImageFolderSource(Source):
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
-    def _load(self, path: Path) -> bytes | str:
+    def _loader(self) -> _Loader:
+        return _Loader(self.resize, self.reencode, self.quality, self.check)
+
+    def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
+        """Yield rows in (class, path) order; files are read and checked in a thread pool."""
+        plan = self.plan(batch_rows)
+        for _b, batch in run_plan(plan, workers=1):
+            if batch is not None:
+                yield batch
+
+    def plan(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> BatchPlan[Any, Any]:
+        """Batches of ``batch_rows`` files in (class, path) order, read, checked and
+        resized/re-encoded in pieces of at most ``_PIECE_ROWS`` files."""
+        check_batch_rows(batch_rows)
+        self.bad_files = []
+        loader = self._loader()
+        items = self.items
+
+        def pieces(b: int) -> list[list[Path]]:
+            paths = [p for p, _ in items[b * batch_rows : (b + 1) * batch_rows]]
+            return [paths[i : i + _PIECE_ROWS] for i in range(0, len(paths), _PIECE_ROWS)]
+
+        def collect(b: int, results: list[list[bytes | str]]) -> Batch | None:
+            chunk = items[b * batch_rows : (b + 1) * batch_rows]
+            loaded = [data for piece in results for data in piece]
+            images: list[bytes] = []
+            labels: list[int] = []
+            names: list[str] = []
+            for (path, label), data in zip(chunk, loaded, strict=True):
+                if isinstance(data, str):
+                    self.bad_files.append((self._rel(path), data))
+                    continue
+                images.append(data)
+                labels.append(label)
+                names.append(self._rel(path))
+            if images and not (self.on_error == "raise" and self.bad_files):
+                return {
+                    "image": images,
+                    "label": np.asarray(labels, dtype=np.int32),
+                    "file_name": names,
+                }
+            return None
+
+        return BatchPlan(
+            num_batches=-(-len(items) // batch_rows),
+            pieces=pieces,
+            work=functools.partial(_load_piece, loader),
+            collect=collect,
+            finish=self._finish,
+            threads=self.workers or min(8, (os.cpu_count() or 1) * 2),
+        )
+
+    def fingerprint(self) -> str:
+        """The input files and the options that change the stored bytes."""
+        loader = self._loader()
+        options = f"{loader.resize}:{loader.reencode}:{loader.quality}:{self.on_error}"
+        return f"{super().fingerprint()}:{options}"
+
+    def resume_state(self) -> dict[str, Any]:
+        """The problems and the bad files found so far."""
+        return {**super().resume_state(), "bad_files": [list(b) for b in self.bad_files]}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take back the problems and bad files of a checkpoint."""
+        super().restore_state(state)
+        self.bad_files = [(str(n), str(why)) for n, why in state.get("bad_files", [])]
+
+    def _finish(self) -> None:
+        if not self.bad_files:
+            return
+        listed = "; ".join(f"{name!r}: {why}" for name, why in self.bad_files[:_MAX_LISTED])
+        more = (
+            f"; and {len(self.bad_files) - _MAX_LISTED} more"
+            if len(self.bad_files) > _MAX_LISTED
+            else ""
+        )
+        message = f"{len(self.bad_files)} unreadable image(s) in {str(self.root)!r}: {listed}{more}"
+        if self.on_error == "raise":
+            raise ConversionError(
+                f"{message} (fix or remove them, or skip them with on_error='skip' / "
+                "--skip-bad-images)"
+            )
+        self.problems.append(f"skipped {message}")
+
+
+_PIECE_ROWS = 32  # files per piece of work sent to a worker
+
+
+@dataclass(frozen=True)
+class _Loader:
+    """What turning an image file into the bytes to store depends on (picklable)."""
+
+    resize: tuple[int, int] | None
+    reencode: str | None
+    quality: int
+    check: bool
+
+    def load(self, path: Path) -> bytes | str:
         """The bytes to store for ``path``, or the reason it is unreadable."""
         try:
             data = path.read_bytes()
@@ -146,44 +246,7 @@ class ImageFolderSource(Source):
         except Exception as exc:  # Pillow raises many types for bad images
             return describe_image_error(exc, data)
 
-    def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
-        """Yield rows in (class, path) order; files are read and checked in a thread pool."""
-        check_batch_rows(batch_rows)
-        self.bad_files = []
-        workers = self.workers or min(8, (os.cpu_count() or 1) * 2)
-        with ThreadPool(self._load, workers, "mrecord-images") as pool:
-            for start in range(0, len(self.items), batch_rows):
-                chunk = self.items[start : start + batch_rows]
-                loaded = list(pool.map(p for p, _ in chunk))
-                images: list[bytes] = []
-                labels: list[int] = []
-                names: list[str] = []
-                for (path, label), data in zip(chunk, loaded, strict=True):
-                    if isinstance(data, str):
-                        self.bad_files.append((self._rel(path), data))
-                        continue
-                    images.append(data)
-                    labels.append(label)
-                    names.append(self._rel(path))
-                if images and not (self.on_error == "raise" and self.bad_files):
-                    yield {
-                        "image": images,
-                        "label": np.asarray(labels, dtype=np.int32),
-                        "file_name": names,
-                    }
-        if self.bad_files:
-            listed = "; ".join(f"{name!r}: {why}" for name, why in self.bad_files[:_MAX_LISTED])
-            more = (
-                f"; and {len(self.bad_files) - _MAX_LISTED} more"
-                if len(self.bad_files) > _MAX_LISTED
-                else ""
-            )
-            message = (
-                f"{len(self.bad_files)} unreadable image(s) in {str(self.root)!r}: {listed}{more}"
-            )
-            if self.on_error == "raise":
-                raise ConversionError(
-                    f"{message} (fix or remove them, or skip them with on_error='skip' / "
-                    "--skip-bad-images)"
-                )
-            self.problems.append(f"skipped {message}")
+
+def _load_piece(loader: _Loader, paths: list[Path]) -> list[bytes | str]:
+    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file."""
+    return [loader.load(p) for p in paths]

@@ -8,7 +8,6 @@ images and labels files must agree.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
 from mrecord.errors import ArgumentError
+from mrecord.format.features import describe
 from mrecord.rawdata.mnist import MnistFiles, find_mnist_files
 
 __all__ = ["MnistSource"]
@@ -40,7 +40,7 @@ class MnistSource(Source):
                 "image": {"type": "uint8", "shape": [rows, cols, 1]},
                 "label": {"type": "int32"},
             },
-            desc=json.dumps(desc),
+            desc=describe(desc, class_names={"label": [str(i) for i in range(10)]}),
             num_rows=self._data.num_rows,
             index_fields=["label"],
         )

@@ -37,6 +37,7 @@ __all__ = [
     "decode_fixed",
     "decode_var",
     "encode_chunk",
+    "encode_chunk_parts",
     "value_nbytes",
 ]
 
@@ -45,32 +46,41 @@ _U64 = np.dtype("<u8")
 
 def encode_chunk(field: Field, values: np.ndarray | Sequence[Any]) -> bytes:
     """Encode one column of already-validated values (see the module docstring)."""
+    return b"".join(encode_chunk_parts(field, values))
+
+
+def encode_chunk_parts(field: Field, values: np.ndarray | Sequence[Any]) -> list[Any]:
+    """:func:`encode_chunk` as a list of buffers whose concatenation is the chunk.
+
+    The writer hands the list to one vectored write (and checksums it piece by piece),
+    so a page of large blobs is never copied into one joined buffer first.
+    """
     kind = field.kind
     if kind is FieldKind.FIXED:
         arr = np.ascontiguousarray(values, dtype=field.dtype)
-        return arr.tobytes()
+        return [arr.reshape(-1).view(np.uint8)] if arr.size else [b""]
     if kind is FieldKind.BYTES:
-        return _encode_blobs([bytes(v) for v in values])
+        return _blob_parts([v if type(v) is bytes else bytes(v) for v in values])
     if kind is FieldKind.STRING:
-        return _encode_blobs([str(v).encode("utf-8") for v in values])
-    return _encode_vararrays(field, list(values))
+        return _blob_parts([str(v).encode("utf-8") for v in values])
+    return _vararray_parts(field, list(values))
 
 
-def _encode_blobs(blobs: list[bytes]) -> bytes:
-    lengths = np.fromiter((len(b) for b in blobs), dtype=_U64, count=len(blobs))
+def _blob_parts(blobs: list[bytes]) -> list[Any]:
+    lengths = np.fromiter(map(len, blobs), dtype=_U64, count=len(blobs))
     offsets = np.zeros(len(blobs) + 1, dtype=_U64)
     np.cumsum(lengths, out=offsets[1:])
-    return offsets.tobytes() + b"".join(blobs)
+    return [offsets.tobytes(), *blobs]
 
 
-def _encode_vararrays(field: Field, values: Sequence[Any]) -> bytes:
+def _vararray_parts(field: Field, values: Sequence[Any]) -> list[Any]:
     ndim = len(field.row_shape)
     arrays = [np.ascontiguousarray(v, dtype=field.dtype) for v in values]
     shapes = np.array([a.shape for a in arrays], dtype=_U64).reshape(len(arrays), ndim)
     lengths = np.fromiter((a.nbytes for a in arrays), dtype=_U64, count=len(arrays))
     offsets = np.zeros(len(arrays) + 1, dtype=_U64)
     np.cumsum(lengths, out=offsets[1:])
-    return offsets.tobytes() + shapes.tobytes() + b"".join(a.tobytes() for a in arrays)
+    return [offsets.tobytes() + shapes.tobytes(), b"".join(a.tobytes() for a in arrays)]
 
 
 def value_nbytes(field: Field, values: np.ndarray | Sequence[Any]) -> np.ndarray:

@@ -23,6 +23,7 @@ __all__ = [
     "CODEC_IDS",
     "CODEC_NAMES",
     "checksum",
+    "checksum_update",
     "compress",
     "decompress",
 ]
@@ -35,6 +36,11 @@ DEFAULT_ZSTD_LEVEL = 3
 def checksum(data: Any) -> int:
     """CRC-32C of a bytes-like object, as an unsigned 32-bit int."""
     return int(crc32c.crc32c(data))
+
+
+def checksum_update(data: Any, crc: int) -> int:
+    """The CRC-32C of what ``crc`` covered followed by ``data`` (checksums a chunk in parts)."""
+    return int(crc32c.crc32c(data, crc))
 
 
 def compress(raw: bytes, codec: str, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, bytes]:

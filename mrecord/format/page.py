@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.format.chunks import encode_chunk
-from mrecord.format.compression import checksum, compress
+from mrecord.format.chunks import encode_chunk_parts
+from mrecord.format.compression import CODEC_IDS, checksum, checksum_update, compress
 from mrecord.format.schema import Schema
 
 __all__ = ["EncodedChunk", "encode_page"]
@@ -23,12 +23,22 @@ __all__ = ["EncodedChunk", "encode_page"]
 
 @dataclass(frozen=True)
 class EncodedChunk:
-    """A chunk ready to be written: stored bytes plus its directory entry fields."""
+    """A chunk ready to be written: its stored bytes (as buffers) plus its directory entry.
 
-    stored: bytes
+    ``parts`` concatenated are the stored bytes (``length`` of them): an uncompressed
+    chunk of blobs is the offsets followed by the blobs themselves, never joined.
+    """
+
+    parts: tuple[Any, ...]
+    length: int
     raw_length: int
     crc32: int
     codec: int
+
+    @property
+    def stored(self) -> bytes:
+        """The stored bytes in one buffer (a copy; the writer uses ``parts``)."""
+        return b"".join(self.parts)
 
 
 def encode_page(
@@ -37,7 +47,16 @@ def encode_page(
     """Encode validated ``columns`` (all the same length) into one chunk per field."""
     out: list[EncodedChunk] = []
     for field in schema.fields:
-        raw = encode_chunk(field, columns[field.name])
-        codec, stored = compress(raw, field.compression, level)
-        out.append(EncodedChunk(stored, len(raw), checksum(stored), codec))
+        parts = encode_chunk_parts(field, columns[field.name])
+        if field.compression != "none":
+            raw = b"".join(parts)
+            codec, stored = compress(raw, field.compression, level)
+            out.append(EncodedChunk((stored,), len(stored), len(raw), checksum(stored), codec))
+            continue
+        crc = 0
+        length = 0
+        for part in parts:
+            crc = checksum_update(part, crc)
+            length += len(part)
+        out.append(EncodedChunk(tuple(parts), length, length, crc, CODEC_IDS["none"]))
     return out

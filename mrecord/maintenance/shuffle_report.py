@@ -18,8 +18,10 @@ import numpy as np
 from mrecord.errors import ArgumentError, SchemaError
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.sampling.quality import METRICS, ShuffleReport, shuffle_quality
-from mrecord.sampling.shuffle import DEFAULT_PARTIAL_WINDOW
+from mrecord.reader.layout import dataset_layout, measured_numbers, memory_budget
+from mrecord.sampling.quality import DEFAULT_MODES, METRICS, ShuffleReport, shuffle_quality
+from mrecord.sampling.shuffle import DEFAULT_PARTIAL_WINDOW, BlockLayout
+from mrecord.sampling.shuffle.block import choose_layout
 from mrecord.storage.naming import PathArg
 
 __all__ = ["plot_shuffle_report", "read_labels", "shuffle_report"]
@@ -59,15 +61,26 @@ def shuffle_report(
     epochs: int = 3,
     seed: int = 5489,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
+    block_rows: int | None = None,
+    window_blocks: int | None = None,
 ) -> ShuffleReport:
     """Measure how each shuffle mode mixes the rows of ``dataset_files``.
 
-    ``modes``: shuffle mode names (default GLOBAL, PARTIAL, FILES, INFILE; ``"none"``
-    is the stored order). The orders are those of rank 0 of ``num_shards``.
+    ``modes``: shuffle mode names (default GLOBAL, BLOCK, PARTIAL, FILES, INFILE;
+    ``"none"`` is the stored order). The orders are those of rank 0 of ``num_shards``.
+    BLOCK cuts on the dataset's page boundaries with ``block_rows``/``window_blocks``,
+    or, when not given, the sizes ``MindDataset`` would choose here (measured storage
+    and memory on one rank).
     """
+    names = [str(m).lower() for m in (DEFAULT_MODES if modes is None else modes)]
     with DatasetReader.open(dataset_files) as reader:
         counts = list(reader.file_row_counts)
         labels = None if label_column is None else read_labels(reader, label_column)
+        layout = (
+            _block_layout(reader, num_shards, block_rows, window_blocks)
+            if "block" in names
+            else None
+        )
     return shuffle_quality(
         counts,
         modes=modes,
@@ -77,6 +90,25 @@ def shuffle_report(
         epochs=epochs,
         seed=seed,
         partial_window=partial_window,
+        layout=layout,
+    )
+
+
+def _block_layout(
+    reader: DatasetReader, num_shards: int, block_rows: int | None, window_blocks: int | None
+) -> BlockLayout | None:
+    facts = dataset_layout(reader)
+    return choose_layout(
+        adaptive=False,
+        num_shards=num_shards,
+        page_starts=facts.page_starts,
+        num_rows=facts.num_rows,
+        data_bytes=facts.data_bytes,
+        page_bytes=facts.page_bytes,
+        block_rows=block_rows,
+        window_blocks=window_blocks,
+        memory_budget=memory_budget() if num_shards == 1 else None,
+        measure=lambda: measured_numbers(reader),
     )
 
 

@@ -391,6 +391,21 @@ class Dataset:
             )
         self.children[0]._use_sampler(sampler)
 
+    # ------------------------------------------------------------------ saving
+    def save(self, file_name: str, num_files: int = 1, file_type: str = "mindrecord") -> None:
+        """Write one epoch of this pipeline as the dataset ``file_name`` (MindSpore's ``save``).
+
+        ``num_files`` shards (1..1000: ``file_name`` alone, or ``file_name0``...), each with
+        its ``.db``, committed atomically by :class:`mrecord.FileWriter`; an existing
+        dataset is refused (``DatasetExistsError``, a ``RuntimeError``). Column types are
+        converted as MindSpore does (bool and small ints → int32, float16 → float32, a
+        uint8 array → bytes; see :mod:`mrecord.pipeline.save`). As with MindSpore, save
+        before ``batch``/``repeat`` and with ``shuffle=False`` to keep the row order.
+        """
+        from mrecord.pipeline.save import save_dataset
+
+        save_dataset(self, file_name, num_files, file_type)
+
     # ------------------------------------------------------------------ iterators
     def create_dict_iterator(
         self, num_epochs: int = -1, output_numpy: bool = False

@@ -15,7 +15,7 @@
   the driver publishes them as one dataset with mrecord's commit journal (all or nothing).
 - :func:`convert`: the ``mrecord.convert`` sources parsed in Ray tasks, written by the sink.
 
-Needs the optional extra: ``pip install 'mrecord[ray]'`` (``ray[data]==2.60.0``).
+Needs the optional extra: ``pip install 'mrecord[ray]'`` (``ray[data]>=2.60,<2.61``).
 See docs/RAY.md.
 """
 

@@ -37,7 +37,10 @@ from mrecord.block import Block
 from mrecord.format.arrow_types import field_spec_for_arrow
 from mrecord.format.schema import FieldKind, Schema
 
-__all__ = ["block_to_table", "columns_from_block", "schema_from_arrow"]
+__all__ = ["block_to_table", "columns_from_block", "data_schema", "schema_from_arrow"]
+
+_RAY_FILE_LISTING = frozenset({"__path", "__file_size", "__file_chunk_metadata"})
+"""The columns of Ray's file listing (``ray.data._internal.datasource_v2``'s manifest)."""
 
 
 def block_to_table(block: Block, schema: Schema, names: Sequence[str]) -> pa.Table:
@@ -70,6 +73,19 @@ def _field_spec(name: str, arrow_type: pa.DataType) -> dict[str, Any]:
         element = field_spec_for_arrow(name, arrow_type.value_type)["type"]
         return {"type": element, "shape": [-1] * arrow_type.ndim}
     return field_spec_for_arrow(name, arrow_type)
+
+
+def data_schema(schema: pa.Schema | None) -> pa.Schema | None:
+    """``schema`` if it describes the data; ``None`` if it is Ray's file listing.
+
+    When Ray fuses a file read (``read_parquet``, also followed by ``select_columns`` or
+    ``map_batches``) with the write, the schema it passes to ``on_write_start`` is that of
+    the read's input: the listing of files and row-group chunks, not the rows. Such a
+    schema says nothing about the data, so the write infers it from the blocks instead.
+    """
+    if schema is None or not set(schema.names) >= _RAY_FILE_LISTING:
+        return schema
+    return None
 
 
 def schema_from_arrow(schema: pa.Schema) -> dict[str, dict[str, Any]]:

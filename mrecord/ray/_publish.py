@@ -2,11 +2,11 @@
 
 Each write task leaves one *part*: a complete shard file (header, pages, metadata,
 trailer) under a staging name, whose metadata is a placeholder. On the driver,
-:func:`plan_shards` maps the parts' pages to the dataset's shards and
-:func:`assemble_shard` builds each shard's partial file (``<final>.mrecord-partial``)
-from them; the storage layer's commit
-(:func:`mrecord.storage.commit.write_journal_and_publish`) then publishes every shard and
-``.db`` at once.
+:func:`plan_shards` maps the parts' pages to the dataset's shards, and the storage layer
+builds each shard's partial file (``<final>.mrecord-partial``) from those page runs
+(:func:`mrecord.storage.shard_output.assemble_shard`, via :func:`page_runs`); the
+commit transaction then publishes every shard and ``.db`` at once. This module is
+arithmetic on page directories only: it reads and writes no file.
 
 Pages are never re-encoded: their bytes (and checksums) move as they are.
 
@@ -20,21 +20,31 @@ Pages are never re-encoded: their bytes (and checksums) move as they are.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mrecord.format.compression import checksum
-from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
-from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
+from mrecord.format.metadata import ShardMetadata
+from mrecord.storage.shard_output import PageRun
 
-__all__ = ["Piece", "assemble_shard", "plan_shards", "shard_index_values"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "Piece",
+    "page_runs",
+    "plan_shards",
+    "shard_count_for_size",
+    "shard_index_values",
+]
 
-_COPY_STEP = 64 << 20
+DEFAULT_SHARD_SIZE = 256 << 20
+"""The target shard size (bytes of pages) that picks the shard count when none is given.
+
+Big enough that a dataset of a few GB has a handful of files (each with its ``.db``),
+small enough that a large one has many shards for file-level shuffles and for ranks
+and Ray read tasks to divide.
+"""
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,16 @@ def plan_shards(page_rows: list[np.ndarray], shard_num: int | None) -> list[list
     return plan
 
 
+def shard_count_for_size(part_bytes: list[int], shard_size: int, most: int) -> int:
+    """How many shards of about ``shard_size`` bytes hold parts of ``part_bytes`` bytes.
+
+    ``ceil(total / shard_size)``, at least 1 and at most ``most``: 1000 small rows are one
+    shard however many blocks Ray cut them into.
+    """
+    total = sum(part_bytes)
+    return max(1, min(most, -(-total // shard_size)))
+
+
 def shard_index_values(
     pieces: list[Piece], metas: list[ShardMetadata], index_values: list[dict[str, Any]]
 ) -> dict[str, np.ndarray | list[Any]]:
@@ -107,102 +127,7 @@ def shard_index_values(
     return out
 
 
-def assemble_shard(
-    target: Path,
-    pieces: list[Piece],
-    parts: list[Path],
-    metas: list[ShardMetadata],
-    template: ShardMetadata,
-) -> ShardMetadata:
-    """Write the shard ``target`` from ``pieces`` of the parts; fsync; return its metadata.
-
-    ``template`` carries the dataset's identity (id, names, index, generation); its page
-    directory and row count are replaced by the assembled ones.
-    """
-    if (
-        len(pieces) == 1
-        and pieces[0].start == 0
-        and pieces[0].stop == metas[pieces[0].part].num_pages
-    ):
-        meta = metas[pieces[0].part]
-        os.replace(parts[pieces[0].part], target)
-        fd = os.open(target, os.O_RDWR)
-        try:
-            final = template.with_pages(meta.page_rows, meta.chunks, num_rows=meta.num_rows)
-            _write_tail(fd, _pages_end(meta.chunks), final)
-        finally:
-            os.close(fd)
-        return final
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.pwrite(fd, encode_header(), 0)
-        pos = HEADER_SIZE
-        page_rows: list[np.ndarray] = []
-        chunks: list[np.ndarray] = []
-        for piece in pieces:
-            meta = metas[piece.part]
-            block = meta.chunks[piece.start : piece.stop]
-            src_start = int(block["offset"].min())
-            src_end = _pages_end(block)
-            dst = align(pos)
-            if dst > pos:
-                os.pwrite(fd, b"\x00" * (dst - pos), pos)
-            _copy_range(parts[piece.part], src_start, src_end - src_start, fd, dst)
-            moved = block.copy()
-            moved["offset"] = (block["offset"].astype(np.int64) + (dst - src_start)).astype("<u8")
-            chunks.append(moved)
-            page_rows.append(meta.page_rows[piece.start : piece.stop])
-            pos = dst + (src_end - src_start)
-        n_fields = len(template.schema.fields)
-        all_rows = np.concatenate(page_rows).astype("<u4") if page_rows else np.zeros(0, "<u4")
-        all_chunks = (
-            np.concatenate(chunks) if chunks else np.zeros((0, n_fields), dtype=CHUNK_DTYPE)
-        )
-        final = template.with_pages(
-            all_rows, all_chunks.reshape(len(all_rows), n_fields), num_rows=int(all_rows.sum())
-        )
-        _write_tail(fd, pos, final)
-    finally:
-        os.close(fd)
-    return final
-
-
-def _pages_end(chunks: np.ndarray) -> int:
-    if not chunks.size:
-        return HEADER_SIZE
-    flat = chunks.reshape(-1)
-    return int((flat["offset"].astype(np.int64) + flat["length"].astype(np.int64)).max())
-
-
-def _write_tail(fd: int, pages_end: int, meta: ShardMetadata) -> None:
-    """Write ``meta`` and the trailer right after the pages, cut the rest, fsync."""
-    body = meta.encode()
-    tail = body + Trailer(pages_end, len(body), checksum(body)).encode()
-    os.pwrite(fd, tail, pages_end)
-    os.ftruncate(fd, pages_end + len(tail))
-    os.fsync(fd)
-
-
-def _copy_range(src: Path, offset: int, count: int, dst_fd: int, dst_offset: int) -> None:
-    """Copy ``count`` bytes of ``src`` from ``offset`` into ``dst_fd`` at ``dst_offset``."""
-    src_fd = os.open(src, os.O_RDONLY)
-    try:
-        done = 0
-        copy = getattr(os, "copy_file_range", None)
-        while done < count and copy is not None:
-            try:
-                n = copy(src_fd, dst_fd, count - done, offset + done, dst_offset + done)
-            except OSError:
-                break  # not supported here (another filesystem, old kernel): plain copy
-            if n == 0:
-                break
-            done += n
-        while done < count:
-            data = os.pread(src_fd, min(_COPY_STEP, count - done), offset + done)
-            if not data:
-                raise OSError(f"{str(src)!r} ended while copying its pages")
-            os.pwrite(dst_fd, data, dst_offset + done)
-            done += len(data)
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(src_fd)
+def page_runs(pieces: list[Piece], parts: list[Path], metas: list[ShardMetadata]) -> list[PageRun]:
+    """A shard's ``pieces`` as the page runs :func:`~mrecord.storage.shard_output.assemble_shard`
+    builds it from."""
+    return [PageRun(parts[p.part], metas[p.part], p.start, p.stop) for p in pieces]

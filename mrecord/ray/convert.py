@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import ray.data
@@ -95,7 +95,7 @@ def convert(
     dst: str | os.PathLike[str],
     *,
     source_options: Mapping[str, Any] | None = None,
-    shard_num: int | None = None,
+    shard_num: int | Literal["per_task"] | None = None,
     index_fields: list[str] | None = None,
     compression: str | None = None,
     compress_fields: Sequence[str] | None = None,
@@ -110,7 +110,8 @@ def convert(
 
     Options as :func:`mrecord.convert.convert` (``index_fields=None`` uses the source's
     suggestion, ``compress_fields`` limits ``compression="zstd"`` to some fields);
-    ``shard_num=None`` writes one shard per task. Uses the Ray cluster that is
+    ``shard_num`` as for :class:`~mrecord.ray.MRecordDatasink` (``None``: from the data's
+    size; ``"per_task"``: one shard per task). Uses the Ray cluster that is
     initialized, or starts a local one. Images skipped with ``on_error="skip"`` are counted
     in ``problems`` (their names stay in the tasks' logs).
     """

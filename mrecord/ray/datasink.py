@@ -24,7 +24,6 @@ same path removes them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import glob
 import itertools
@@ -32,7 +31,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import ray.data
 from ray.data.block import BlockAccessor
@@ -50,21 +49,27 @@ from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Schema, parse_schema
 from mrecord.pool import ThreadPool, call
-from mrecord.ray._arrow import columns_from_block, schema_from_arrow
-from mrecord.ray._publish import assemble_shard, plan_shards, shard_index_values
+from mrecord.ray._arrow import columns_from_block, data_schema, schema_from_arrow
+from mrecord.ray._publish import (
+    DEFAULT_SHARD_SIZE,
+    page_runs,
+    plan_shards,
+    shard_count_for_size,
+    shard_index_values,
+)
 
-# The writer's machinery (commit journal, lock, names, .db, page writer): reused, not redone.
+# The writer's machinery (commit transaction, names, page writer): reused, not redone.
 from mrecord.storage import commit as commit_mod
-from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import (
     DB_SUFFIX,
     PARTIAL_SUFFIX,
     db_path,
-    journal_path,
     partial_path,
     shard_file_names,
 )
 from mrecord.storage.shard import read_shard_metadata
+from mrecord.storage.shard_output import assemble_shard
+from mrecord.storage.transaction import StagedShard, Transaction
 from mrecord.writer.file_writer import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -74,21 +79,23 @@ from mrecord.writer.file_writer import (
 )
 from mrecord.writer.shard_writer import ShardWriter
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MRecordDatasink", "write_mrecord"]
+__all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_SHARD_SIZE", "MRecordDatasink", "write_mrecord"]
 
 _STAGING_TAG = ".ray-"
-_LOCK_WAIT = 0.5
 _PUBLISH_THREADS = 8
-_LOCKS: dict[str, commit_mod.DatasetLock] = {}
-"""Writer locks held by this (driver) process, by job id; never pickled into tasks."""
+_TRANSACTIONS: dict[str, Transaction] = {}
+"""Open commit transactions (each holds its dataset's lock) of this driver process, by job
+id; never pickled into tasks."""
 
 
 class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
     """A Ray ``Datasink`` that writes one mrecord dataset at ``path`` (see the module doc).
 
-    ``shard_num``: ``None`` writes one shard per write task (no data copied at publish;
-    use ``ds.repartition(n)`` to choose the count); ``k`` cuts all pages into ``k`` shards
-    of about equal rows (page bytes are copied once on the driver's filesystem).
+    ``shard_num``: ``None`` (default) picks the count from the data's size, one shard per
+    ``shard_size`` bytes of pages (default 256 MiB, at least one shard); ``k`` cuts all
+    pages into ``k`` shards of about equal rows (page bytes are copied once on the
+    driver's filesystem); ``"per_task"`` writes one shard per write task (no data copied
+    at publish; use ``ds.repartition(n)`` to choose the count).
     ``schema``: a MindSpore-style schema dict; inferred from the first block when None.
     ``index_fields``: scalar or string fields to index in each ``.db``.
     ``compression``: ``"zstd"`` compresses every field (per-field: put ``"compression"``
@@ -100,7 +107,8 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self,
         path: str | os.PathLike[str],
         *,
-        shard_num: int | None = None,
+        shard_num: int | Literal["per_task"] | None = None,
+        shard_size: int = DEFAULT_SHARD_SIZE,
         schema: Mapping[str, Any] | None = None,
         index_fields: Sequence[str] | None = None,
         compression: str | None = None,
@@ -116,14 +124,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             )
         if target.name.endswith((PARTIAL_SUFFIX, DB_SUFFIX)) or not target.name:
             raise ArgumentError(f"path {str(path)!r} must name a data file, not {DB_SUFFIX!r}")
-        if shard_num is not None and (
-            isinstance(shard_num, bool)
-            or not isinstance(shard_num, int)
-            or not 1 <= shard_num <= MAX_SHARDS
-        ):
-            raise ArgumentError(
-                f"shard_num must be None or in [1, {MAX_SHARDS}], got {shard_num!r}"
-            )
+        _check_shard_options(shard_num, shard_size)
         if compression not in (None, "zstd", "none"):
             raise ArgumentError(f"compression must be None or 'zstd', got {compression!r}")
         if type(page_size) is not int or not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:
@@ -139,6 +140,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._dir = target.parent
         self._name = target.name
         self._shard_num = shard_num
+        self._shard_size = shard_size
         self._given_schema = None if schema is None else dict(schema)
         self._index_fields = tuple(index_fields or ())
         self._compression = compression
@@ -151,7 +153,6 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
             self._schema = self._prepare_schema(dict(schema))
         self._job = ""
         self._dataset_id = ""
-        self._partials: list[Path] | None = None
         self._replaced: list[Path] = []
         self.files: list[Path] = []
         """The published shard data files, in shard order (set by ``on_write_complete``)."""
@@ -162,10 +163,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         """Lock the dataset, check ``overwrite``, clear old litter, fix the schema."""
         self._job = uuid.uuid4().hex[:16]
         self._dataset_id = uuid.uuid4().hex
-        lock = commit_mod.DatasetLock(self._dir, self._name)
-        lock.acquire(wait=_LOCK_WAIT)
-        _LOCKS[self._job] = lock
-        commit_mod.recover_locked(self._dir, self._name)
+        _TRANSACTIONS[self._job] = Transaction.begin(self._dir, self._name, action="write")
         existing = [p for p in self._finals(self._all_shard_names()) if p.exists()]
         if existing and not self._overwrite:
             raise DatasetExistsError(
@@ -174,6 +172,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._replaced = self._previous_files(existing)
         for litter in self._dir.glob(f"{glob.escape(self._name)}{_STAGING_TAG}*{PARTIAL_SUFFIX}"):
             litter.unlink(missing_ok=True)  # we hold the lock: no live job owns these
+        schema = data_schema(schema)  # None for Ray's file listing (a fused file read)
         if self._schema is None and schema is not None:
             self._schema = self._prepare_schema(schema_from_arrow(schema))
         # else: Ray fused the write with its input and has no schema yet; each task infers
@@ -325,29 +324,25 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
                 )
             if meta.dataset_id != self._dataset_id:
                 raise SchemaError(f"staged part {str(path)!r} does not belong to this write")
-        plan = plan_shards([m.page_rows for m in metas], self._shard_num)
+        plan = plan_shards([m.page_rows for m in metas], self._planned_count(parts))
         files = shard_file_names(self._dir / self._name, len(plan))
         finals = self._finals(files)
-        self._partials = finals
-        commit_mod.remove_partials(finals)
+        txn = _TRANSACTIONS[self._job]
+        txn.claim(files, overwrite=True)  # existing files were refused in on_write_start
         names = tuple(f.name for f in files)
         index_values = [r["index"] for r in results]
 
-        def build(i: int) -> None:
+        def build(i: int) -> StagedShard:
             data_file, pieces = files[i], plan[i]
             meta = assemble_shard(
-                partial_path(data_file), pieces, parts, metas, self._template(i, names)
+                partial_path(data_file), page_runs(pieces, parts, metas), self._template(i, names)
             )
-            write_index_db(
-                partial_path(db_path(data_file)),
-                meta,
-                0,
-                shard_index_values(pieces, metas, index_values),
-            )
+            values = shard_index_values(pieces, metas, index_values)
+            return StagedShard(data_file, meta, index_values=values)
 
-        list(pool.map(functools.partial(build, i) for i in range(len(plan))))
+        staged = list(pool.map(functools.partial(build, i) for i in range(len(plan))))
         commit_mod.crash_hook("ray_assembled")  # tests: the driver killed before the journal
-        commit_mod.write_journal_and_publish(self._dir, self._name, self._dataset_id, 1, finals)
+        txn.commit(self._dataset_id, 1, staged, run_all=lambda calls: list(pool.map(calls)))
         self.files = files
         # Replaced: files of the previous dataset that the new one did not overwrite (another
         # shard count). They are foreign to the new dataset, so deleting them after the commit
@@ -355,29 +350,41 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         for old in set(self._replaced) - set(finals):
             old.unlink(missing_ok=True)
 
+    def _planned_count(self, parts: list[Path]) -> int | None:
+        """The shard count for ``plan_shards``: ``None`` is one shard per write task."""
+        if self._shard_num == "per_task":
+            return None
+        if self._shard_num is not None:
+            return self._shard_num
+        sizes = [p.stat().st_size for p in parts]
+        return shard_count_for_size(sizes, self._shard_size, MAX_SHARDS)
+
     def _cleanup(self) -> None:
         """Remove this job's staging files and uncommitted partials; release the lock."""
-        lock = _LOCKS.pop(self._job, None) if self._job else None
+        txn = _TRANSACTIONS.pop(self._job, None) if self._job else None
         if not self._job:
             return
         for staged in self._dir.glob(
             f"{glob.escape(self._name)}{_STAGING_TAG}{self._job}-*{PARTIAL_SUFFIX}"
         ):
             staged.unlink(missing_ok=True)
-        journal = journal_path(self._dir, self._name)
-        partials = self._partials
-        if partials and lock is not None and not journal.exists():
-            commit_mod.remove_partials(partials)
-        self._partials = None
         self._job = ""  # a reused sink starts its next write afresh
-        if lock is not None:
-            with contextlib.suppress(OSError):
-                lock.release()
+        if txn is not None:
+            txn.abort()  # after a commit: nothing to do (a durable commit keeps its files)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_partials", None)
-        return state
+
+def _check_shard_options(shard_num: object, shard_size: object) -> None:
+    if shard_num not in (None, "per_task") and (
+        isinstance(shard_num, bool)
+        or not isinstance(shard_num, int)
+        or not 1 <= shard_num <= MAX_SHARDS
+    ):
+        raise ArgumentError(
+            f"shard_num must be None (from the data's size), 'per_task' or an int in "
+            f"[1, {MAX_SHARDS}], got {shard_num!r}"
+        )
+    if type(shard_size) is not int or shard_size < 1:
+        raise ArgumentError(f"shard_size must be an int >= 1 (bytes), got {shard_size!r}")
 
 
 def _validated(schema: Schema, columns: dict[str, Any], ctx: Any, number: int) -> dict[str, Any]:

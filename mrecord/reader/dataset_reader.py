@@ -27,12 +27,14 @@ from mrecord.errors import (
 )
 from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
+from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
+from mrecord.storage.readahead import hint_rows, memory_budget, read_into
 from mrecord.storage.shard import ShardFile
 
-__all__ = ["DatasetReader"]
+__all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
 
 
 class DatasetReader:
@@ -265,14 +267,50 @@ class DatasetReader:
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
+        # Every range of this read in flight at once; bytes columns of cold shards are then
+        # read straight into their values (_read_cold), the rest through the hinted map.
+        direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES]
+        cold = self._hint(groups, names, direct)
         out: dict[str, ColumnValues] = {}
-        for name in names:
-            field = self.schema[name]
-            if field.kind is FieldKind.FIXED:
-                out[name] = self._gather_fixed(field, len(ids), groups)
-            else:
-                out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays)
+        with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
+            for name in names:
+                field = self.schema[name]
+                if field.kind is FieldKind.FIXED:
+                    out[name] = self._gather_fixed(field, len(ids), groups)
+                else:
+                    out[name] = self._gather_var(
+                        field, len(ids), groups, bytes_as_arrays, cold
+                    )
         return Block(out, ids)
+
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """Tell shards read from a store by range requests the coming row orders
+        (``order_of(e)``: epoch ``e``'s global ids) so their cache keeps the rows read
+        soonest (docs/REMOTE.md "Larger than the cache"); local shards ignore it."""
+        plan_reads(self.shards, order_of, epoch)
+
+    def will_need(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> None:
+        """Hint: rows ``ids`` (of ``columns``, default the reader's) will be read soon.
+
+        Storage starts reading exactly their bytes now (:mod:`mrecord.storage.readahead`);
+        a later :meth:`read_rows` of them finds them in memory or on their way. Ids out of
+        range are ignored; never changes what a read returns.
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        ids = ids[(ids >= 0) & (ids < self.num_rows)]
+        names = self.columns if columns is None else _check_columns(self.schema, columns)
+        self._hint(self._group(ids), names)
+
+    def _hint(
+        self, groups: list[Any], names: Sequence[str], direct: Sequence[str] = ()
+    ) -> set[int]:
+        """Hint the rows of ``groups`` to storage; the shards that were cold (hinted)."""
+        shards = self.shards
+        return {
+            s for s, _, pages, slots in groups if hint_rows(shards[s], pages, slots, names, direct)
+        }
 
     def locate_bytes(
         self, ids: np.ndarray | Sequence[int], column: str
@@ -370,12 +408,22 @@ class DatasetReader:
         return self._fixed_plans[key]
 
     def _gather_var(
-        self, field: Field, n: int, groups: list[Any], bytes_as_arrays: bool = False
+        self,
+        field: Field,
+        n: int,
+        groups: list[Any],
+        bytes_as_arrays: bool = False,
+        cold: set[int] | frozenset[int] = frozenset(),
     ) -> list[Any]:
         result: list[Any] = [None] * n
         kind = field.kind
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
+            # A cold shard's values are read now, straight into one buffer (views of its
+            # map would be read by the consumer later, maybe evicted by then).
+            copied: list[tuple[int, Any, int, int, int | None]] | None = (
+                [] if kind is FieldKind.BYTES and s in cold else None
+            )
             col = shard.field_index(field.name)
             # VARARRAY pages stored plain of which few rows are wanted: gathered by shape
             # together (when there are enough such rows), else row by row.
@@ -384,6 +432,7 @@ class DatasetReader:
             for page, members in _by_page(pages):
                 head, raw = shard.var_page(page, field)  # checksummed by the policy
                 where = members if positions is None else positions[members]
+                base = shard.uncompressed_offset(page, col) if copied is not None else None
                 if kind is FieldKind.VARARRAY:
                     offset = shard.uncompressed_offset(page, col) if by_shape else None
                     if offset is not None and not _page_copy_pays(len(members), head):
@@ -398,7 +447,9 @@ class DatasetReader:
                 for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
-                        if bytes_as_arrays:
+                        if copied is not None:
+                            copied.append((pos, raw, a, b, base))
+                        elif bytes_as_arrays:
                             value = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
                             result[pos] = value.view(BytesArray)
                         else:
@@ -408,12 +459,46 @@ class DatasetReader:
                             result[pos] = str(raw[a:b], "utf-8")
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
+            if copied:
+                _read_cold(shard, copied, result, bytes_as_arrays)
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
                 for (_, head, where, wanted), raw in sparse:
                     _gather_arrays(field, head, raw, where.tolist(), wanted.tolist(), result)
         return result
+
+
+def _read_cold(
+    shard: ShardFile,
+    values: list[tuple[int, Any, int, int, int | None]],
+    result: list[Any],
+    as_arrays: bool,
+) -> None:
+    """``result[pos]`` = the bytes ``raw[a:b]`` of each value, read into one new buffer:
+    with parallel ``pread``s of exactly their bytes (``base``: the chunk's file offset,
+    None when it is not stored plain) or copied from ``raw``. As read-only ``uint8``
+    BytesArrays viewing the buffer (``as_arrays``), else as ``bytes``."""
+    total = sum(b - a for _, _, a, b, _ in values)
+    buffer = np.empty(total, dtype=np.uint8)
+    places, at = [], 0
+    for _, _, a, b, base in values:
+        if base is not None:
+            places.append((at, base + a, b - a))
+        at += b - a
+    read = len(places) == len(values) and read_into(shard, buffer, places)
+    at = 0
+    for pos, raw, a, b, _ in values:
+        part = buffer[at : at + b - a]
+        if not read:
+            part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+        if as_arrays:
+            value = part.view(BytesArray)
+            value.flags.writeable = False  # as a view of the map is
+            result[pos] = value
+        else:
+            result[pos] = part.tobytes()
+        at += b - a
 
 
 def _page_copy_pays(wanted: int, head: Any) -> bool:

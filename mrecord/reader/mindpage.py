@@ -34,7 +34,20 @@ class MindPage:
     def __init__(self, file_name: str | os.PathLike[str], num_consumer: int = 4):
         if isinstance(num_consumer, bool) or not isinstance(num_consumer, int) or num_consumer < 1:
             raise ArgumentError(f"num_consumer must be an int >= 1, got {num_consumer!r}")
-        self._reader = DatasetReader.open(file_name)
+        self._setup(DatasetReader.open(file_name), owns_reader=True)
+
+    @classmethod
+    def over(cls, reader: DatasetReader) -> MindPage:
+        """A MindPage answering from ``reader``'s snapshot: the generation it opened, so its
+        ids and the rows ``reader`` reads agree after later appends (``close`` leaves
+        ``reader`` open)."""
+        page = cls.__new__(cls)
+        page._setup(reader, owns_reader=False)
+        return page
+
+    def _setup(self, reader: DatasetReader, *, owns_reader: bool) -> None:
+        self._reader = reader
+        self._owns_reader = owns_reader
         self._fields = list(self._reader.shards[0].meta.index_fields)
         self._category: str | None = None
         self._categories: list[tuple[Any, int]] | None = None
@@ -113,8 +126,9 @@ class MindPage:
         return ids[page * num_row : (page + 1) * num_row]
 
     def close(self) -> None:
-        """Release the dataset's files."""
-        self._reader.close()
+        """Release the dataset's files (not those of a reader given to :meth:`over`)."""
+        if self._owns_reader:
+            self._reader.close()
 
     # -- internals ----------------------------------------------------------------------------
 

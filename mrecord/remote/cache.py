@@ -43,14 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mrecord.errors import CorruptFileError
+from mrecord.errors import ArgumentError, CorruptFileError
 from mrecord.remote.fs import RemoteFile
 from mrecord.remote.urls import url_basename
 from mrecord.storage.locking import lock, try_lock, unlock
 
-__all__ = ["DEFAULT_CACHE_BYTES", "CacheSession", "RemoteCache"]
+__all__ = ["DEFAULT_CACHE_BYTES", "STALE_POLICIES", "CacheSession", "RemoteCache"]
 
 DEFAULT_CACHE_BYTES = 20 << 30
+STALE_POLICIES = ("warn", "refuse")
 _RECORD = ".mrecord-cache"
 _LOCK = ".mrecord-cache-lock"
 _PARTIAL = ".mrecord-cache-partial"
@@ -72,16 +73,34 @@ def _default_bytes() -> int:
 class RemoteCache:
     """The cache under ``root`` (default ``$MRECORD_CACHE_DIR``) bounded to ``max_bytes``.
 
-    ``max_bytes`` defaults to ``$MRECORD_CACHE_BYTES`` or 20 GiB.
+    ``max_bytes`` defaults to ``$MRECORD_CACHE_BYTES`` or 20 GiB. ``stale`` (default
+    ``$MRECORD_STALE_CACHE`` or ``"warn"``) says what an open does when the store cannot
+    be reached: ``"warn"`` opens the commit cached and verified before, with a
+    :class:`StaleCacheWarning`; ``"refuse"`` raises the store's error.
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, max_bytes: int | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        max_bytes: int | None = None,
+        stale: str | None = None,
+    ):
         self.root = Path(root) if root is not None else _default_root()
         self.max_bytes = max_bytes if max_bytes is not None else _default_bytes()
+        self.stale = stale if stale is not None else os.environ.get("MRECORD_STALE_CACHE", "warn")
+        if self.stale not in STALE_POLICIES:
+            raise ArgumentError(
+                f"stale (or $MRECORD_STALE_CACHE) must be one of {STALE_POLICIES}, got "
+                f"{self.stale!r}"
+            )
 
     def folder(self, parent_url: str, storage_options: Mapping[str, Any]) -> Path:
-        """The cache folder for the files of one remote folder."""
-        text = json.dumps([parent_url, dict(storage_options)], sort_keys=True, default=repr)
+        """The cache folder for the files of one remote folder (on one store: the URL, the
+        storage options and ``$AWS_ENDPOINT_URL`` name it)."""
+        key = [parent_url, dict(storage_options)]
+        if os.environ.get("AWS_ENDPOINT_URL"):  # another S3-compatible store, same URLs
+            key.append(os.environ["AWS_ENDPOINT_URL"])
+        text = json.dumps(key, sort_keys=True, default=repr)
         return self.root / hashlib.sha256(text.encode()).hexdigest()[:24]
 
     @contextlib.contextmanager
@@ -110,22 +129,47 @@ class RemoteCache:
         """Evict until ``remote`` fits, then reserve its space; False when it cannot fit."""
         if remote.size > self.max_bytes:
             return False
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            lock(fd, _WHY)
-            entries = [e for e in self._entries() if e[0] != record]
-            total = sum(size for _, size, _ in entries)
-            for victim, size, _ in entries:
-                if total + remote.size <= self.max_bytes:
-                    break
-                if victim in pinned or not _evict(victim):
-                    continue
-                total -= size
-            if total + remote.size > self.max_bytes:
+        with self._accounting() as fits:
+            if not fits(record, remote.size, pinned):
                 return False
             _write_record(record, remote, "downloading")
             return True
+
+    def _reserve_upto(self, record: Path, want: int, pinned: set[Path]) -> int:
+        """Evict (least recently used first) until ``want`` bytes fit or nothing more can
+        go; reserve what is free then, at most ``want``; returns the bytes reserved."""
+        with self._accounting() as fits:
+            fits(record, want, pinned)
+            used = sum(size for path, size, _ in self._entries() if path != record)
+            granted = max(0, min(want, self.max_bytes - used))
+            staged = record.with_name(record.name + ".tmp")
+            doc = {"url": "", "tag": "", "size": granted, "state": "pieces"}
+            staged.write_text(json.dumps(doc))
+            os.replace(staged, record)
+            return granted
+
+    @contextlib.contextmanager
+    def _accounting(self) -> Iterator[Callable[[Path, int, set[Path]], bool]]:
+        """Under the global lock: ``fits(record, size, pinned)`` evicts until ``size`` more
+        bytes fit beside every entry but ``record`` (never ``pinned`` ones, nor entries in
+        use); True when they do."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+        def fits(record: Path, size: int, pinned: set[Path]) -> bool:
+            entries = [e for e in self._entries() if e[0] != record]
+            total = sum(size for _, size, _ in entries)
+            for victim, victim_size, _ in entries:
+                if total + size <= self.max_bytes:
+                    break
+                if victim in pinned or not _evict(victim):
+                    continue
+                total -= victim_size
+            return total + size <= self.max_bytes
+
+        try:
+            lock(fd, _WHY)
+            yield fits
         finally:
             os.close(fd)  # closing drops the lock
 
@@ -194,6 +238,58 @@ class CacheSession:
                 record.unlink()
             raise
         return final
+
+    def cached(self, folder: Path, name: str) -> Path | None:
+        """The copy of ``name`` under ``folder`` that a past open downloaded and verified,
+        locked against eviction for this session, or None (without asking the store)."""
+        final = folder / name
+        record = final.with_name(final.name + _RECORD)
+        if record not in self._fds:
+            if not record.exists():
+                return None
+            fd = os.open(final.with_name(final.name + _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                lock(fd, _WHY, shared=True)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fds[record] = fd
+        try:
+            doc = json.loads(record.read_text())
+            ready = doc.get("state") == "ready" and final.stat().st_size == doc.get("size")
+        except (OSError, ValueError):
+            return None
+        return final if ready else None
+
+    def reserve_pieces(self, folder: Path, want: int) -> tuple[int, Callable[[], None]]:
+        """Reserve up to ``want`` bytes of the cache for pieces of range-read shards
+        (evicting least recently used entries of other datasets); returns the bytes
+        granted and the function that gives them back. The reservation is an entry of
+        its own, locked until given back (a crashed process's is evicted as any other)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / f".mrecord-pieces-{os.getpid()}-{os.urandom(4).hex()}"
+        record = final.with_name(final.name + _RECORD)
+        lock_path = final.with_name(final.name + _LOCK)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            lock(fd, _WHY, shared=True)
+            granted = self.cache._reserve_upto(record, want, set(self._fds))
+        except BaseException:
+            os.close(fd)
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            for path in (record, lock_path):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            os.close(fd)
+
+        return granted, release
 
     def release(self) -> None:
         """Drop every entry lock this session holds."""

@@ -9,7 +9,7 @@ timeouts, access denied) :class:`~mrecord.errors.RemoteStorageError`, naming the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import Any
 
 from mrecord.errors import ArgumentError, DatasetNotFoundError, RemoteStorageError
 
-__all__ = ["RemoteFile", "remote_file"]
+__all__ = ["RemoteFile", "remote_file", "unreachable"]
 
 # What tells two versions of an object apart, per backend (s3: ETag, http: ETag or
 # Last-Modified, gcs: generation); the size is always part of the tag too.
@@ -43,7 +43,8 @@ def _wrapped(url: str, doing: str) -> Iterator[None]:
     except Exception as exc:
         raise RemoteStorageError(
             f"{doing} {url!r} failed: {type(exc).__name__}: {exc}; check the URL, the "
-            "network and the credentials in storage_options"
+            "network and the credentials (storage_options in code; from the command line, "
+            "the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)"
         ) from exc
 
 
@@ -74,7 +75,32 @@ class RemoteFile:
         """Bytes ``start:stop`` of the object, with one range request."""
         with _wrapped(self.url, "reading a range of"):
             data = self.fs.cat_file(self.path, start=start, end=stop)
-        return bytes(data)
+        return self._exact(start, stop, bytes(data))
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Bytes ``start:stop`` of each range, the requests sent concurrently (fsspec's
+        ``cat_ranges``: async backends gather them)."""
+        if not ranges:
+            return []
+        with _wrapped(self.url, "reading ranges of"):
+            got = self.fs.cat_ranges(
+                [self.path] * len(ranges),
+                [a for a, _ in ranges],
+                [b for _, b in ranges],
+                on_error="raise",
+            )
+        return [self._exact(a, b, bytes(d)) for (a, b), d in zip(ranges, got, strict=True)]
+
+    def _exact(self, start: int, stop: int, data: bytes) -> bytes:
+        """A range answer must be exactly the bytes asked for: a store that cuts one short
+        (or sends more) never hands the reader misplaced bytes."""
+        if len(data) != stop - start:
+            raise RemoteStorageError(
+                f"reading bytes {start}..{stop} of {self.url!r} ({self.size:,} bytes when "
+                f"opened) returned {len(data):,} bytes instead of {stop - start:,}; the "
+                "object changed or the transfer was cut: open the dataset again"
+            )
+        return data
 
 
 def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
@@ -109,3 +135,33 @@ def remote_file(url: str, storage_options: Mapping[str, Any] | None = None) -> R
         "",
     )
     return RemoteFile(url=url, fs=fs, path=path, size=size, tag=f"{size}:{tag}")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (a :class:`RemoteStorageError`) says the store could not be reached
+    at all (refused or timed-out connections, unknown host), as opposed to an answer
+    (access denied, a server error): only then may a warm cache stand in for it."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        name = type(cause).__name__
+        if isinstance(cause, (ConnectionError, TimeoutError)) or name in _UNREACHABLE:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+# Third-party names for "no connection" (botocore, aiohttp), matched by name so that
+# neither package is imported here.
+_UNREACHABLE = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ConnectionClosedError",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "gaierror",
+    }
+)

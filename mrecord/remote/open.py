@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,19 +17,20 @@ from mrecord.errors import (
     CorruptFileError,
     DatasetNotFoundError,
     MrecordError,
+    RemoteStorageError,
 )
 from mrecord.format.index_layout import DB_SUFFIX
 from mrecord.format.layout import TRAILER_SIZE
 from mrecord.remote.cache import CacheSession, RemoteCache
-from mrecord.remote.fs import RemoteFile, remote_file
-from mrecord.remote.ranged import RangeShardFile
+from mrecord.remote.fs import RemoteFile, remote_file, unreachable
+from mrecord.remote.ranged import RangeShardFile, RemoteReads
 from mrecord.remote.urls import is_url, url_basename, url_parent
 from mrecord.storage.committed import check_consistent, open_committed
 from mrecord.storage.index_db import check_index_db
 from mrecord.storage.naming import PathArg
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, read_shard_metadata
 
-__all__ = ["fetch_dataset", "open_remote_shards"]
+__all__ = ["StaleCacheWarning", "fetch_dataset", "open_remote_shards"]
 
 
 def open_remote_shards(
@@ -44,11 +46,73 @@ def open_remote_shards(
     options = dict(storage_options or {})
     cache = cache or RemoteCache()
     with cache.session() as session:
-        fetched, expand = _fetch(session, dataset_files, options, need_index=check_index)
+        try:
+            fetched, expand = _fetch(session, dataset_files, options, need_index=check_index)
+        except RemoteStorageError as exc:
+            if cache.stale == "refuse" or not unreachable(exc):
+                raise
+            local = _cached_commit(session, dataset_files, options, check_index, exc)
+            return open_committed(local, verify=verify, check_index=check_index)
         if all(f.remote is None for f in fetched):
             local = str(fetched[0].local) if expand else [str(f.local) for f in fetched]
             return open_committed(local, verify=verify, check_index=check_index)
-        return _open_ranged(fetched, expand, verify, check_index)
+        return _open_ranged(session, fetched, expand, verify, check_index)
+
+
+class StaleCacheWarning(UserWarning):
+    """A dataset was opened from the local cache because its store could not be reached:
+    the rows are those of the commit cached last, which may no longer be the newest."""
+
+
+def _cached_commit(
+    session: CacheSession,
+    dataset_files: PathArg,
+    options: dict[str, Any],
+    check_index: bool,
+    error: RemoteStorageError,
+) -> str | list[str]:
+    """The local paths of the commit cached (and verified) for ``dataset_files``, when
+    every file of it is in the cache; else ``error`` is raised, saying what is missing."""
+    one = isinstance(dataset_files, str)
+    urls = [str(u) for u in ([dataset_files] if one else _as_list(dataset_files))]
+    found: list[Path] = []
+    missing: list[str] = []
+
+    def need(url: str) -> Path | None:
+        local = session.cached(session.cache.folder(url_parent(url), options), url_basename(url))
+        if local is None:
+            missing.append(url)
+        return local
+
+    for url in urls:
+        local = need(url)
+        if local is None:
+            continue
+        found.append(local)
+        names = read_shard_metadata(local).shard_names if isinstance(dataset_files, str) else []
+        for name in names:
+            if name != local.name:
+                need(f"{url_parent(url)}/{name}")
+        if check_index:
+            for shard_url in [url] + [f"{url_parent(url)}/{n}" for n in names if n != local.name]:
+                need(shard_url + DB_SUFFIX)
+    if not found:
+        raise error  # nothing of it was ever cached: the store's error says it all
+    if missing:
+        raise RemoteStorageError(
+            f"{error} (the local cache cannot stand in: it does not hold {missing[0]!r}"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''})"
+        ) from error
+    warnings.warn(
+        StaleCacheWarning(
+            f"the store cannot be reached ({error}); reading the copy of {urls[0]!r}"
+            f"{' and its siblings' if len(urls) == 1 else ' ...'} cached and verified "
+            f"under {found[0].parent}: it may be stale (a newer commit may exist). Set "
+            "MRECORD_STALE_CACHE=refuse to fail instead"
+        ),
+        stacklevel=4,
+    )
+    return str(found[0]) if isinstance(dataset_files, str) else [str(f) for f in found]
 
 
 def fetch_dataset(
@@ -87,25 +151,42 @@ def _fetch(
     need_index: bool,
 ) -> tuple[list[_Fetched], bool]:
     """Fetch the shards named (one URL: it and its siblings); returns them and whether
-    siblings were expanded."""
+    siblings were expanded.
+
+    Every ``.db`` is fetched before any shard: they are small and the reader cannot do
+    without them, while a shard the cache cannot hold is read by range requests. (Shard
+    by shard, a first shard cached whole could leave no room for the next ``.db``.)
+    """
     if isinstance(dataset_files, str):
-        first = _fetch_shard(session, dataset_files, options, need_index)
-        with _open_shard(first, "never") as shard:
-            names = shard.meta.shard_names
-        fetched = [first]
-        if len(names) > 1:
-            parent = url_parent(dataset_files)
-            for name in names:
-                if name != first.local.name:
-                    fetched.append(_fetch_shard(session, f"{parent}/{name}", options, need_index))
-        return fetched, True
-    urls = _as_list(dataset_files)
-    if not all(is_url(u) for u in urls):
-        raise ArgumentError(
-            f"dataset_files mixes URLs and local paths: {[str(u) for u in urls]!r}; "
-            "read them as two datasets"
-        )
-    return [_fetch_shard(session, str(u), options, need_index) for u in urls], False
+        first = _with_trailer(remote_file(dataset_files, options))
+        folder = session.cache.folder(url_parent(dataset_files), options)
+        try:
+            with RangeShardFile(first, folder / url_basename(dataset_files), "never") as shard:
+                names = shard.meta.shard_names  # header and metadata: two range requests
+        except MrecordError as exc:
+            raise type(exc)(
+                f"{dataset_files!r} is damaged, nothing was cached: {exc}",
+                **_location(exc, dataset_files),
+            ) from exc
+        parent = url_parent(dataset_files)
+        remotes = [first] + [
+            _with_trailer(remote_file(f"{parent}/{name}", options))
+            for name in names
+            if name != url_basename(dataset_files)
+        ]
+        expand = True
+    else:
+        urls = _as_list(dataset_files)
+        if not all(is_url(u) for u in urls):
+            raise ArgumentError(
+                f"dataset_files mixes URLs and local paths: {[str(u) for u in urls]!r}; "
+                "read them as two datasets"
+            )
+        remotes = [_with_trailer(remote_file(str(u), options)) for u in urls]
+        expand = False
+    for remote in remotes:
+        _fetch_db(session, remote, options, need_index)
+    return [_fetch_data(session, remote, options) for remote in remotes], expand
 
 
 def _open_shard(fetched: _Fetched, verify: str) -> ShardFile:
@@ -115,10 +196,11 @@ def _open_shard(fetched: _Fetched, verify: str) -> ShardFile:
 
 
 def _open_ranged(
-    fetched: list[_Fetched], expand: bool, verify: str, check_index: bool
+    session: CacheSession, fetched: list[_Fetched], expand: bool, verify: str, check_index: bool
 ) -> list[ShardFile]:
     """Cached and range-read shards, with the checks ``open_committed`` makes (one dataset
-    and commit, matching ``.db`` files)."""
+    and commit, matching ``.db`` files). The range-read ones share one read plan and the
+    cache space left, reserved now, for the pieces they fetch."""
     shards: list[ShardFile] = []
     try:
         for f in fetched:
@@ -129,6 +211,17 @@ def _open_ranged(
         if check_index:
             for shard in shards:
                 check_index_db(shard.path, shard.meta)
+        ranged = [s for s in shards if isinstance(s, RangeShardFile)]
+        want = sum(s.size for s in ranged)
+        budget, release = session.reserve_pieces(ranged[0].path.parent, want)
+        reads = RemoteReads(
+            sum(s.meta.num_rows for s in shards), ranged[0].path.parent, budget, release
+        )
+        first = 0
+        for shard in shards:
+            if isinstance(shard, RangeShardFile):
+                shard.reads, shard.shard_no, shard.first_row = reads, ranged.index(shard), first
+            first += shard.meta.num_rows
         return shards
     except BaseException:
         for shard in shards:
@@ -144,27 +237,32 @@ def _as_list(
     return list(dataset_files)
 
 
-def _fetch_shard(
-    session: CacheSession, url: str, options: dict[str, Any], need_index: bool
-) -> _Fetched:
-    """Fetch one shard (when the cache can hold it) and its ``.db`` into the cache."""
-    remote = _with_trailer(remote_file(url, options))
+def _fetch_data(session: CacheSession, remote: RemoteFile, options: dict[str, Any]) -> _Fetched:
+    """Fetch one shard into the cache when it can hold it; else it is read by ranges."""
+    url = remote.url
     folder = session.cache.folder(url_parent(url), options)
     local = session.fetch(remote, folder, lambda path: _check_shard(path, url))
-    fetched = _Fetched(folder / url_basename(url), remote) if local is None else _Fetched(local)
+    return _Fetched(folder / url_basename(url), remote) if local is None else _Fetched(local)
+
+
+def _fetch_db(
+    session: CacheSession, remote: RemoteFile, options: dict[str, Any], need_index: bool
+) -> None:
+    """Fetch the ``.db`` of the shard ``remote`` into the cache."""
+    url = remote.url
     try:
         db = remote_file(url + DB_SUFFIX, options)
     except DatasetNotFoundError:
         if need_index:
             raise
-        return fetched  # the reader reports the missing .db when it needs it
+        return  # the reader reports the missing .db when it needs it
     # A .db is committed with its data file: a new data file means a new .db.
     db = dataclasses.replace(db, tag=f"{db.tag}:{remote.tag}")
+    folder = session.cache.folder(url_parent(url), options)
     if session.fetch(db, folder, lambda path: _check_db(path, db.url)) is None:
         raise ArgumentError(
             f"{db.url!r} does not fit in the remote cache; raise MRECORD_CACHE_BYTES"
         )
-    return fetched
 
 
 def _with_trailer(remote: RemoteFile) -> RemoteFile:

@@ -20,6 +20,8 @@ Concrete orders, each a few numpy operations per chunk:
 - :class:`ComposedOrder` one order read through another (``base[indices[p]]``);
 - :class:`SliceOrder` a contiguous part of another order;
 - :class:`ShardView` MindSpore's strided shard split with wraparound;
+- :class:`PartitionedOrder` another order cut into contiguous partitions, read
+  round-robin, so a strided split gives each shard one contiguous run (BLOCK);
 - :class:`PaddedOrder` another order followed by padded ids.
 
 The keyed permutation behind the shuffling orders is in :mod:`mrecord.sampling.permutation`.
@@ -49,6 +51,7 @@ __all__ = [
     "IdArray",
     "Order",
     "PaddedOrder",
+    "PartitionedOrder",
     "PermutationOrder",
     "RangeOrder",
     "SegmentOrder",
@@ -431,6 +434,36 @@ class ShardView(Order):
 
     def __repr__(self) -> str:
         return f"ShardView({self.base!r}, num_shards={self.num_shards}, shard_id={self.shard_id})"
+
+
+class PartitionedOrder(Order):
+    """``base`` cut into ``parts`` contiguous partitions, read round-robin.
+
+    Partition ``j`` holds ``ceil((n - j) / parts)`` consecutive positions of ``base``;
+    position ``q`` is item ``q // parts`` of partition ``q % parts``. Split strided into
+    ``parts`` shards (:class:`ShardView`), shard ``s`` then reads partition ``s``: one
+    contiguous run of ``base``, in its order. The same cut as the canonical partitions of
+    the PyTorch adapter's stream plan (``torch/plan.py``).
+    """
+
+    def __init__(self, base: Order, parts: int):
+        self.base = base
+        self.parts = _check_count("parts", parts, 1)
+        n = len(base)
+        sizes = (n - np.arange(self.parts, dtype=np.int64) + self.parts - 1) // self.parts
+        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def _take(self, positions: IdArray) -> IdArray:
+        if self.parts == 1:
+            return self.base._take(positions)
+        inner = self._starts[positions % self.parts] + positions // self.parts
+        return self.base._take(inner)
+
+    def __repr__(self) -> str:
+        return f"PartitionedOrder({self.base!r}, parts={self.parts})"
 
 
 class PaddedOrder(Order):

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from mrecord.errors import ArgumentError
 from mrecord.sampling.order import IdArray
 from mrecord.sampling.samplers import DistributedSampler
-from mrecord.sampling.shuffle import DEFAULT_PARTIAL_WINDOW, Shuffle, shuffle_order
+from mrecord.sampling.shuffle import DEFAULT_PARTIAL_WINDOW, BlockLayout, Shuffle, shuffle_order
 from mrecord.sampling.shuffle._common import Counts, check_counts
 
 __all__ = [
@@ -68,7 +68,7 @@ METRICS: dict[str, str] = {
 }
 """Metric keys, in report order, with their printed titles."""
 
-DEFAULT_MODES: tuple[str, ...] = ("global", "partial", "files", "infile")
+DEFAULT_MODES: tuple[str, ...] = ("global", "block", "partial", "files", "infile")
 """Modes reported when none are named (``"none"`` = no shuffle is also accepted)."""
 
 _LABEL_METRICS = ("label_entropy", "label_autocorr")
@@ -101,6 +101,8 @@ class ShuffleReport:
     num_classes: int | None
     uniform: dict[str, float]
     modes: list[ModeQuality] = field(default_factory=list)
+    block: str | None = None
+    """BLOCK's sizes as read (``"block_rows=..., window_blocks=..."``), when it was measured."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (nan becomes None)."""
@@ -116,6 +118,7 @@ class ShuffleReport:
             "epochs": self.epochs,
             "seed": self.seed,
             "num_classes": self.num_classes,
+            "block": self.block,
             "uniform": {k: clean(v) for k, v in self.uniform.items()},
             "modes": {
                 m.mode: {k: [clean(v) for v in vals] for k, vals in m.values.items()}
@@ -348,15 +351,18 @@ def _mode_order(
     epoch: int,
     num_shards: int,
     partial_window: int,
+    layout: BlockLayout | None,
 ) -> IdArray:
     shuffle = None if mode == "none" else Shuffle(mode)
     if num_shards == 1:
-        order = shuffle_order(shuffle, counts, seed, epoch, partial_window=partial_window)
+        order = shuffle_order(
+            shuffle, counts, seed, epoch, partial_window=partial_window, layout=layout
+        )
     else:
         sampler = DistributedSampler(
             num_shards, 0, shuffle=False if shuffle is None else shuffle
         )
-        order = sampler.build_order(counts, seed=seed, epoch=epoch)
+        order = sampler.build_order(counts, seed=seed, epoch=epoch, layout=layout)
     return order.to_array()
 
 
@@ -385,10 +391,13 @@ def shuffle_quality(
     seed: int = 5489,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     kendall_sample: int = 65536,
+    layout: BlockLayout | None = None,
 ) -> ShuffleReport:
     """Measure each mode's orders over ``epochs`` epochs (rank 0 of ``num_shards``).
 
     ``labels`` (one value per row, in global row order) enables the label metrics.
+    ``layout`` gives BLOCK its page boundaries and sizes (default: blocks cut at any
+    row, default sizes).
     Orders are those :class:`~mrecord.pipeline.MindDataset` reads with the same seed.
     """
     counts = check_counts(file_row_counts)
@@ -406,7 +415,7 @@ def shuffle_quality(
         values: dict[str, list[float]] = {key: [] for key in METRICS}
         previous: IdArray | None = None
         for epoch in range(epochs):
-            ids = _mode_order(mode, counts, seed, epoch, num_shards, partial_window)
+            ids = _mode_order(mode, counts, seed, epoch, num_shards, partial_window, layout)
             metrics = order_metrics(
                 ids, counts, batch_size=batch_size, codes=codes,
                 class_counts=class_counts if codes is not None else None,
@@ -434,6 +443,16 @@ def shuffle_quality(
             counts, batch_size=batch_size, class_counts=class_counts if codes is not None else None
         ),
         modes=results,
+        block=_describe_block(layout) if "block" in mode_names else None,
+    )
+
+
+def _describe_block(layout: BlockLayout | None) -> str:
+    spec = layout if layout is not None else BlockLayout()
+    pages = "any row" if spec.page_starts is None else "page boundaries"
+    return (
+        f"block_rows={spec.block_rows:,}, window_blocks={spec.window_blocks}, "
+        f"cut at {pages} ({spec.why})"
     )
 
 
@@ -460,6 +479,7 @@ def format_shuffle_report(report: ShuffleReport) -> str:
         f"{report.epochs} epochs, seed {report.seed}"
         + ("" if report.num_classes is None else
            f", {report.num_classes} label classes (log C = {math.log(report.num_classes):.3f})"),
+        *([] if report.block is None else [f"BLOCK: {report.block}"]),
         "",
     ]
     for i, row in enumerate(rows):

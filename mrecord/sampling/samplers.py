@@ -40,6 +40,7 @@ from mrecord.sampling.order import (
     ComposedOrder,
     IdArray,
     Order,
+    PartitionedOrder,
     PermutationOrder,
     RangeOrder,
     SliceOrder,
@@ -54,6 +55,7 @@ from mrecord.sampling.shuffle import (
     shuffle_order,
 )
 from mrecord.sampling.shuffle._common import Counts, check_counts, check_option, check_seed_epoch
+from mrecord.sampling.shuffle.block import BlockLayout, BlockOrder
 
 __all__ = [
     "DatasetSampler",
@@ -167,14 +169,20 @@ class Sampler(ABC):
         seed: int,
         epoch: int,
         labels: LabelsFn | None = None,
+        layout: BlockLayout | None = None,
     ) -> Order:
-        """This epoch's order of global row ids (a pure function of the arguments)."""
+        """This epoch's order of global row ids (a pure function of the arguments).
+
+        ``layout`` (page boundaries and block sizes of the rows) is used by
+        ``Shuffle.BLOCK`` and ``Shuffle.ADAPTIVE``; it applies to the rows, so a parent
+        sampler passes it to its child and orders the child's positions without it.
+        """
         counts = check_counts(file_row_counts)
         seed, epoch = check_seed_epoch(seed, epoch)
         if self.child_sampler is None:
-            return self._order(counts, seed, epoch, labels)
+            return self._layout_order(counts, seed, epoch, labels, layout)
         child_order = self.child_sampler.build_order(
-            counts, seed=derive_key(seed, "child"), epoch=epoch, labels=labels
+            counts, seed=derive_key(seed, "child"), epoch=epoch, labels=labels, layout=layout
         )
         child_labels: LabelsFn | None = None
         if labels is not None:
@@ -196,6 +204,17 @@ class Sampler(ABC):
         return self._count(rows)
 
     # ------------------------------------------------------------ subclass hooks
+    def _layout_order(
+        self,
+        counts: IdArray,
+        seed: int,
+        epoch: int,
+        labels: LabelsFn | None,
+        layout: BlockLayout | None,
+    ) -> Order:
+        """:meth:`_order` with the rows' block layout (only the shuffle modes use it)."""
+        return self._order(counts, seed, epoch, labels)
+
     @abstractmethod
     def _order(self, counts: IdArray, seed: int, epoch: int, labels: LabelsFn | None) -> Order:
         """The order over ``sum(counts)`` rows laid out as files of ``counts`` rows."""
@@ -507,7 +526,20 @@ class _ModeSampler(Sampler):
         self.adaptive_threshold = check_option("adaptive_threshold", adaptive_threshold)
 
     def _order(self, counts: IdArray, seed: int, epoch: int, labels: LabelsFn | None) -> Order:
+        return self._layout_order(counts, seed, epoch, labels, None)
+
+    def _layout_order(
+        self,
+        counts: IdArray,
+        seed: int,
+        epoch: int,
+        labels: LabelsFn | None,
+        layout: BlockLayout | None,
+    ) -> Order:
         n = int(counts.sum())
+        if layout is not None and layout.adaptive and self.num_shards > 1:
+            # Measured numbers differ from host to host; ranks must agree on the order.
+            layout = layout.without_adaptive()
         base = shuffle_order(
             self.mode,
             counts,
@@ -515,7 +547,11 @@ class _ModeSampler(Sampler):
             epoch,
             partial_window=self.partial_window,
             adaptive_threshold=self.adaptive_threshold,
+            layout=layout,
         )
+        if isinstance(base, BlockOrder) and self.num_shards > 1 and self.offset == -1:
+            # One contiguous run of windows per shard, not a share of every window.
+            base = PartitionedOrder(base, self.num_shards)
         shard = split_order(
             base,
             n,

@@ -7,15 +7,19 @@
     ds = mrecord.RemoteDataset("http://127.0.0.1:8750", "train", shuffle=Shuffle.GLOBAL,
                                num_shards=8, shard_id=rank)
 
-Modules: :mod:`~mrecord.serve.registry` (the named datasets), :mod:`~mrecord.serve.answers`
-(limits, error codes, checking a block request), :mod:`~mrecord.serve.app` (the ASGI app),
-:mod:`~mrecord.serve.server` (running it with uvicorn), :mod:`~mrecord.serve.wire` (the
-binary block format), :mod:`~mrecord.serve.remote` (``RemoteDataset``), and the same-host
-transport: :mod:`~mrecord.serve.local_protocol`, :mod:`~mrecord.serve.local_server`,
-:mod:`~mrecord.serve.local_client` (blocks in the reader's shared memory, bytes values as
-places in shard files the reader maps itself). Needs the extra:
-``pip install 'mrecord[serve]'``. Nothing under ``format``, ``reader``, ``writer`` or
-``pipeline`` imports this package.
+Three parts, each its own package (docs/ARCHITECTURE.md's table keeps them apart):
+
+- :mod:`~mrecord.serve.protocol`: what both sides agree on (error codes, limits, the
+  block format, the same-host messages); no web framework, no reader;
+- :mod:`~mrecord.serve.server`: the named datasets, the HTTP app (Starlette + uvicorn),
+  the same-host socket; it reads with ``reader/`` and never imports ``pipeline/``;
+- :mod:`~mrecord.serve.client`: ``RemoteDataset``, a random-access pipeline source over
+  a transport (HTTP, same-host shared memory, and the policy between them).
+
+:mod:`~mrecord.serve.buffers` (reusable buffers) serves both sides. The server needs the
+extra: ``pip install 'mrecord[serve]'``; the client needs no third-party package beyond
+msgpack. Nothing under ``format``, ``reader``, ``writer`` or ``pipeline`` imports this
+package.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ A process killed at any instant therefore leaves either
 Writers hold an exclusive ``flock`` on ``<dataset>.mrecord-lock`` for their whole
 life; the kernel drops it when the process dies, so a crashed writer never blocks
 the next one. Readers take the same lock only to roll a journal forward.
+
+Writers do not call this module directly: :mod:`mrecord.storage.transaction` drives the
+protocol (lock, recovery, the ``.db`` partials, the checks before the commit point, the
+journal, publishing) for every one of them.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ __all__ = [
     "apply_tail",
     "check_journal",
     "committed_dataset_id",
+    "copy_range",
     "fsync_dir",
     "recover",
     "recover_locked",
@@ -297,7 +302,7 @@ def apply_tail(final: Path, append: TailAppend) -> None:
         step = min(_COPY_BLOCK, max(append.tail_length // 2, 1))
         done = 0
         while done < append.tail_length:
-            done += _copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
+            done += copy_range(src.fileno(), dst.fileno(), done, append.base_length + done, step)
             if done < append.tail_length:
                 _crash_point("tail_part")
         if os.fstat(dst.fileno()).st_size > end:
@@ -305,7 +310,7 @@ def apply_tail(final: Path, append: TailAppend) -> None:
         os.fsync(dst.fileno())
 
 
-def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
+def copy_range(src: int, dst: int, src_offset: int, dst_offset: int, count: int) -> int:
     """Copy up to ``count`` bytes in the kernel (``copy_file_range``: file systems that
     share extents, XFS and btrfs, may not write them again); pread/pwrite elsewhere."""
     copy = getattr(os, "copy_file_range", None)

@@ -25,7 +25,7 @@ from mrecord.errors import (
 )
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.index_db import check_index_db
-from mrecord.storage.locate import missing_hint
+from mrecord.storage.locate import base_name_shard, locate_dataset, missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile, read_shard_metadata
 
@@ -96,7 +96,12 @@ def _close_all(shards: list[ShardFile]) -> None:
 
 
 def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
-    """Open ``path``; when it is missing, finish a durable first commit that names it."""
+    """Open ``path``; when it is missing, finish a durable first commit that names it.
+
+    A folder of one dataset, or the base name of a sharded one, opens its first shard.
+    """
+    if path.is_dir():
+        path = locate_dataset(path)
     try:
         return ShardFile(path, verify=verify)
     except DatasetNotFoundError as exc:
@@ -104,6 +109,9 @@ def _open_first(path: Path, verify: str, recover: bool) -> ShardFile:
         if not recover or not any(
             commit_mod.recover(path.parent, name) for name in journal_names_for(path)
         ):
+            located = base_name_shard(path)  # "train.mrecord" of train.mrecord0..3
+            if located is not None:
+                return ShardFile(located, verify=verify)
             hint = missing_hint(path)  # "did you mean 'data.mrecord0'?"
             if hint:
                 raise DatasetNotFoundError(f"{exc}; {hint}") from None
@@ -115,7 +123,7 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     first = _open_first(paths[0], verify, recover)
     if recover and commit_mod.recover(first.path.parent, first.meta.dataset_name):
         first.close()
-        first = ShardFile(paths[0], verify=verify)
+        first = ShardFile(first.path, verify=verify)
     if not expand:
         rest = paths[1:]
     else:

@@ -17,9 +17,9 @@ import os
 import sqlite3
 from pathlib import Path
 
-from mrecord.errors import DiskFullError, StorageError, StoragePermissionError
+from mrecord.errors import DiskFullError, StorageError, StoragePermissionError, UnreadableFileError
 
-__all__ = ["advice_for", "check_free_space", "sqlite_errno", "storage_error"]
+__all__ = ["advice_for", "check_free_space", "sqlite_errno", "storage_error", "unreadable_error"]
 
 _ADVICE = {
     errno_mod.ENOSPC: "free space on the device and retry",
@@ -64,6 +64,18 @@ def storage_error(
         f"{advice_for(code)}"
     )
     return cls(message, errno=code, path=where, operation=operation)
+
+
+def unreadable_error(exc: PermissionError, what: str, path: str | Path) -> UnreadableFileError:
+    """A file that exists but may not be read: ``what`` is "data file" or "index"."""
+    name = errno_mod.errorcode.get(exc.errno or 0, "")
+    error = UnreadableFileError(
+        f"cannot read {what} {str(path)!r}: {exc.strerror or exc}{f' ({name})' if name else ''}; "
+        f"check the permissions of the file and its folder (ls -l {str(path)!r}); "
+        "the file itself is not damaged"
+    )
+    error.errno = exc.errno  # (not filename: OSError's str would print "[Errno 13] ...")
+    return error
 
 
 _SQLITE_ERRNO = {

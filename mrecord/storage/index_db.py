@@ -19,7 +19,7 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,11 +27,8 @@ from mrecord.errors import CorruptFileError, IndexMismatchError, IndexWriteError
 from mrecord.format.index_layout import METADATA_TABLE, ROWS_TABLE, index_column
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
-from mrecord.storage.failures import sqlite_errno
+from mrecord.storage.failures import sqlite_errno, unreadable_error
 from mrecord.storage.naming import db_path
-
-if TYPE_CHECKING:
-    import sqlite_utils
 
 __all__ = [
     "MAX_DB_VALUE",
@@ -44,13 +41,13 @@ __all__ = [
     "write_index_db",
 ]
 
-_SQL_TYPES = {"string": str, "bytes": bytes}
+_SQL_TYPES = {"string": "TEXT", "bytes": "BLOB"}
 
 
-def _column_type(field: Field) -> type:
+def _column_type(field: Field) -> str:
     if field.type in _SQL_TYPES:
         return _SQL_TYPES[field.type]
-    return float if field.type.startswith("float") else int
+    return "FLOAT" if field.type.startswith("float") else "INTEGER"
 
 
 def write_index_db(
@@ -59,28 +56,37 @@ def write_index_db(
     first_new_row: int,
     index_values: Mapping[str, Sequence[Any] | np.ndarray],
 ) -> None:
-    """Write ``target``: rows ``first_new_row..meta.num_rows`` plus metadata.
+    """Write ``target``: metadata, plus rows ``first_new_row..meta.num_rows`` when indexed.
 
-    When appending, ``target`` is the partial ``.db`` of the new rows only; the commit
-    merges it into the committed ``.db`` (:func:`merge_index_db`).
+    A shard without index fields gets an empty ``rows`` table (format 1.2): a row's
+    page and slot are in the data file's page directory, and nothing looks rows up
+    by value there. When appending, ``target`` is the partial ``.db`` of the new rows
+    only; the commit merges it into the committed ``.db`` (:func:`merge_index_db`).
+
+    Built in bulk: SQLite's journal and syncs are off (the file is a partial, invisible
+    until the commit renames or merges it, and fsync'ed here first), the rows go in
+    with one ``executemany`` in one transaction, and the field indexes are built after
+    the rows (one sort, not a B-tree insert per row).
     """
     if target.exists():
         target.unlink()
     try:
-        conn = sqlite3.connect(target)
+        conn = sqlite3.connect(target, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
-            # Imported here: sqlite_utils imports pandas when it is installed (a quarter
-            # of a second and ~50k objects), and readers never need it.
-            import sqlite_utils
-
-            db = sqlite_utils.Database(conn)
-            _create_tables(db, meta)
-            _insert_rows(conn, meta, first_new_row, index_values)
-            _create_indexes(db, meta)
-            _write_metadata(db, meta, target)
-            conn.commit()
+            conn.execute("BEGIN")
+            for sql in _create_tables(meta):
+                conn.execute(sql)
+            if meta.index_fields:
+                _insert_rows(conn, meta, first_new_row, index_values)
+                for sql in _create_indexes(meta):
+                    conn.execute(sql)
+            conn.executemany(
+                f"INSERT INTO {METADATA_TABLE} (key, value) VALUES (?, ?)",
+                _metadata_rows(meta, target),
+            )
+            conn.execute("COMMIT")
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -97,25 +103,22 @@ def write_index_db(
         os.close(fd)
 
 
-def _table(db: sqlite_utils.Database, name: str) -> sqlite_utils.db.Table:
-    return db.table(name)
+def _create_tables(meta: ShardMetadata) -> list[str]:
+    """The ``CREATE TABLE`` statements (docs/FORMAT.md, *The .db index*)."""
+    columns = ["row_id INTEGER PRIMARY KEY", "page INTEGER NOT NULL", "slot INTEGER NOT NULL"]
+    columns += [f"{index_column(n)} {_column_type(meta.schema[n])}" for n in meta.index_fields]
+    return [
+        f"CREATE TABLE {ROWS_TABLE} ({', '.join(columns)})",
+        f"CREATE TABLE {METADATA_TABLE} (key TEXT PRIMARY KEY, value TEXT)",
+    ]
 
 
-def _create_tables(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
-    columns: dict[str, Any] = {"row_id": int, "page": int, "slot": int}
-    for name in meta.index_fields:
-        columns[index_column(name).strip('"')] = _column_type(meta.schema[name])
-    _table(db, ROWS_TABLE).create(columns, pk="row_id", not_null={"page", "slot"})
-    _table(db, METADATA_TABLE).create({"key": str, "value": str}, pk="key")
-
-
-def _create_indexes(db: sqlite_utils.Database, meta: ShardMetadata) -> None:
-    """One index per index field, built after the rows are in (one sort, not one B-tree
-    insert per row)."""
-    for name in meta.index_fields:
-        _table(db, ROWS_TABLE).create_index(
-            [index_column(name).strip('"')], index_name=f"idx_{name}"
-        )
+def _create_indexes(meta: ShardMetadata) -> list[str]:
+    """One index per index field, built after the rows are in."""
+    return [
+        f"CREATE INDEX idx_{name} ON {ROWS_TABLE} ({index_column(name)})"
+        for name in meta.index_fields
+    ]
 
 
 def _insert_rows(
@@ -124,10 +127,8 @@ def _insert_rows(
     first_new_row: int,
     index_values: Mapping[str, Sequence[Any] | np.ndarray],
 ) -> None:
+    """Insert (row_id, page, slot, index values...) for rows from ``first_new_row``."""
     page_rows = meta.page_rows.astype(np.int64)
-    if not meta.index_fields:
-        _insert_locations_in_sql(conn, page_rows, first_new_row)
-        return
     pages = np.repeat(np.arange(len(page_rows), dtype=np.int64), page_rows)[first_new_row:]
     starts = np.concatenate([[0], np.cumsum(page_rows)[:-1]]).astype(np.int64)
     row_ids = np.arange(first_new_row, meta.num_rows, dtype=np.int64)
@@ -143,28 +144,7 @@ def _insert_rows(
     )
 
 
-def _insert_locations_in_sql(
-    conn: sqlite3.Connection, page_rows: np.ndarray, first_new_row: int
-) -> None:
-    """Insert (row_id, page, slot) for rows from ``first_new_row``, one statement per page.
-
-    SQLite generates the rows itself (a recursive CTE), which is several times faster
-    than passing a Python tuple per row when there are no index values to carry.
-    """
-    sql = (
-        f"WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM s WHERE x + 1 < ?) "
-        f"INSERT INTO {ROWS_TABLE} (row_id, page, slot) SELECT ? + x, ?, x FROM s"
-    )
-    start = 0
-    for page, rows in enumerate(page_rows.tolist()):
-        end = start + rows
-        if end > first_new_row and rows:
-            first_slot = max(first_new_row - start, 0)
-            conn.execute(sql, (first_slot, rows, start, page))
-        start = end
-
-
-def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path) -> None:
+def _metadata_rows(meta: ShardMetadata, target: Path) -> list[tuple[str, str]]:
     data_file = (
         target.name[: -len(".db.mrecord-partial")]
         if target.name.endswith(".db.mrecord-partial")
@@ -180,9 +160,7 @@ def _write_metadata(db: sqlite_utils.Database, meta: ShardMetadata, target: Path
         "schema": meta.schema.to_dict(),
         "index_fields": list(meta.index_fields),
     }
-    _table(db, METADATA_TABLE).upsert_all(
-        [{"key": k, "value": json.dumps(v)} for k, v in values.items()], pk="key"
-    )
+    return [(k, json.dumps(v)) for k, v in values.items()]
 
 
 def merge_index_db(target: Path, staged: Path, generation: int) -> None:
@@ -280,11 +258,21 @@ def _rebuild_hint(data_file: Path) -> str:
     return f"rebuild it with `mrecord reindex {data_file}`"
 
 
+def _check_readable(path: Path) -> None:
+    """UnreadableFileError when ``path`` may not be read (SQLite would only say "unable to
+    open database file", which reads as damage)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except PermissionError as exc:
+        raise unreadable_error(exc, "index", path) from None
+
+
 def open_index_db(data_file: Path) -> sqlite3.Connection:
     """Open a shard's ``.db`` read-only; MissingIndexError when it is not there."""
     path = db_path(data_file)
     if not path.is_file():
         raise MissingIndexError(f"index {str(path)!r} is missing; {_rebuild_hint(data_file)}")
+    _check_readable(path)
     try:
         return connect_foreign_db(path, (ROWS_TABLE, METADATA_TABLE))
     except sqlite3.Error as exc:

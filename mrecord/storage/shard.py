@@ -22,9 +22,11 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 
 from mrecord.errors import (
@@ -49,7 +51,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
-from mrecord.storage.failures import storage_error
+from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -64,6 +66,30 @@ _CODEC_NONE = CODEC_IDS["none"]
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+_local = threading.local()
+
+
+_PIECE = 256 << 10
+
+
+def _pread_checksum(fd: int, offset: int, length: int) -> int | None:
+    """CRC-32C of file bytes ``offset:offset + length``, read in 256 KiB pieces into this
+    thread's reused buffer (no fresh memory per chunk); None when the file is shorter."""
+    buffer: bytearray | None = getattr(_local, "buffer", None)
+    if buffer is None:
+        buffer = _local.buffer = bytearray(_PIECE)
+    view = memoryview(buffer)
+    crc, done = 0, 0
+    while done < length:
+        n = min(_PIECE, length - done)
+        if os.preadv(fd, [view[:n]], offset + done) != n:
+            return None
+        # The first piece through checksum() (one call per chunk), the rest continue it.
+        crc = checksum(view[:n]) if done == 0 else crc32c.crc32c(view[:n], crc)
+        done += n
+    return int(crc)
+
+
 def read_shard_metadata(path: Path) -> ShardMetadata:
     """Read and validate just the metadata of a shard file."""
     with ShardFile(path, verify="never") as shard:
@@ -76,7 +102,8 @@ def open_regular_file(path: Path) -> int:
     Opened non-blocking: a FIFO standing where a shard belongs would block ``open`` until
     a writer came (forever). Folders and missing files (also a symbolic link that loops or
     dangles) are :class:`DatasetNotFoundError`, other non-regular files
-    :class:`NotAnMrecordFileError`, and an ``OSError`` (permissions, I/O) a
+    :class:`NotAnMrecordFileError`, a file this user may not read
+    :class:`~mrecord.errors.UnreadableFileError`, and another ``OSError`` (I/O) a
     :class:`~mrecord.errors.StorageError` naming the file and what to do.
     """
     where = str(path)
@@ -86,6 +113,8 @@ def open_regular_file(path: Path) -> int:
         raise DatasetNotFoundError(f"data file {where!r} does not exist") from None
     except IsADirectoryError:
         raise DatasetNotFoundError(f"{where!r} is a folder, not a data file") from None
+    except PermissionError as exc:  # not the machine failing: this user may not read it
+        raise unreadable_error(exc, "data file", where) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise DatasetNotFoundError(
@@ -161,6 +190,12 @@ class ShardFile:
         self._heads = shared_heads(self._file_key())
         self._lock = threading.Lock()
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
+        # Set by the first will_need: an order-aware reader now says what comes, so the
+        # kernel's read-around on faults (up to read_ahead_kb per fault) only costs.
+        self._hinted = False
+        self._col_offsets: dict[int, list[int]] = {}
+        self._fd: int | None = None  # for verify_arriving's preads, opened on first use
+        self._fd_tried = False
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -255,8 +290,142 @@ class ShardFile:
             )
         if self.verify == "once" and not self._verified[page, col]:
             self._verified[page, col] = True
-            if self._ahead is not None:
+            if self._ahead is not None and not self._hinted:
                 self._ahead.note_cold_check(page, col)
+
+    def will_need(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Hint: these ``(offset, length)`` byte ranges of this file will be read soon, in
+        this order. May be ignored; never changes what a read returns.
+
+        A local file's map gets ``MADV_WILLNEED`` on exactly those ranges (rounded out to
+        whole pages): the kernel starts reading them now, all of them at once, without
+        waiting. The first hint also switches the map to ``MADV_RANDOM``: from then on a
+        fault reads its own page, not megabytes of neighbours (``read_ahead_kb``) that
+        would evict the rows about to be read when memory is short; what will be read is
+        what is hinted. Bytes that are not a memory map (``mrecord.remote``'s range-read
+        subclass) ignore the hint here; such a subclass overrides this method to fetch
+        the ranges ahead its own way.
+        """
+        mm = self._mm
+        if not isinstance(mm, mmap.mmap) or not ranges:
+            return
+        page_size = mmap.PAGESIZE
+        try:
+            if not self._hinted:
+                self._hinted = True
+                mm.madvise(mmap.MADV_RANDOM)
+            for offset, length in ranges:
+                if length <= 0 or offset >= self.size:
+                    continue
+                start = offset - offset % page_size
+                stop = min(offset + length, self.size)
+                mm.madvise(mmap.MADV_WILLNEED, start, stop - start)
+        except (ValueError, OSError):
+            return  # a closed map, or a kernel without the advice: hints are optional
+
+    def verify_arriving(self, page: int, col: int) -> None:
+        """Checksum chunk (page, ``col``) as it comes off the disk, ahead of its readers,
+        and mark it verified when intact (policy ``once``; nothing to do otherwise).
+
+        A local file's chunk is read with one ``pread`` (one request of exactly its bytes,
+        whatever the map's advice, and the bytes land in the page cache the readers map);
+        other bytes are sliced as a read would. A damaged chunk is left unverified: its
+        reader checks it again and raises :class:`~mrecord.errors.ChecksumError`. Never
+        raises.
+        """
+        if self.verify != "once" or self._verified[page, col]:
+            return
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        try:
+            fd = self.read_fd()
+            if fd is None:
+                intact = self._chunk_intact(page, col)
+            else:
+                intact = _pread_checksum(fd, offset, length) == self._crcs[page][col]
+        except (OSError, ValueError):
+            return
+        if intact:
+            self._verified[page, col] = True
+
+    def read_fd(self) -> int | None:
+        """A descriptor of the mapped file for ``pread`` (opened once, closed with the
+        shard; None: not a local file, or it was replaced). Reads through it skip the
+        kernel's read-ahead: they get exactly the bytes asked."""
+        fd = self._fd
+        if fd is None and self._stat is not None and not self._fd_tried:
+            self._fd_tried = True
+            fd = self._fd = self.open_mapped_file()
+            if fd is not None and hasattr(os, "posix_fadvise"):
+                # Exactly the chunk: no kernel read-ahead of its neighbours per pread.
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        return fd
+
+    def map_address(self) -> int | None:
+        """The address of a local file's memory map (for ``mincore``), else None."""
+        if not isinstance(self._mm, mmap.mmap) or self._mm.closed:
+            return None
+        return int(self.file_bytes.ctypes.data)
+
+    def verified_chunks(self, pages: np.ndarray, col: int) -> np.ndarray:
+        """Which chunks (``pages``, ``col``) need no checksum before a read (a bool array)."""
+        if self.verify == "never":
+            return np.ones(len(pages), dtype=bool)
+        if self.verify == "always":
+            return np.zeros(len(pages), dtype=bool)
+        return np.asarray(self._verified[pages, col], dtype=bool)
+
+    def cached_heads(self, col: int) -> Any:
+        """``head(page)``: the parsed head of variable-size chunk (page, ``col``) when one
+        is cached, else None (never reads the file)."""
+        get = self._heads.get
+        return lambda page: get((page, col))
+
+    def head_range(self, page: int, col: int) -> tuple[int, int]:
+        """The ``(offset, length)`` of the head (value offsets and shapes) of the stored,
+        uncompressed variable-size chunk (page, ``col``)."""
+        field = self.meta.schema.fields[col]
+        rows = self._page_rows_list[page]
+        ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
+        head = 8 * (rows + 1) + 8 * rows * ndim
+        return self._offsets[page][col], min(head, self._lengths[page][col])
+
+    def parse_head(self, page: int, col: int) -> Any:
+        """Parse and cache the head of plain variable-size chunk (page, ``col``) without
+        checksumming the chunk (to plan reads; :meth:`var_page` still checks the chunk by
+        the policy before any value is read, and the head it uses comes from the same
+        bytes); None when the chunk is compressed or its head does not parse."""
+        key = (page, col)
+        head = self._heads.get(key)
+        if head is not None or self._codecs[page][col] != _CODEC_NONE:
+            return head
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        if offset + length > self.size:
+            return None
+        try:
+            head = decode_var(
+                self.meta.schema.fields[col],
+                self._memory[offset : offset + length],
+                self._page_rows_list[page],
+            )
+        except (ChunkFormatError, ValueError):
+            return None
+        if head.shapes is not None:
+            head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+        self._heads.put(key, head)
+        return head
+
+    def chunk_offsets(self, col: int) -> list[int]:
+        """The file offset of each page's chunk of column ``col``."""
+        cached = self._col_offsets.get(col)
+        if cached is None:
+            cached = self._col_offsets[col] = [row[col] for row in self._offsets]
+        return cached
+
+    @property
+    def hinted(self) -> bool:
+        """Whether an order-aware reader has hinted this file's coming ranges
+        (:meth:`will_need`); then nothing checksums ahead of it in file order."""
+        return self._hinted
 
     def _chunk_intact(self, page: int, col: int) -> bool:
         """Whether chunk (page, col)'s stored bytes match their CRC-32C (never raises)."""
@@ -388,6 +557,9 @@ class ShardFile:
         if self._ahead is not None:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):

@@ -7,6 +7,7 @@
   and helpers that compare what a reader returns with what was written.
 - :mod:`mrecord.testing.mixed`: a small dataset with one column of every kind.
 
-mrecord's own crash and corruption harnesses are not here: they live in the
-repository's top-level ``reliability/`` package (not shipped).
+mrecord's own harnesses are not here: the crash and corruption ones live in the
+repository's top-level ``reliability/`` package, the storage stand-ins, the serve load
+test, the browser and the gallery dataset in ``harness/`` (neither is shipped).
 """

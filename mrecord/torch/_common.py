@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised by the missing-torch test
     raise ImportError(
-        "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch==2.13.0)"
+        "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch>=2.13,<2.15)"
     ) from exc
 
 __all__ = [
@@ -87,11 +87,18 @@ def in_worker() -> bool:
 class ReaderHandle:
     """A DatasetReader opened once per process (DataLoader workers reopen theirs)."""
 
-    def __init__(self, files: DatasetFiles, columns: Sequence[str] | None, verify: str) -> None:
+    def __init__(
+        self,
+        files: DatasetFiles,
+        columns: Sequence[str] | None,
+        verify: str,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self._args = (files, None if columns is None else list(columns), verify)
+        self._storage_options = None if storage_options is None else dict(storage_options)
         self._pid = os.getpid()
         self._reader: DatasetReader | None = DatasetReader.open(
-            files, columns=self._args[1], verify=verify
+            files, columns=self._args[1], verify=verify, storage_options=self._storage_options
         )
 
     @property
@@ -99,7 +106,9 @@ class ReaderHandle:
         """This process's reader."""
         if self._reader is None or self._pid != os.getpid():
             files, columns, verify = self._args
-            self._reader = DatasetReader.open(files, columns=columns, verify=verify)
+            self._reader = DatasetReader.open(
+                files, columns=columns, verify=verify, storage_options=self._storage_options
+            )
             self._pid = os.getpid()
         return self._reader
 
@@ -109,7 +118,12 @@ class ReaderHandle:
         return [Path(f).name for f in reader.files], [int(n) for n in reader.file_row_counts]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_args": self._args, "_pid": -1, "_reader": None}
+        return {
+            "_args": self._args,
+            "_storage_options": self._storage_options,
+            "_pid": -1,
+            "_reader": None,
+        }
 
 
 def block_samples(block: Block) -> list[dict[str, Any]]:

@@ -2,12 +2,22 @@
 
 Opt in with ``StreamingDataset(..., audit_dir=DIR)``. The loader's main process then
 appends, for every delivered batch, the stream position and global row id of each
-sample to ``DIR/epoch{E:05d}-rank{R:05d}.ids`` (little-endian int64 pairs); a resumed
-run appends to the same files. ``DIR/audit.json`` records the dataset's row count.
+sample to ``DIR/epoch{E:05d}-rank{R:05d}.ids`` (little-endian int64 pairs).
+``DIR/audit.json`` records the dataset's row count.
+
+A run that resumed from a checkpoint (``load_state_dict``: epoch ``e``, ``samples_consumed``
+``s``) writes to ``DIR/epoch{E:05d}-rank{R:05d}-from{e:05d}.{s:012d}.ids`` instead: every
+rank of that run, whatever the world size, names the same resume point, so the records
+of each run stay apart. A run killed after its last checkpoint delivered batches that the
+next run delivers again (it resumes *from the checkpoint*); the *committed history* is
+each run's deliveries up to the point the next run resumed from, and those replayed
+records are counted apart (``replayed``), not as duplicates.
 
 :func:`audit` reads those files and checks, epoch by epoch, that every row id in
-``[0, N)`` was delivered exactly once over all ranks, not counting the padded
-samples of ``tail="pad"`` (positions ``>= N``, wrapped-around repeats by design)::
+``[0, N)`` was delivered exactly once over all ranks in the committed history, not
+counting the padded samples of ``tail="pad"`` (positions ``>= N``, wrapped-around
+repeats by design). Two runs started from the same point (twice from scratch, or twice
+from one checkpoint) are one run to the audit, and their repeats are duplicates::
 
     report = mrecord.torch.audit("runs/audit")
     assert report.ok, report.summary()
@@ -30,15 +40,23 @@ from mrecord.errors import ArgumentError, CorruptFileError
 __all__ = ["AuditLog", "AuditReport", "EpochAudit", "audit"]
 
 _META = "audit.json"
-_NAME = re.compile(r"epoch(\d+)-rank(\d+)\.ids")
+_NAME = re.compile(r"epoch(\d+)-rank(\d+)(?:-from(\d+)\.(\d+))?\.ids")
+_NEVER = (1 << 62, 0)
 
 
 class AuditLog:
     """Appends delivered (position, row id) pairs for one rank (used by the loader)."""
 
-    def __init__(self, directory: str | os.PathLike[str], rank: int, num_rows: int) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        rank: int,
+        num_rows: int,
+        resumed_from: tuple[int, int] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.rank = rank
+        self.resumed_from = resumed_from
         self.directory.mkdir(parents=True, exist_ok=True)
         meta = self.directory / _META
         tmp = self.directory / f".{_META}.{os.getpid()}.partial"
@@ -48,7 +66,10 @@ class AuditLog:
     def record(self, epoch: int, positions: np.ndarray, ids: np.ndarray) -> None:
         """Append one batch's stream positions and row ids."""
         pairs = np.stack([positions, ids], axis=1).astype("<i8")
-        path = self.directory / f"epoch{epoch:05d}-rank{self.rank:05d}.ids"
+        run = ""
+        if self.resumed_from is not None and self.resumed_from != (0, 0):
+            run = f"-from{self.resumed_from[0]:05d}.{self.resumed_from[1]:012d}"
+        path = self.directory / f"epoch{epoch:05d}-rank{self.rank:05d}{run}.ids"
         with open(path, "ab") as f:
             f.write(pairs.tobytes())
 
@@ -63,6 +84,8 @@ class EpochAudit:
     padded: int
     duplicates: dict[int, int] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
+    replayed: int = 0
+    """Records of a run beyond the point the next run resumed from (delivered again)."""
 
     @property
     def ok(self) -> bool:
@@ -73,7 +96,9 @@ class EpochAudit:
         """One line: counts, and the first duplicates and misses."""
         line = (
             f"epoch {self.epoch}: {self.delivered} delivered of {self.num_rows} rows "
-            f"(+{self.padded} padded)"
+            f"(+{self.padded} padded"
+            + (f", {self.replayed} replayed after a resume, not counted" if self.replayed else "")
+            + ")"
         )
         if self.ok:
             return line + ": every row exactly once"
@@ -122,16 +147,33 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
             f"{root} holds no {_META}: pass the audit_dir given to StreamingDataset"
         )
     num_rows = int(json.loads(meta_path.read_text())["num_rows"])
-    by_epoch: dict[int, list[np.ndarray]] = {}
+    # {epoch: {run (the resume point it started from): [pairs, ...]}}
+    by_epoch: dict[int, dict[tuple[int, int], list[np.ndarray]]] = {}
     for path in sorted(root.iterdir()):
         match = _NAME.fullmatch(path.name)
         if match:
-            by_epoch.setdefault(int(match.group(1)), []).append(_read_pairs(path))
+            run = (int(match.group(3) or 0), int(match.group(4) or 0))
+            by_epoch.setdefault(int(match.group(1)), {}).setdefault(run, []).append(
+                _read_pairs(path)
+            )
+    runs = sorted({run for per_run in by_epoch.values() for run in per_run})
+    ends = dict(zip(runs, [*runs[1:], _NEVER], strict=True))  # where the next run took over
     wanted = sorted(by_epoch) if epochs is None else list(epochs)
     results = []
     for epoch in wanted:
-        parts = by_epoch.get(epoch, [])
-        pairs = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+        kept, replayed = [np.zeros((0, 2), dtype=np.int64)], 0
+        for run, parts in by_epoch.get(epoch, {}).items():
+            pairs = np.concatenate(parts)
+            end_epoch, end_position = ends[run]
+            if epoch > end_epoch:
+                committed = np.zeros(len(pairs), dtype=bool)
+            elif epoch == end_epoch:
+                committed = pairs[:, 0] < end_position
+            else:
+                committed = np.ones(len(pairs), dtype=bool)
+            replayed += int((~committed).sum())
+            kept.append(pairs[committed])
+        pairs = np.concatenate(kept)
         real = pairs[pairs[:, 0] < num_rows, 1]
         counts = np.bincount(real, minlength=num_rows) if len(real) else np.zeros(num_rows, int)
         dups = np.flatnonzero(counts > 1)
@@ -143,6 +185,7 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
                 padded=len(pairs) - len(real),
                 duplicates={int(i): int(counts[i]) for i in dups},
                 missing=np.flatnonzero(counts == 0).tolist(),
+                replayed=replayed,
             )
         )
     return AuditReport(results)

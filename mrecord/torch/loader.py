@@ -82,7 +82,7 @@ class StreamingDataLoader(torch.utils.data.DataLoader[Any]):
         plan, epoch = ds.plan(), ds.epoch
         log = None
         if ds.audit_dir is not None:
-            log = AuditLog(ds.audit_dir, ds.rank, ds.spec.num_rows)
+            log = AuditLog(ds.audit_dir, ds.rank, ds.spec.num_rows, ds.resumed_from)
             order = ds.spec.order(epoch)
         if plan.num_batches == 0:
             ds._set_position(epoch, ds.spec.num_rows)

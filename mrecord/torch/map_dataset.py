@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ class MapDataset(torch.utils.data.Dataset[Any]):
             (seed, epoch, row id); call :meth:`set_epoch` to vary it per epoch.
         seed: seed of the transform randomness.
         verify: checksum policy, as for ``DatasetReader.open``.
+        storage_options: for a URL (``s3://...``): passed to fsspec (docs/REMOTE.md).
     """
 
     def __init__(
@@ -42,9 +43,10 @@ class MapDataset(torch.utils.data.Dataset[Any]):
         *,
         seed: int = 0,
         verify: str = "once",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self._handle = ReaderHandle(dataset_files, columns, verify)
+        self._handle = ReaderHandle(dataset_files, columns, verify, storage_options)
         self._num_rows = self._handle.reader.num_rows
         self.transform = transform
         self.seed = seed

@@ -17,7 +17,7 @@ tensor, so ``set_epoch`` / ``load_state_dict`` reach persistent DataLoader worke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -73,6 +73,8 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             MindSpore) or ``"drop"`` (``floor(R / W)``).
         audit_dir: record delivered sample ids there (see :mod:`mrecord.torch.audit`).
         verify, partial_window, adaptive_threshold: as for ``MindDataset``.
+        storage_options: for a URL (``s3://...``): passed to fsspec, as for
+            ``MindDataset`` (docs/REMOTE.md); DataLoader workers reopen with them.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         verify: str = "once",
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if tail not in TAILS:
@@ -103,7 +106,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             raise ArgumentError(f"seed must be an int >= 0, got {seed!r}")
         if num_canonical_nodes is not None and num_canonical_nodes < 1:
             raise ArgumentError(f"num_canonical_nodes must be >= 1, got {num_canonical_nodes!r}")
-        self._handle = ReaderHandle(dataset_files, columns, verify)
+        self._handle = ReaderHandle(dataset_files, columns, verify, storage_options)
         names, counts = self._handle.fingerprint_parts()
         if sum(counts) == 0:
             raise ArgumentError(f"the dataset {names!r} has no rows")
@@ -122,6 +125,9 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         self.transform = transform
         self.tail: Tail = tail
         self.audit_dir = audit_dir
+        self.resumed_from: tuple[int, int] | None = None
+        """(epoch, samples_consumed) of the checkpoint this run resumed from (the audit's
+        name for the run), or None."""
         self._args_topology = (rank, world_size)
         self.rank, self.world_size = resolve_topology(rank, world_size)
         # [pass epoch, pass start, epoch, consumed], shared so that persistent workers see
@@ -205,6 +211,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
                 )
             self.spec = replace(self.spec, num_canonical_nodes=ckpt.num_canonical_nodes)
         self._set_position(ckpt.epoch, ckpt.samples_consumed)
+        self.resumed_from = (ckpt.epoch, ckpt.samples_consumed)
         self.begin_pass()
         worker = state.get("worker")
         self._skip = 0

@@ -1,43 +1,31 @@
-"""One shard being written: pages cut near the target size, chunks placed at aligned offsets.
+"""One shard being written: rows buffered, cut into pages near the target size, encoded.
 
-A :class:`ShardWriter` writes to the shard's partial file only. ``finish`` adds
-the metadata and trailer and fsyncs; the commit (``mrecord.storage.commit``)
-publishes it. A new shard's partial is the whole file, renamed into place. When
-appending, the partial is only the *tail*: new pages, metadata and trailer, laid
-out (offsets, alignment) as if it started at the shard's committed end, where the
-commit writes it after its commit point. The committed bytes are never modified, and
-appending costs the new rows only.
-
-Durability without a long stall at the end: every ``SYNC_EVERY`` bytes a
-background thread runs ``fdatasync`` on the partial file while the writer goes on
-encoding, so the disk writes overlap with the CPU work and the final ``fsync``
-has little left to flush (the pages stay in the page cache for later reads).
+A :class:`ShardWriter` encodes pages and hands them to its
+:class:`~mrecord.storage.shard_output.ShardOutput`, which writes the shard's partial
+file (chunks at aligned offsets, one vectored write per page, background
+``fdatasync``); ``finish`` adds the metadata and trailer there. The commit
+(``mrecord.storage.transaction``) publishes it. A new shard's partial is the whole
+file; when appending it is only the *tail*, laid out as if it started at the shard's
+committed end, where the commit writes it after its commit point. The committed bytes
+are never modified, and appending costs the new rows only.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from mrecord.format.chunks import value_nbytes
 from mrecord.format.columnize import Columns
-from mrecord.format.compression import checksum
-from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import Schema
-from mrecord.pool import single_thread_executor
+from mrecord.storage.shard_output import ShardOutput
 
 __all__ = ["ShardWriter"]
-
-SYNC_EVERY = 64 << 20
-_SYNCER = single_thread_executor("mrecord-fsync")  # never cancelled: finish() waits on it
 
 
 def _concat(parts: list[np.ndarray | list[Any]]) -> np.ndarray | list[Any]:
@@ -71,25 +59,20 @@ class ShardWriter:
         self._pending_sizes: list[np.ndarray] = []
         self._pending_bytes = 0
         self.index_values: dict[str, list[np.ndarray | list[Any]]] = {}
-        self._file: BinaryIO = open(partial, "wb")  # noqa: SIM115 - closed in finish/abort
         if committed_meta is not None and base_length is not None:
             # The partial is a tail: its byte 0 goes at the committed end of the shard.
             self.base_length: int | None = base_length
             self._previous_ends = committed_meta.previous_ends
-            self._offset = base_length
             self._page_rows: list[int] = committed_meta.page_rows.tolist()
             self._chunks: list[np.ndarray] = [committed_meta.chunks.reshape(-1)]
             self.first_new_row = committed_meta.num_rows
         else:
             self.base_length = None
-            self._file.write(encode_header())
-            self._offset = HEADER_SIZE
             self._page_rows = []
             self._chunks = []
             self.first_new_row = 0
         self.num_rows = self.first_new_row
-        self._unsynced = 0
-        self._sync: Future[None] | None = None
+        self._out = ShardOutput(partial, self.base_length)
 
     def add(self, columns: Columns, n: int, index_fields: tuple[str, ...]) -> None:
         """Buffer ``n`` validated rows; write every page that is full."""
@@ -133,26 +116,15 @@ class ShardWriter:
         self._pending_bytes = int(sizes[start:].sum())
 
     def _write_page(self, chunks: list[EncodedChunk], n_rows: int) -> None:
+        offsets = self._out.write_page([(c.parts, c.length) for c in chunks])
         records = np.zeros(len(chunks), dtype=CHUNK_DTYPE)
-        for i, chunk in enumerate(chunks):
-            start = align(self._offset)
-            if start > self._offset:
-                self._file.write(b"\x00" * (start - self._offset))
-            self._file.write(chunk.stored)
-            records[i] = (start, len(chunk.stored), chunk.raw_length, chunk.crc32, chunk.codec, b"")
-            self._offset = start + len(chunk.stored)
+        records["offset"] = offsets
+        records["length"] = [c.length for c in chunks]
+        records["raw_length"] = [c.raw_length for c in chunks]
+        records["crc32"] = [c.crc32 for c in chunks]
+        records["codec"] = [c.codec for c in chunks]
         self._chunks.append(records)
         self._page_rows.append(n_rows)
-        self._unsynced += int(records["length"].sum())
-        if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
-            self._file.flush()
-            self._sync = _SYNCER.submit(os.fdatasync, self._file.fileno())
-            self._unsynced = 0
-
-    def _wait_for_sync(self) -> None:
-        if self._sync is not None:
-            sync, self._sync = self._sync, None
-            sync.result()
 
     def finish(self, meta: ShardMetadata) -> ShardMetadata:
         """Write the last page, metadata and trailer; fsync; return the final metadata."""
@@ -166,21 +138,35 @@ class ShardWriter:
         )
         if self.base_length is not None:
             final = replace(final, previous_ends=(*self._previous_ends, self.base_length))
-        body = final.encode()
-        metadata_offset = self._offset
-        self._file.write(body)
-        self._file.write(Trailer(metadata_offset, len(body), checksum(body)).encode())
-        self._offset = metadata_offset + len(body) + TRAILER_SIZE
-        self._file.flush()
-        self._wait_for_sync()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        self._out.finish(final)
         return final
 
     @property
     def tail_length(self) -> int:
         """Bytes this writer adds after the committed end (after :meth:`finish`)."""
-        return self._offset - (self.base_length or 0)
+        return self._out.tail_length
+
+    @property
+    def written(self) -> int:
+        """Bytes in the partial file so far (header and pages written)."""
+        return self._out.offset - (self.base_length or 0)
+
+    def sync(self) -> int:
+        """Make the pages written so far durable; returns the partial file's length."""
+        return self._out.sync()
+
+    def restore(
+        self, source: Path, length: int, page_rows: list[int], chunks: list[np.ndarray], rows: int
+    ) -> None:
+        """Continue from pages an earlier run wrote and made durable (a resumed conversion).
+
+        ``source`` holds them in its first ``length`` bytes; ``page_rows`` and ``chunks``
+        are their page directory, ``rows`` their row count. Only for a new shard.
+        """
+        self._out.adopt(source, length)
+        self._page_rows = list(page_rows)
+        self._chunks = list(chunks)
+        self.num_rows = rows
 
     def new_index_values(self) -> dict[str, np.ndarray | list[Any]]:
         """Index-field values of the rows added in this session, per field."""
@@ -188,11 +174,4 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Close and delete the partial file."""
-        with contextlib.suppress(OSError):  # the file is being thrown away
-            self._wait_for_sync()
-        if not self._file.closed:
-            with contextlib.suppress(OSError):  # flushing may fail (disk full): the fd closes
-                self._file.close()
-        with contextlib.suppress(OSError):  # a vanished or read-only folder: nothing to remove
-            self.partial.unlink(missing_ok=True)
-
+        self._out.abort()

@@ -17,18 +17,27 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, RowValidationError
-from mrecord.format.columnize import columns_from_rows
+from mrecord.block import Block
+from mrecord.errors import ArgumentError
 from mrecord.format.schema import FieldKind
-from mrecord.pipeline.sources.random_access import RandomAccessSource, block_rows_for
-from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
+from mrecord.pipeline.sources.random_access import (
+    RandomAccessSource,
+    block_rows_for,
+    padded_block,
+)
+from mrecord.pipeline.sources.skipping import SkipDamaged, check_on_error
+from mrecord.reader.dataset_reader import DatasetReader, memory_budget
 from mrecord.sampling import Sampler, Shuffle
+from mrecord.sampling.shuffle import BlockLayout
+
+if TYPE_CHECKING:
+    from mrecord.pipeline.context import ExecContext
 
 __all__ = ["MindDataset"]
 
@@ -57,8 +66,15 @@ class MindDataset(RandomAccessSource):
         verify: checksum policy, ``"once"`` (default), ``"always"`` or ``"never"``.
         partial_window, adaptive_threshold: Shuffle.PARTIAL's window and
             Shuffle.ADAPTIVE's threshold, in rows.
+        block_rows, window_blocks: Shuffle.BLOCK's rows per block (cut on page
+            boundaries) and blocks mixed per window; None: chosen from the measured
+            storage and memory (docs/SHUFFLE_AND_SAMPLERS.md, "BLOCK").
         storage_options: passed to fsspec when ``dataset_files`` are URLs
             (``s3://...``; docs/REMOTE.md).
+        on_error: a read that meets a damaged chunk (``ChecksumError``,
+            ``CorruptFileError``): ``"raise"`` (default) ends the epoch with the error;
+            ``"skip"`` drops that chunk's rows and goes on, ``"warn"`` also warns
+            (``RuntimeWarning``). Skipped rows: :attr:`skipped_rows`, :meth:`skip_report`.
     """
 
     def __init__(
@@ -78,8 +94,14 @@ class MindDataset(RandomAccessSource):
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
         storage_options: Mapping[str, Any] | None = None,
+        block_rows: int | None = None,
+        window_blocks: int | None = None,
+        on_error: str = "raise",
     ) -> None:
         _check_padding_args(padded_sample, num_padded, columns_list)
+        check_block_sizes(block_rows, window_blocks)
+        self._block_sizes = (block_rows, window_blocks)
+        self._layout: tuple[Sampler, BlockLayout | None] | None = None
         super().__init__(
             num_parallel_workers=num_parallel_workers,
             shuffle=shuffle,
@@ -102,7 +124,9 @@ class MindDataset(RandomAccessSource):
         )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
-        self._block_rows = _block_rows(self._reader)
+        self._block_rows = _block_rows(self._reader, self._workers)
+        self._on_error = check_on_error(on_error)
+        self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
 
     # -- random-access source contract --------------------------------------------------------
 
@@ -113,7 +137,38 @@ class MindDataset(RandomAccessSource):
         return self._reader.file_row_counts
 
     def _read_rows(self, ids: np.ndarray) -> Block:
+        if self._on_error == "raise":
+            return self._read_block(ids)
+        return self._skipping.read(ids)
+
+    def _read_block(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+
+    def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        # Shards read from a store by range requests evict by next use: tell them the future.
+        self._reader.plan_reads(lambda e: self._order(ctx.seed, e).to_array(), epoch)
+        return super()._iter_blocks(ctx, epoch)
+
+    def _block_layout(self) -> BlockLayout | None:
+        # Chosen once per sampler: every epoch (and a resume) reads with the same blocks.
+        if self._layout is None or self._layout[0] is not self._sampler:
+            layout = plan_layout(self._reader, self._sampler, *self._block_sizes)
+            self._layout = (self._sampler, layout)
+        return self._layout[1]
+
+    @property
+    def block_layout(self) -> BlockLayout | None:
+        """The block layout ``Shuffle.BLOCK`` (or ADAPTIVE, when it picks BLOCK) reads with."""
+        return self._block_layout()
+
+    @property
+    def skipped_rows(self) -> list[int]:
+        """Row ids dropped so far by ``on_error="skip"`` / ``"warn"`` (damaged chunks)."""
+        return self._skipping.skipped_rows
+
+    def skip_report(self) -> str:
+        """How many rows ``on_error`` skipped, naming the first damaged files and pages."""
+        return self._skipping.report()
 
     def _column_values(self, column: str) -> np.ndarray:
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
@@ -134,30 +189,20 @@ class MindDataset(RandomAccessSource):
     # -- internals --------------------------------------------------------------------------------
 
     def _padded_block(self, sample: Mapping[str, Any]) -> Block:
-        columns = self._reader.column_names
-        if not isinstance(sample, Mapping) or set(sample) != set(columns):
-            got = sorted(sample) if isinstance(sample, Mapping) else sample
-            raise ArgumentError(
-                f"padded_sample must have exactly the columns of columns_list {columns!r}, "
-                f"got {got!r}"
-            )
-        schema = self._reader.schema
-        sub = type(schema)(tuple(schema[name] for name in columns))
-        try:
-            values = columns_from_rows(sub, [dict(sample)])
-        except RowValidationError as exc:
-            raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
-        cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
-        return Block(cols, np.full(1, -1, dtype=np.int64))
+        return padded_block(self._reader.schema, self._reader.column_names, sample)
 
 
-def _block_rows(reader: DatasetReader) -> int:
+def _block_rows(reader: DatasetReader, workers: int) -> int:
     """Rows per block: about 4 MiB of values copied per block (``block_rows_for``).
 
     Bytes values are handed out as zero-copy views of the map (``bytes_as_arrays``):
     they cost a view object each, not their length; their data only bounds a block at
     ``_TARGET_VIEWED_BYTES`` (what a block keeps the consumer pointed at). Big blocks
-    mean fewer hand-offs between the read-ahead threads and the consumer.
+    mean fewer hand-offs between the read-ahead threads and the consumer. The blocks
+    read ahead (``workers + 2`` with the one being consumed) are also the read-ahead
+    window of the storage layer, whose bytes must still be in memory when the consumer
+    reads them: all of them together stay within an eighth of the memory this process
+    may still use (``memory_budget``, its memory cgroup's limit when it has one).
     """
     copied = viewed = 0
     for shard in reader.shards:
@@ -174,7 +219,8 @@ def _block_rows(reader: DatasetReader) -> int:
                     else:
                         copied += raw
     rows = max(1, reader.num_rows)
-    by_views = _TARGET_VIEWED_BYTES // max(1, viewed // rows)
+    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (8 * (workers + 2)))
+    by_views = target // max(1, viewed // rows)
     return min(block_rows_for(copied // rows), max(_MIN_VIEWED_BLOCK_ROWS, by_views))
 
 

@@ -16,23 +16,28 @@ Everything else is here, once, so every such source behaves the same:
   of the order directly (``_iter_blocks_range``).
 
 Subclasses implement ``_file_row_counts``, ``_read_rows`` (real ids only),
-``_source_column_names`` and, for PKSampler, ``_column_values``.
+``_source_column_names`` and, for PKSampler, ``_column_values``; a source whose reads
+go best fewer at a time than ``num_parallel_workers`` overrides ``_reads_in_flight``
+(``RemoteDataset`` through the same-host socket).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mrecord import config
-from mrecord.block import Block
-from mrecord.errors import ArgumentError
+from mrecord.block import Block, ColumnValues
+from mrecord.errors import ArgumentError, RowValidationError
+from mrecord.format.columnize import columns_from_rows
+from mrecord.format.schema import Schema
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
+from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
@@ -42,6 +47,7 @@ __all__ = [
     "block_rows_for",
     "check_bool_shuffle",
     "check_source_workers",
+    "padded_block",
     "replace_sampler",
 ]
 
@@ -76,6 +82,24 @@ def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
     if child is not None and new.get_child() is None:
         new.add_child(child)
     return new
+
+
+def padded_block(schema: Schema, columns: Sequence[str], sample: Mapping[str, Any]) -> Block:
+    """``padded_sample`` (MindDataset's) as a one-row block of ``columns`` of ``schema``;
+    ArgumentError when its columns or values do not fit."""
+    if not isinstance(sample, Mapping) or set(sample) != set(columns):
+        got = sorted(sample) if isinstance(sample, Mapping) else sample
+        raise ArgumentError(
+            f"padded_sample must have exactly the columns of columns_list {list(columns)!r}, "
+            f"got {got!r}"
+        )
+    sub = Schema(tuple(schema[name] for name in columns))
+    try:
+        values = columns_from_rows(sub, [dict(sample)])
+    except RowValidationError as exc:
+        raise ArgumentError(f"padded_sample does not fit the schema: {exc}") from exc
+    cols: dict[str, ColumnValues] = {name: values[name] for name in columns}
+    return Block(cols, np.full(1, -1, dtype=np.int64))
 
 
 def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:
@@ -142,6 +166,16 @@ class RandomAccessSource(SourceDataset):
         """The rows ``ids`` (all ``< N``, any order, repeats allowed) as a block."""
         raise NotImplementedError
 
+    def _block_layout(self) -> BlockLayout | None:
+        """Page boundaries and block sizes for ``Shuffle.BLOCK``/``ADAPTIVE`` (default none:
+        blocks cut at any row, default sizes)."""
+        return None
+
+    def _reads_in_flight(self) -> int:
+        """Blocks read at once ahead of the consumer (default ``num_parallel_workers``); a
+        source whose reads are quicker with fewer threads at once says so here."""
+        return self._workers
+
     def _column_values(self, column: str) -> np.ndarray:
         """Every row's value of a scalar ``column`` (PKSampler's class column)."""
         ids = np.arange(self._total_rows(), dtype=np.int64)
@@ -187,6 +221,7 @@ class RandomAccessSource(SourceDataset):
             seed=seed,
             epoch=epoch,
             labels=self._class_labels,
+            layout=self._block_layout(),
         )
 
     def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
@@ -200,13 +235,13 @@ class RandomAccessSource(SourceDataset):
         # the read-ahead threads are busy before the consumer waits on a full block.
         first = max(_MIN_BLOCK_ROWS, size // 8)
         chunks = order.iter_chunks(size, start=skip, first_size=first)
-        if self._workers <= 1:
+        workers = self._reads_in_flight()
+        if workers <= 1:
             for ids in chunks:
                 yield self._read(ids)
             return
         # Read up to `workers` blocks ahead on the pipeline's pool for this node (made once,
         # shut down with the iterator); ordered_map yields them in order and honours stop.
-        workers = self._workers
         pool = ctx.pool(self, lambda: ThreadPool(self._read, workers, "mrecord-read"))
         for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
             yield block

@@ -16,8 +16,14 @@ PARTIAL    file order shuffled, then rows shuffled inside windows of
            ``partial_window`` consecutive rows (default 1,000,000)
 FILES      file order shuffled, rows inside each file in order
 INFILE     file order kept, rows inside each file shuffled
-ADAPTIVE   GLOBAL up to ``adaptive_threshold`` rows (default 100,000,000), else PARTIAL
+ADAPTIVE   GLOBAL up to ``adaptive_threshold`` rows (default 100,000,000), else PARTIAL;
+           BLOCK when the caller measured slow storage (``layout.adaptive``)
+BLOCK      page-aligned blocks in a shuffled order, rows mixed across a window of
+           ``window_blocks`` blocks (``block.py``): for low-IOPS storage
 =========  =================================================================
+
+``layout`` (a :class:`~mrecord.sampling.shuffle.block.BlockLayout`: page boundaries and
+block/window sizes) is read by BLOCK and ADAPTIVE and ignored by the other modes.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from mrecord.sampling.shuffle._common import (
     check_counts,
 )
 from mrecord.sampling.shuffle.adaptive import adaptive_shuffle
+from mrecord.sampling.shuffle.block import BlockLayout, block_shuffle
 from mrecord.sampling.shuffle.files import files_shuffle
 from mrecord.sampling.shuffle.global_shuffle import global_shuffle
 from mrecord.sampling.shuffle.infile import infile_shuffle
@@ -42,9 +49,11 @@ __all__ = [
     "DEFAULT_ADAPTIVE_THRESHOLD",
     "DEFAULT_PARTIAL_WINDOW",
     "SHUFFLES",
+    "BlockLayout",
     "Shuffle",
     "ShuffleFn",
     "adaptive_shuffle",
+    "block_shuffle",
     "files_shuffle",
     "get_shuffle",
     "global_shuffle",
@@ -59,6 +68,7 @@ class Shuffle(str, Enum):
     """Shuffle modes, named and valued as ``mindspore.dataset.Shuffle``.
 
     ``FALSE`` means no shuffle (the same as ``shuffle=False``); it has no algorithm.
+    ``BLOCK`` is mrecord's own (MindSpore has no such mode).
     """
 
     FALSE = "false"
@@ -67,6 +77,7 @@ class Shuffle(str, Enum):
     PARTIAL = "partial"
     FILES = "files"
     INFILE = "infile"
+    BLOCK = "block"
 
 
 class ShuffleFn(Protocol):
@@ -80,6 +91,7 @@ class ShuffleFn(Protocol):
         *,
         partial_window: int = ...,
         adaptive_threshold: int = ...,
+        layout: BlockLayout | None = ...,
     ) -> Order:
         """Return this epoch's order of the global row ids."""
         ...
@@ -91,6 +103,7 @@ SHUFFLES: dict[str, ShuffleFn] = {
     Shuffle.FILES.value: files_shuffle,
     Shuffle.INFILE.value: infile_shuffle,
     Shuffle.ADAPTIVE.value: adaptive_shuffle,
+    Shuffle.BLOCK.value: block_shuffle,
 }
 """Shuffle algorithms by :class:`Shuffle` value."""
 
@@ -137,6 +150,7 @@ def shuffle_order(
     *,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    layout: BlockLayout | None = None,
 ) -> Order:
     """This epoch's order for ``mode``; ``None`` (or ``Shuffle.FALSE``) is no shuffle."""
     if mode is None or mode is Shuffle.FALSE:
@@ -147,4 +161,5 @@ def shuffle_order(
         epoch,
         partial_window=partial_window,
         adaptive_threshold=adaptive_threshold,
+        layout=layout,
     )

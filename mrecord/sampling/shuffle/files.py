@@ -11,6 +11,7 @@ from mrecord.sampling.shuffle._common import (
     check_seed_epoch,
     file_permutation,
 )
+from mrecord.sampling.shuffle.block import BlockLayout
 
 __all__ = ["files_shuffle"]
 
@@ -22,6 +23,7 @@ def files_shuffle(
     *,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    layout: BlockLayout | None = None,
 ) -> Order:
     """Files visited in a shuffled order, each read from its first row to its last."""
     counts = check_counts(file_row_counts)

@@ -11,6 +11,7 @@ from mrecord.sampling.shuffle._common import (
     check_counts,
     check_seed_epoch,
 )
+from mrecord.sampling.shuffle.block import BlockLayout
 
 __all__ = ["global_shuffle"]
 
@@ -22,12 +23,13 @@ def global_shuffle(
     *,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    layout: BlockLayout | None = None,
 ) -> Order:
     """Every row of every file in one pseudorandom order (a keyed permutation).
 
     The permutation is never materialized: 100,000,000 rows cost a few hundred
-    bytes, where MindSpore holds the whole order in memory. ``partial_window`` and
-    ``adaptive_threshold`` are accepted for a uniform signature and ignored.
+    bytes, where MindSpore holds the whole order in memory. ``partial_window``,
+    ``adaptive_threshold`` and ``layout`` are accepted for a uniform signature and ignored.
     """
     counts = check_counts(file_row_counts)
     seed, epoch = check_seed_epoch(seed, epoch)

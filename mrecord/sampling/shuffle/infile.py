@@ -11,6 +11,7 @@ from mrecord.sampling.shuffle._common import (
     check_counts,
     check_seed_epoch,
 )
+from mrecord.sampling.shuffle.block import BlockLayout
 
 __all__ = ["infile_shuffle"]
 
@@ -22,6 +23,7 @@ def infile_shuffle(
     *,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    layout: BlockLayout | None = None,
 ) -> Order:
     """File 0's rows in a shuffled order, then file 1's, and so on (O(files) memory)."""
     counts = check_counts(file_row_counts)

@@ -18,6 +18,7 @@ from mrecord.sampling.shuffle._common import (
     check_seed_epoch,
     file_permutation,
 )
+from mrecord.sampling.shuffle.block import BlockLayout
 
 __all__ = ["partial_shuffle"]
 
@@ -29,6 +30,7 @@ def partial_shuffle(
     *,
     partial_window: int = DEFAULT_PARTIAL_WINDOW,
     adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+    layout: BlockLayout | None = None,
 ) -> Order:
     """Shuffle the file order, then the rows inside each window of ``partial_window`` rows.
 

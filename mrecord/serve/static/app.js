@@ -25,12 +25,46 @@ function fmtNum(x) {
   if (Number.isInteger(x)) return fmtInt(x);
   return Math.abs(x) >= 1e5 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : x.toFixed(4);
 }
+// Binary units, as the CLI prints them (mrecord/cli/_format.py): 812 B, 1.5 KiB, 30.4 MiB.
 function fmtBytes(n) {
   if (n === null || n === undefined) return "–";
-  const units = ["B", "KB", "MB", "GB", "TB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0, v = n;
-  while (v >= 1000 && i < units.length - 1) { v /= 1000; i++; }
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
   return (i === 0 ? v : v.toFixed(1)) + " " + units[i];
+}
+// A float at the precision its type holds (float32: 7 significant digits, not 17).
+const DIGITS = { float16: 4, float32: 7, float64: 15 };
+function fmtFloat(x, dtype) {
+  if (typeof x !== "number" || Number.isInteger(x) || !(dtype in DIGITS)) return x;
+  return Number(x.toPrecision(DIGITS[dtype]));
+}
+function fieldType(column) {
+  const f = state.info && state.info.schema.find((x) => x.name === column);
+  return f ? f.type : "";
+}
+// What columns mean: the description's "features" (docs/FORMAT.md, "Column features").
+function features(desc) {
+  try {
+    const d = JSON.parse(desc || "");
+    return d && typeof d === "object" && d.features && typeof d.features === "object" ? d.features : {};
+  } catch (e) { return {}; }
+}
+function className(column, value) {
+  const names = state.info && state.info.features[column] && state.info.features[column].class_names;
+  return Array.isArray(names) && Number.isInteger(value) && value >= 0 && value < names.length ? names[value] : null;
+}
+// The subtitle: a JSON description shown as its text ("description") or its short
+// top-level values (source, split, ...), never as raw JSON.
+function subtitle(desc) {
+  if (!desc) return "";
+  let d;
+  try { d = JSON.parse(desc); } catch (e) { return desc.length > 300 ? desc.slice(0, 300) + "…" : desc; }
+  if (!d || typeof d !== "object" || Array.isArray(d)) return String(d);
+  if (typeof d.description === "string" && d.description) return d.description;
+  return Object.entries(d)
+    .filter(([k, v]) => k !== "features" && (typeof v === "string" || typeof v === "number"))
+    .map(([k, v]) => `${k}: ${v}`).join(" · ");
 }
 function toast(msg) {
   const t = $("toast");
@@ -70,10 +104,16 @@ function cell(value, column, id) {
   if (typeof value === "object" && "bytes" in value) return h("span", { class: "val-bytes" }, fmtBytes(value.bytes));
   if (typeof value === "object" && "base64" in value) return h("span", { class: "val-bytes" }, fmtBytes(atob(value.base64).length));
   if (typeof value === "object" && "dtype" in value) {
-    const head = (value.head || (value.data || []).flat(Infinity).slice(0, 8)).map(fmtNum).join(", ");
-    return h("span", { class: "val-array mono" }, `${value.dtype}[${value.shape.join("×")}] `, h("span", { class: "muted" }, `[${head}…]`));
+    const shown = (value.head || (value.data || []).flat(Infinity).slice(0, 8));
+    const size = value.shape.reduce((a, b) => a * b, 1);
+    const more = size > shown.length ? "…" : "";  // a short array is shown whole
+    const head = shown.map((x) => fmtNum(fmtFloat(x, value.dtype))).join(", ");
+    return h("span", { class: "val-array mono" }, `${value.dtype}[${value.shape.join("×")}] `, h("span", { class: "muted" }, `[${head}${more}]`));
   }
-  if (typeof value === "number") return h("span", { class: "mono" }, fmtNum(value));
+  if (typeof value === "number") {
+    const name = className(column, value);
+    return h("span", { class: "mono" }, fmtNum(value), name === null ? null : h("span", { class: "muted" }, ` ${name}`));
+  }
   return String(value);
 }
 
@@ -109,13 +149,15 @@ async function openDataset(name) {
   try {
     state.info = await api(dsPath());
   } catch (e) { toast(e.message); return; }
+  state.info.features = features(state.info.desc);
   renderInfo(state.info);
   loadRows();
   loadStats();
 }
 
 function renderInfo(info) {
-  $("ds-desc").textContent = info.desc || "";
+  $("ds-desc").textContent = subtitle(info.desc);
+  $("ds-desc").title = info.desc || "";
   const cards = [
     ["rows", fmtInt(info.rows)], ["shards", info.shards], ["pages", fmtInt(info.pages)],
     ["on disk", fmtBytes(info.bytes)], ["columns", info.schema.length],
@@ -197,10 +239,10 @@ function histogram(field, hist) {
   entries.forEach(([k, v], i) => {
     const bh = ((H - T - B) * v) / max;
     const bar = h("svg:rect", { class: "bar", x: L + i * bw + bw * 0.12, y: H - B - bh, width: Math.max(1, bw * 0.76), height: bh, rx: Math.min(3, bw / 4), "data-value": k },
-      h("svg:title", {}, `${field} = ${k}: ${fmtInt(v)} rows${searchable ? " (click to search)" : ""}`));
+      h("svg:title", {}, `${field} = ${k}${className(field, k) === null ? "" : ` (${className(field, k)})`}: ${fmtInt(v)} rows${searchable ? " (click to search)" : ""}`));
     if (searchable) bar.addEventListener("click", () => { $("search-field").value = field; $("search-value").value = k; runSearch(); });
     svg.append(bar);
-    if (i % step === 0) svg.append(h("svg:text", { x: L + i * bw + bw / 2, y: H - B + 14, "text-anchor": "middle" }, k));
+    if (i % step === 0) svg.append(h("svg:text", { x: L + i * bw + bw / 2, y: H - B + 14, "text-anchor": "middle", class: "tick" }, className(field, k) ?? k));
   });
   return svg;
 }
@@ -232,11 +274,12 @@ function renderRows(page) {
   if (state.search) {
     const s = state.search, total = page.total ?? 0;
     const first = s.page * PAGE;
-    info.textContent = total ? `${s.field} = ${s.value}: rows ${fmtInt(first + 1)}–${fmtInt(first + page.rows.length)} of ${fmtInt(total)} matches` : `no row has ${s.field} = ${s.value}`;
+    // match numbers, not row ids (those are the id column's, 0-based as in the pages)
+    info.textContent = total ? `${s.field} = ${s.value}: matches ${fmtInt(first + 1)}–${fmtInt(first + page.rows.length)} of ${fmtInt(total)}` : `no row has ${s.field} = ${s.value}`;
     prev.disabled = s.page === 0;
     next.disabled = first + page.rows.length >= total;
   } else {
-    info.textContent = page.total ? `rows ${fmtInt(page.start)}–${fmtInt(page.stop - 1)} of ${fmtInt(page.total)}` : "no rows";
+    info.textContent = page.total ? `row ids ${fmtInt(page.start)}–${fmtInt(page.stop - 1)} of ${fmtInt(page.total)} rows` : "no rows";
     prev.disabled = page.start === 0;
     next.disabled = page.stop >= page.total;
   }
@@ -274,8 +317,9 @@ async function showRow(id) {
     const v = row.values[c];
     let shown;
     if (state.info.image_columns.includes(c)) shown = h("div", {}, thumb(id, c, 256, "big-thumb"), h("div", { class: "muted" }, describe(v)));
-    else if (v && typeof v === "object" && "dtype" in v) shown = h("div", {}, h("div", { class: "muted" }, `${v.dtype} shape [${v.shape.join(", ")}]`), h("pre", {}, JSON.stringify(v.data)));
+    else if (v && typeof v === "object" && "dtype" in v) shown = h("div", {}, h("div", { class: "muted" }, `${v.dtype} shape [${v.shape.join(", ")}]`), h("pre", {}, JSON.stringify(v.data, (k, x) => fmtFloat(x, v.dtype))));
     else if (v && typeof v === "object" && "base64" in v) shown = h("div", {}, h("div", { class: "muted" }, `${fmtBytes(atob(v.base64).length)} (base64)`), h("pre", {}, v.base64.slice(0, 2000)));
+    else if (typeof v === "number") shown = h("pre", {}, String(fmtFloat(v, fieldType(c))) + (className(c, v) === null ? "" : ` (${className(c, v)})`));
     else shown = h("pre", {}, typeof v === "string" ? v : JSON.stringify(v));
     return h("div", { class: "detail-row" }, h("div", { class: "k" }, c), shown);
   }));

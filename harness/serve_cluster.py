@@ -1,0 +1,89 @@
+"""``mrecord serve`` and ``RemoteDataset`` readers on the emulated cluster (:mod:`~harness.netns`).
+
+- :func:`start_server`: ``mrecord serve`` in a host, on its address, with a token;
+  returns once it listens (the process is the cluster's: killed at teardown).
+- :func:`read_remote`: ``python -m harness.remote_reader SPEC`` in a host, to its end;
+  the JSON it printed. :func:`start_reader` starts one without waiting (readers on
+  several hosts at once).
+
+Shared by tests/test_serve_hosts.py and benchmarks/bench_serve_hosts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.netns import Cluster, Host
+
+__all__ = ["PORT", "TOKEN", "finish_reader", "read_remote", "start_reader", "start_server"]
+
+PORT = 8750
+TOKEN = "mrh-cluster-token"
+
+_SERVE = "from mrecord.cli.main import main; main()"
+
+
+def start_server(
+    c: Cluster,
+    host: Host,
+    datasets: dict[str, Path],
+    *,
+    token: str = TOKEN,
+    port: int = PORT,
+    extra: Sequence[str] = (),
+    timeout: float = 90.0,
+) -> subprocess.Popen[bytes]:
+    """``mrecord serve NAME=PATH... --host IP --port PORT`` (token from the environment)
+    in ``host``; returns when uvicorn says it listens (RuntimeError with its log if it
+    dies or takes longer than ``timeout``). Its log goes to a file of the cluster's
+    ``workdir`` (no pipe to drain)."""
+    argv = [sys.executable, "-c", _SERVE, "serve"]
+    argv += [f"{name}={path}" for name, path in datasets.items()]
+    argv += ["--host", host.ip, "--port", str(port), "--local-socket", "off", *extra]
+    log = c.workdir / f"serve-{host.name}-{time.monotonic_ns()}.log"
+    with open(log, "wb") as sink:
+        proc = c.popen(host, argv, env={"MRECORD_SERVE_TOKEN": token}, stderr=sink)
+    deadline = time.monotonic() + timeout
+    while b"Uvicorn running" not in log.read_bytes():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            proc.wait(timeout=30)
+            text = log.read_text(errors="replace")
+            raise RuntimeError(f"mrecord serve in {host.name} did not start: {text}")
+        time.sleep(0.05)
+    return proc
+
+
+def start_reader(c: Cluster, host: Host, spec: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """``python -m harness.remote_reader SPEC`` in ``host``, stdout and stderr piped."""
+    argv = [sys.executable, "-m", "harness.remote_reader", json.dumps(spec)]
+    return c.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish_reader(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+    """The JSON a reader printed (it must end within ``timeout`` s and print one)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise RuntimeError(f"the reader ran past {timeout} s: {err.decode()[-2000:]}") from None
+    lines = out.decode().strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"the reader printed nothing (exit {proc.returncode}): {err.decode()}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["stderr"] = err.decode()[-4000:]
+    return result
+
+
+def read_remote(
+    c: Cluster, host: Host, spec: dict[str, Any], timeout: float = 120.0
+) -> dict[str, Any]:
+    """Run a reader in ``host`` to its end; the JSON it printed."""
+    return finish_reader(start_reader(c, host, spec), timeout)

@@ -1,0 +1,169 @@
+"""A source's per-row work in worker processes, its batches handed back in order.
+
+A source whose rows can be produced independently (read and check an image file,
+resize it, encode a PNG) describes that work as a :class:`BatchPlan`: how many
+batches there are, the small picklable *pieces* each batch is cut into, the
+function that turns a piece into a result (run in a worker), and the function that
+turns a batch's results, in order, back into the batch (run in the parent, where the
+source's bookkeeping such as the list of bad files lives).
+
+:func:`run_plan` runs the pieces through ``workers`` processes (or, for
+``workers == 1``, through ``threads`` threads of this process: I/O overlaps and
+nothing is pickled) with :func:`mrecord.pool.ordered_map`, so at most ``window``
+pieces are in flight and results come back in submission order. The batches are
+therefore exactly the ones a serial ``iter_batches`` yields, whatever the timing,
+and the writer that consumes them writes the same bytes.
+
+Worker processes are started with ``forkserver`` (never ``fork``: the parent runs
+threads, and a forked copy of a lock held by one of them would deadlock the child).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future as ConcurrentFuture
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from mrecord.convert.base import Batch
+from mrecord.pool import Future, ThreadPool, ordered_map
+
+__all__ = ["BatchPlan", "run_plan"]
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+_Item = tuple[int, int, int, Any]  # (batch index, piece index, pieces in the batch, piece)
+
+
+@dataclass(frozen=True)
+class BatchPlan(Generic[P, R]):
+    """A source's work cut into independent pieces (see the module docstring).
+
+    ``pieces(b)`` lists batch ``b``'s pieces (picklable, cheap to send); ``work`` is a
+    picklable callable (a module-level function or a ``functools.partial`` of one)
+    run in the workers; ``collect(b, results)`` builds batch ``b`` from its pieces'
+    results in the parent and may return None (nothing to write); ``finish()`` runs in
+    the parent after the last batch (e.g. raises for bad input found on the way).
+    """
+
+    num_batches: int
+    pieces: Callable[[int], list[P]]
+    work: Callable[[P], R]
+    collect: Callable[[int, list[R]], Batch | None]
+    finish: Callable[[], None]
+    threads: int = 1
+
+
+_WATCH_S = 0.5  # how often a worker checks that the converting process is still alive
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a killed one that is not yet reaped is not)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or the pid went to someone else
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc here: os.kill is all there is
+        return True
+    return state not in (b"Z", b"X")
+
+
+def _watch_parent(pid: int) -> None:
+    """Run in each worker: exit once the converting process ``pid`` is gone.
+
+    A killed conversion must not leave its workers behind. Their parent is the fork
+    server, which stays alive as long as any worker does, so each worker watches the
+    converting process itself."""
+
+    def watch() -> None:
+        while _alive(pid):
+            time.sleep(_WATCH_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mrecord-convert-watch", daemon=True).start()
+
+
+class _Processes:
+    """``submit(item) -> mrecord.pool.Future`` over a process pool (for ``ordered_map``)."""
+
+    def __init__(self, work: Callable[[Any], Any], workers: int) -> None:
+        self._work = work
+        context = multiprocessing.get_context("forkserver")
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=_watch_parent,
+            initargs=(os.getpid(),),
+        )
+
+    def submit(self, item: _Item) -> Future[Any]:
+        future: Future[Any] = Future()
+        if item[2] == 0:  # a batch without pieces: nothing to run
+            future.set_result(None)
+            return future
+
+        def done(cf: ConcurrentFuture[Any]) -> None:
+            if cf.cancelled():
+                future.cancel()
+                return
+            exc = cf.exception()
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(cf.result())
+
+        self._executor.submit(self._work, item[3]).add_done_callback(done)
+        return future
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _pieces(plan: BatchPlan[Any, Any], start: int) -> Iterator[_Item]:
+    for b in range(start, plan.num_batches):
+        pieces = plan.pieces(b)
+        if not pieces:
+            yield (b, 0, 0, None)
+        for j, piece in enumerate(pieces):
+            yield (b, j, len(pieces), piece)
+
+
+def run_plan(
+    plan: BatchPlan[Any, Any], *, workers: int, start: int = 0, window: int | None = None
+) -> Iterator[tuple[int, Batch | None]]:
+    """Yield ``(b, batch)`` for batches ``start`` .. ``num_batches - 1`` in order, then run
+    ``plan.finish()``. ``window``: pieces in flight (default four per worker)."""
+    if workers > 1:
+        pool: Any = _Processes(plan.work, workers)
+        shutdown = pool.shutdown
+        size = window or 4 * workers
+    else:
+
+        def run_item(item: _Item) -> Any:
+            return None if item[2] == 0 else plan.work(item[3])
+
+        pool = ThreadPool(run_item, max(1, plan.threads), "mrecord-convert")
+        shutdown = pool.shutdown
+        size = window or 4 * max(1, plan.threads)
+    try:
+        results: list[Any] = []
+        for (b, j, count, _piece), result in ordered_map(pool, _pieces(plan, start), size):
+            if count == 0:
+                yield b, plan.collect(b, [])
+                continue
+            results.append(result)
+            if j == count - 1:
+                batch, results = plan.collect(b, results), []
+                yield b, batch
+    finally:
+        shutdown()
+    plan.finish()

@@ -1,0 +1,236 @@
+"""``RemoteDataset``: a dataset served by ``mrecord serve``, read like a local ``MindDataset``.
+
+::
+
+    ds = mrecord.RemoteDataset("http://data-host:8750", "train", columns_list=["image", "label"],
+                               shuffle=Shuffle.GLOBAL, num_shards=8, shard_id=rank, token=TOKEN)
+
+It is a :class:`~mrecord.pipeline.sources.random_access.RandomAccessSource`, as
+``MindDataset`` is: the order of every epoch (shuffle mode, seed, epoch, sharding,
+num_samples, sampler, a mid-epoch resume position) is computed here by the same code,
+from the dataset's file row counts; only row ids travel to the server, so rank 3 of 8
+gets exactly the rows, in the same order, that it would get from the files. Blocks are
+read ahead on the pipeline's pool and delivered in order. How they travel (HTTP, or the
+server's same-host socket) and what is retried is the transport's business
+(:mod:`~mrecord.serve.client.transports.auto`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mrecord.block import Block
+from mrecord.errors import ArgumentError, DatasetServerError, SchemaError
+from mrecord.format.schema import Schema, parse_schema
+from mrecord.pipeline.sources.mind_dataset import _check_padding_args
+from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
+from mrecord.sampling import Sampler, Shuffle
+from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
+from mrecord.serve.client.session import Session, default_session
+from mrecord.serve.client.transports.auto import CHOICES, AutoTransport
+from mrecord.serve.client.transports.failover import FailoverTransport
+from mrecord.serve.client.transports.http import HttpTransport
+
+__all__ = ["TRANSPORTS", "RemoteDataset"]
+
+TRANSPORTS = CHOICES
+"""``RemoteDataset(transport=)``'s choices (see :data:`~.transports.auto.CHOICES`)."""
+
+_TARGET_BLOCK_BYTES = 16 << 20
+"""Bytes per block request: big enough that a request costs little beside its copy."""
+_MIN_BLOCK_ROWS = 16
+_MAX_BLOCK_ROWS = 8192
+_LABEL_STEP = 65_536
+"""Ids per request when the PKSampler's class column is fetched."""
+
+
+class RemoteDataset(RandomAccessSource):
+    """Read a dataset from ``mrecord serve`` with ``MindDataset``'s arguments and orders.
+
+    Args:
+        url: the server, e.g. ``"http://127.0.0.1:8750"``, or a list of servers of the same
+            dataset (same files): blocks come from the first that answers, and from the next
+            one when it dies (:mod:`~.transports.failover`); when none answers, the error
+            names them all. ``https://`` needs the server started with ``--tls-cert``.
+        dataset: the dataset's name on that server (``GET /api/datasets`` lists them).
+        columns_list, shuffle, num_shards, shard_id, sampler, num_samples: as for
+            :class:`~mrecord.MindDataset` (same rules, same orders).
+        token: the server's bearer token, if it has one.
+        num_parallel_workers: block requests in flight (default 4; at most 2 through the
+            same-host socket, whose answers are quick); MindDataset's rule for the range.
+        timeout: seconds to wait for one answer; retries: tries after a connection error
+            or a busy server.
+        partial_window, adaptive_threshold: as for MindDataset.
+        transport: ``"auto"`` (default): blocks come through shared memory when the
+            server runs on this machine (a loopback URL) and offers its same-host socket,
+            else over HTTP; ``"http"``: always HTTP; ``"local"``: shared memory or an error.
+            The rows and values are the same either way.
+        cafile: for ``https://``: the certificate(s) to trust instead of the system's (a
+            self-signed server's certificate file).
+        session: what this reader shares with others of the process (receive buffers,
+            shared memory, same-host connections); default: the process's own.
+        padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
+            ``padded_sample``, which needs ``columns_list``, so that the rows divide by
+            ``num_shards``); the padded rows never travel.
+    """
+
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        dataset: str,
+        columns_list: Sequence[str] | None = None,
+        shuffle: bool | Shuffle | None = None,
+        num_shards: int | None = None,
+        shard_id: int | None = None,
+        sampler: Sampler | None = None,
+        num_samples: int | None = None,
+        token: str | None = None,
+        *,
+        num_parallel_workers: int = 4,
+        timeout: float = 60.0,
+        retries: int = 4,
+        partial_window: int = DEFAULT_PARTIAL_WINDOW,
+        adaptive_threshold: int = DEFAULT_ADAPTIVE_THRESHOLD,
+        transport: str = "auto",
+        session: Session | None = None,
+        padded_sample: Mapping[str, Any] | None = None,
+        num_padded: int | None = None,
+        cafile: str | None = None,
+    ) -> None:
+        if transport not in TRANSPORTS:
+            raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        _check_padding_args(padded_sample, num_padded, columns_list)  # MindDataset's rules
+        super().__init__(
+            num_parallel_workers=num_parallel_workers,
+            shuffle=shuffle,
+            num_shards=num_shards,
+            shard_id=shard_id,
+            sampler=sampler,
+            num_samples=num_samples,
+            num_padded=num_padded or 0,
+            partial_window=partial_window,
+            adaptive_threshold=adaptive_threshold,
+        )
+        session = session or default_session()
+        connections = self._workers + 2
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls or not all(isinstance(u, str) for u in urls):
+            raise ArgumentError(f"url must be a URL or a non-empty list of URLs, got {url!r}")
+        servers = [
+            AutoTransport(
+                HttpTransport(
+                    u,
+                    dataset,
+                    token=token,
+                    timeout=timeout,
+                    connections=connections,
+                    buffers=session.receive_buffers,
+                    cafile=cafile,
+                ),
+                retries=retries,
+                session=session,
+            )
+            for u in urls
+        ]
+        self._transport: AutoTransport | FailoverTransport = (
+            servers[0] if len(servers) == 1 else FailoverTransport(servers)
+        )
+        info = self._transport.info()
+        self._files = [int(f["rows"]) for f in info["files"]]
+        names = [f["name"] for f in info["schema"]]
+        if columns_list is None:
+            self._columns = sorted(names)  # MindDataset's (and MindSpore's) default order
+        else:
+            if isinstance(columns_list, str) or not isinstance(columns_list, Sequence):
+                raise ArgumentError(f"columns_list must be a list of names, got {columns_list!r}")
+            unknown = [c for c in columns_list if c not in names]
+            if unknown:
+                raise SchemaError(f"column(s) {unknown!r} are not in the schema {names!r}")
+            self._columns = list(columns_list)
+        self._block_rows = _block_rows(info, self._columns)
+        if padded_sample is not None:
+            self._padded = padded_block(_schema(info), self._columns, padded_sample)
+        self._transport.choose(transport, info, connections=connections, timeout=timeout)
+        self._count_rows()
+
+    # -- what a random-access source provides --------------------------------------------------
+
+    def _file_row_counts(self) -> list[int]:
+        return self._files
+
+    def _read_rows(self, ids: np.ndarray) -> Block:
+        return self._read_columns(ids, self._columns)
+
+    def _column_values(self, column: str) -> np.ndarray:
+        ids = np.arange(self._total_rows(), dtype=np.int64)
+        parts = [
+            np.asarray(self._read_columns(ids[i : i + _LABEL_STEP], [column]).columns[column])
+            for i in range(0, len(ids), _LABEL_STEP)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _source_column_names(self) -> list[str]:
+        return list(self._columns)
+
+    def _reads_in_flight(self) -> int:
+        return min(self._workers, self._transport.in_flight)
+
+    def _describe(self) -> str:
+        return f"RemoteDataset({self._transport.where}, sampler={self._sampler!r})"
+
+    # -- public extras --------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> str:
+        """How blocks arrive now: ``"local"`` (the server's same-host socket, shared
+        memory) or ``"http"``."""
+        return self._transport.name
+
+    @property
+    def file_row_counts(self) -> list[int]:
+        """Rows per shard file on the server, in file order."""
+        return list(self._files)
+
+    def read_rows(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> Block:
+        """Rows at global ``ids`` (any order), as a Block; one request."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        return self._read_columns(ids, list(columns) if columns else self._columns)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._transport.close()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _read_columns(self, ids: np.ndarray, columns: list[str]) -> Block:
+        rows, cols = self._transport.read(ids, columns)
+        if rows != len(ids) or list(cols) != columns:
+            raise DatasetServerError(
+                f"{self._transport.where}: asked for {len(ids)} rows of {columns!r}, "
+                f"got {rows} rows of {list(cols)!r}"
+            )
+        return Block(cols, ids)
+
+
+def _schema(info: dict[str, Any]) -> Schema:
+    """The dataset's schema from its ``GET /api/datasets/NAME`` answer."""
+    specs = {
+        f["name"]: {k: f[k] for k in ("type", "shape", "compression") if f.get(k) is not None}
+        for f in info["schema"]
+    }
+    return parse_schema(specs)
+
+
+def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
+    """Rows per request: about 16 MiB of raw data (8192 rows at most), within server limits."""
+    per_row = max(1.0, sum(float(info["row_bytes"][c]) for c in columns))
+    limits = info.get("limits", {})
+    rows = int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
+    rows = min(rows, int(limits.get("max_block_rows", rows)))
+    by_bytes = int(limits.get("max_block_bytes", 1 << 62) // per_row)
+    return max(1, min(rows, by_bytes))

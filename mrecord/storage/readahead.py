@@ -1,0 +1,369 @@
+"""Which bytes of a shard the coming rows need, and telling the shard (read-ahead).
+
+Every order mrecord reads in is a pure function (``mrecord.sampling``), so a reader knows
+its coming rows before it reads them. :func:`hint_rows` turns rows of columns into the
+exact byte ranges a read of them will touch and hands those to
+:meth:`ShardFile.will_need <mrecord.storage.shard.ShardFile.will_need>`, which starts
+reading them all at once (many requests in flight instead of one page fault at a time,
+and no kernel read-around pulling megabytes of neighbours per row).
+
+What a read touches depends on the chunk, so that is decided here, not by the reader:
+
+- a chunk not yet checksummed under the shard's ``verify`` policy, a compressed chunk, or
+  a variable-size chunk whose head (value offsets) nobody has parsed yet is read whole: it
+  arrives in one request and is checked as it arrives (no second pass over the file);
+- otherwise only the rows' own bytes: ``row_nbytes`` at the row's place in a fixed-width
+  chunk, or the value's span in a variable-size chunk.
+
+Hints cost a system call per range, which a warm page cache does not need: before hinting,
+a few of the ranges' first pages are looked up with ``mincore``; when they are all in memory
+the block is taken as warm and nothing is hinted (a wrong guess only costs a page fault).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from mrecord.format.compression import CODEC_IDS
+from mrecord.format.schema import FieldKind
+from mrecord.storage.shard import ShardFile
+
+__all__ = [
+    "ENABLED",
+    "IO_THREADS",
+    "hint_rows",
+    "memory_budget",
+    "read_into",
+    "row_ranges",
+    "verify_chunks",
+]
+
+ENABLED = os.environ.get("MRECORD_READAHEAD", "1") != "0"
+"""``MRECORD_READAHEAD=0`` turns hints off (to compare; reads are the same either way)."""
+
+_PAGE = mmap.PAGESIZE
+IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
+"""Chunks read and checksummed at once (I/O depth; not capped by the core count: the
+threads wait on the disk, and CRC-32C releases the GIL)."""
+_SAMPLE_PAGES = 64  # pages of each sampled range looked up
+_SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
+_CODEC_NONE = CODEC_IDS["none"]
+
+
+def row_ranges(
+    shard: ShardFile,
+    pages: np.ndarray,
+    slots: np.ndarray,
+    columns: Sequence[str],
+    verify_pool: Callable[[ShardFile, list[int], int], None] | None = None,
+    direct: Collection[str] = (),
+) -> list[tuple[int, int]]:
+    """The ``(offset, length)`` byte ranges of ``shard`` that reading rows (``pages``,
+    ``slots``) of ``columns`` touches, merged where they touch the same pages, in file
+    order (see the module docstring for what each kind of chunk needs).
+
+    ``verify_pool(shard, pages, col)``, when given, checksums chunks not yet verified
+    first (:func:`verify_chunks`); the ones it verified then need only their rows' bytes.
+    Columns in ``direct`` are read by the caller with :func:`read_into` (their chunks are
+    still checked and their heads parsed; their values' ranges are left out)."""
+    if not len(pages):
+        return []
+    meta = shard.meta
+    chunks = meta.chunks
+    starts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    unique_pages = np.unique(pages)
+    for name in columns:
+        col = shard.field_index(name)
+        field = meta.schema.fields[col]
+        column = chunks[unique_pages, col]
+        whole = column["codec"] != _CODEC_NONE
+        if shard.verify == "always":
+            whole[:] = True
+        elif shard.verify == "once":
+            unchecked = ~shard.verified_chunks(unique_pages, col)
+            if unchecked.any() and verify_pool is not None:
+                verify_pool(shard, unique_pages[unchecked].tolist(), col)
+                unchecked = ~shard.verified_chunks(unique_pages, col)
+            whole |= unchecked
+        if field.kind is FieldKind.FIXED:
+            row_bytes = field.row_nbytes
+            exact = ~whole[np.searchsorted(unique_pages, pages)]
+            if exact.any():
+                base = chunks[pages[exact], col]["offset"].astype(np.int64)
+                starts.append(base + slots[exact].astype(np.int64) * row_bytes)
+                lengths.append(np.full(int(exact.sum()), row_bytes, dtype=np.int64))
+        else:
+            var_starts, var_lengths = _var_ranges(shard, col, pages, slots, unique_pages, whole)
+            if name not in direct:
+                starts.append(var_starts)
+                lengths.append(var_lengths)
+        if whole.any():
+            starts.append(column["offset"][whole].astype(np.int64))
+            lengths.append(column["length"][whole].astype(np.int64))
+    if not starts:
+        return []
+    return _merge(np.concatenate(starts), np.concatenate(lengths))
+
+
+def _var_ranges(
+    shard: ShardFile,
+    col: int,
+    pages: np.ndarray,
+    slots: np.ndarray,
+    unique_pages: np.ndarray,
+    whole: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Value spans of rows in variable-size chunks that need no checksum and are stored
+    plain. Heads not parsed yet are read first, all at once (a few KiB each), and parsed;
+    a chunk whose head does not parse is marked ``whole`` (its read will report why)."""
+    heads = shard.cached_heads(col)
+    missing = [
+        page
+        for page, is_whole in zip(unique_pages.tolist(), whole.tolist(), strict=True)
+        if not is_whole and heads(page) is None
+    ]
+    if missing:
+        ranges = _merge_list([shard.head_range(page, col) for page in missing])
+        if not _looks_warm(shard, ranges):
+            shard.will_need(ranges)
+        for page in missing:
+            shard.parse_head(page, col)
+    out_starts: list[int] = []
+    out_lengths: list[int] = []
+    offsets_of = shard.chunk_offsets(col)
+    index = np.searchsorted(unique_pages, pages).tolist()
+    for page, slot, i in zip(pages.tolist(), slots.tolist(), index, strict=True):
+        if whole[i]:
+            continue
+        head = heads(page)
+        if head is None:
+            whole[i] = True
+            continue
+        offsets = head.offsets
+        out_starts.append(offsets_of[page] + head.data_start + offsets[slot])
+        out_lengths.append(offsets[slot + 1] - offsets[slot])
+    return np.array(out_starts, dtype=np.int64), np.array(out_lengths, dtype=np.int64)
+
+
+def _merge_list(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    starts = np.array([a for a, _ in ranges], dtype=np.int64)
+    lengths = np.array([n for _, n in ranges], dtype=np.int64)
+    return _merge(starts, lengths)
+
+
+def _merge(starts: np.ndarray, lengths: np.ndarray) -> list[tuple[int, int]]:
+    """Ranges as whole pages, sorted, those that touch or overlap merged into one."""
+    keep = lengths > 0
+    starts, lengths = starts[keep], lengths[keep]
+    if not len(starts):
+        return []
+    first = starts // _PAGE
+    last = (starts + lengths - 1) // _PAGE
+    order = np.argsort(first, kind="stable")
+    first, last = first[order], np.maximum.accumulate(last[order])
+    # A new run starts where a range begins after every earlier one has ended (+1 page).
+    new = np.empty(len(first), dtype=bool)
+    new[0] = True
+    new[1:] = first[1:] > last[:-1] + 1
+    run_first = first[new]
+    run_last = last[np.r_[np.flatnonzero(new)[1:] - 1, len(last) - 1]]
+    return [
+        (a * _PAGE, (b - a + 1) * _PAGE)
+        for a, b in zip(run_first.tolist(), run_last.tolist(), strict=True)
+    ]
+
+
+def hint_rows(
+    shard: ShardFile,
+    pages: np.ndarray,
+    slots: np.ndarray,
+    columns: Sequence[str],
+    direct: Collection[str] = (),
+) -> int:
+    """Tell ``shard`` which ranges reading rows (``pages``, ``slots``) of ``columns``
+    will touch (:meth:`ShardFile.will_need`), unless they look warm already; returns how
+    many ranges were hinted (0: nothing, warm, or read-ahead turned off).
+
+    Chunks that ``verify="once"`` has not checked yet are read and checked first, in
+    parallel and whatever the map's advice (:func:`verify_chunks`); then, when cold, only
+    the rows' own bytes are hinted. A caller that gets a nonzero count should copy what it
+    reads out of the map soon (its bytes may be evicted again when memory is short)."""
+    if not ENABLED or not len(pages):
+        return 0
+    now = time.monotonic()
+    if _warm_until.get(shard, 0.0) > now:
+        return 0  # found warm a moment ago: reads as before, at no cost per call
+    if shard.map_address() is None:
+        # Not a local map (mrecord.remote's range reads, which plan their own fetches of
+        # the rows read, DatasetReader.plan_reads): left as they are.
+        return 0
+    ranges = row_ranges(shard, pages, slots, columns)
+    if not ranges:
+        return 0
+    warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
+    if warm:
+        _warm_until[shard] = now + WARM_SECONDS
+    if shard.verify == "once" or direct:
+        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct)
+    if warm:
+        return 0
+    shard.will_need(ranges)
+    return max(1, len(ranges))
+
+
+WARM_SECONDS = 0.05
+"""After a block of a shard looks warm, that shard's reads skip read-ahead for this long
+(a warm page cache then pays nothing per read; going cold is seen within this time)."""
+_warm_until: weakref.WeakKeyDictionary[ShardFile, float] = weakref.WeakKeyDictionary()
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_pool_lock = threading.Lock()
+
+
+def _io_pool() -> ThreadPoolExecutor:
+    """The process's I/O threads (made again in a forked child, which has none)."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="mrecord-io")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def verify_chunks(shard: ShardFile, pages: list[int], col: int) -> None:
+    """Read and checksum chunks (``pages``, ``col``) of ``shard`` as they arrive, up to
+    ``IO_THREADS`` at once, and wait for them (:meth:`ShardFile.verify_arriving`): under
+    ``verify="once"`` a chunk's first read is its check, in the reader's order, with no
+    pass over the file beside it."""
+    if len(pages) == 1 or IO_THREADS <= 1:
+        for page in pages:
+            shard.verify_arriving(page, col)
+        return
+    pool = _io_pool()
+    for future in [pool.submit(shard.verify_arriving, page, col) for page in pages]:
+        future.result()
+
+
+def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int, int]]) -> bool:
+    """Read ``(at, offset, length)``: file bytes ``offset:offset + length`` into
+    ``buffer[at:at + length]``, with ``pread``s on the I/O threads (all in flight at once,
+    each exactly its bytes). False when the shard has no local file to ``pread`` or a read
+    came back short: the caller then copies from the map. The bytes are the ones the map
+    shows (the same file, through the same page cache), of chunks already checked."""
+    fd = shard.read_fd()
+    if fd is None:
+        return False
+    view = buffer.data.cast("B")
+
+    def read(batch: list[tuple[int, int, int]]) -> bool:
+        return all(os.preadv(fd, [view[a : a + n]], off) == n for a, off, n in batch)
+
+    if len(places) <= 2 or IO_THREADS <= 1:
+        return read(places)
+    step = max(1, len(places) // (8 * IO_THREADS))  # one read a task, or few: a full queue
+    pool = _io_pool()
+    futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
+    return all([f.result() for f in futures])
+
+
+def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+    """Whether every page of a few of ``ranges`` (up to ``_SAMPLE`` of them, spread over
+    the list; up to ``_SAMPLE_PAGES`` pages each) is in memory (``mincore``); False when
+    that cannot be told (not a local map, no ``mincore``). A wrong "warm" costs page
+    faults one page at a time, so any page out means cold."""
+    address = shard.map_address()
+    if address is None or _mincore is None:
+        return False
+    step = max(1, len(ranges) // _SAMPLE)
+    vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
+    for offset, length in ranges[::step][:_SAMPLE]:
+        pages = min(_SAMPLE_PAGES, -(-length // _PAGE))
+        if _mincore(ctypes.c_void_p(address + offset), pages * _PAGE, vec) != 0:
+            return False
+        if not all(v & 1 for v in vec[:pages]):
+            return False
+    return True
+
+
+def _load_mincore() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        func = libc.mincore
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    func.restype = ctypes.c_int
+    return func  # type: ignore[no-any-return]
+
+
+_mincore = _load_mincore()
+
+
+def memory_budget() -> int:
+    """The bytes this process may still use, page cache included: the smallest of its
+    memory cgroup's limit (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, walking up
+    the hierarchy) and the machine's memory, less what the process holds now (at least
+    16 MiB). A read-ahead window is sized from it, so that what is read ahead is not
+    evicted before it is read, nor the process killed for it."""
+    return max(16 << 20, _memory_limit() - _resident())
+
+
+def _resident() -> int:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _memory_limit() -> int:
+    limits = [_meminfo_total()]
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, where = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            root, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
+        elif controllers == "":
+            root, name = Path("/sys/fs/cgroup"), "memory.max"
+        else:
+            continue
+        group = root / where.lstrip("/")
+        while True:
+            limits.append(_read_limit(group / name))
+            if group == root or root not in group.parents:
+                break
+            group = group.parent
+    return min(limits)
+
+
+def _read_limit(path: Path) -> int:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return 1 << 62
+    return 1 << 62 if text in ("", "max") else int(text)
+
+
+def _meminfo_total() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 62
