@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 CORE_STAMP := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-thorough test-min-deps test-newest lint bench clean browser
+.PHONY: demo test test-thorough test-min-deps test-newest lint bench clean browser mutation
 
 $(CORE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,12 @@ test-thorough: $(STAMP) browser
 lint: $(STAMP)
 	$(BIN)/ruff check mrecord tests tools benchmarks reliability harness examples
 	$(BIN)/mypy
+
+# Mutation testing (not in CI: it takes tens of minutes): mutmut over the scope and tests in
+# pyproject.toml [tool.mutmut], in a temporary copy of the tree (docs/RELIABILITY.md).
+mutation: $(STAMP)
+	test -x $(BIN)/mutmut || $(BIN)/python -m pip install --quiet 'mutmut==3.8.1'
+	MUTMUT=$(CURDIR)/$(BIN)/mutmut tools/mutation.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

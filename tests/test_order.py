@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 
 import numpy as np
@@ -22,7 +23,7 @@ from mrecord.sampling.order import (
     SliceOrder,
     WindowedPermutation,
 )
-from mrecord.sampling.permutation import derive_key
+from mrecord.sampling.permutation import ceil_sqrt, derive_key, feistel_side, round_keys
 
 PRIMES = [2, 3, 5, 7, 11, 13, 97, 101, 1009, 7919, 65537]
 # Around perfect squares the Feistel side a = ceil(sqrt(n)) changes: the edge cases.
@@ -94,7 +95,8 @@ def test_derive_key_mixes_seed_and_epoch() -> None:
     assert derive_key(5, 1) != derive_key(6, 0)
     assert derive_key(5, 1) == derive_key(5, 1)
     assert derive_key(1, "a") != derive_key(1, "b")
-    with pytest.raises(TypeError):
+    assert derive_key(1) != derive_key("1")  # the part's type is hashed too
+    with pytest.raises(TypeError, match=r"^key parts must be int or str, got 1\.5$"):
         derive_key(1.5)  # type: ignore[arg-type]
 
 
@@ -221,3 +223,55 @@ def test_take_agrees_with_iteration_when_small_and_large_segments_mix() -> None:
         assert is_permutation(full, len(order))
         positions = rng.permutation(len(order))
         assert np.array_equal(order.take(positions), full[positions])
+
+
+def test_orders_of_a_seed_are_pinned_across_versions() -> None:
+    """The order a (seed, epoch) gives is part of every checkpoint: a job resumed under a
+    newer mrecord must see the rest of the same epoch. These values were recorded once;
+    a change to the key derivation, the round keys or the Feistel network breaks them."""
+    assert derive_key(42, 0, "global") == 8688984360636846353
+    assert derive_key(7) == 3108756432729127146
+    assert derive_key("x", 3) == 17445761694958519589
+    first8 = [
+        213982028476361140, 14075033914348083232, 5613108644154937364, 4580719358766834727,
+        16220094195762520444, 15919180229949670418, 1040889637401309211, 13327600811139763532,
+    ]  # fmt: skip
+    assert round_keys(1).tolist() == first8
+    # Keys are taken mod 2**64; more than 8 rounds need a second BLAKE2b block.
+    second = [14041067559101909332, 2506780426667174563]
+    assert round_keys(2**64 + 1, 10).tolist() == [*first8, *second]
+    assert round_keys(1, 3).dtype == np.uint64
+    # Any number of rounds (one BLAKE2b block gives 8), each a prefix of the next.
+    for rounds in range(1, 20):
+        assert round_keys(1, rounds).tolist() == round_keys(1, 20).tolist()[:rounds]
+    key = derive_key(42, 0, "global")
+    assert PermutationOrder(10, key).to_array().tolist() == [5, 7, 6, 3, 8, 9, 0, 2, 4, 1]
+    assert PermutationOrder(300, key).to_array()[:6].tolist() == [30, 289, 139, 249, 53, 275]
+    big = PermutationOrder(2**40, derive_key(42, 0, "big"))
+    assert big.take([0, 1, 2**40 - 1]).tolist() == [68793098525, 936423125153, 719583044618]
+    mid = PermutationOrder(10**6 + 1, derive_key(42, 0, "mid"))
+    assert mid.take([0, 1, 10**6]).tolist() == [566490, 671401, 268263]
+    # Per-file segments, small (8 rounds) and large (4 rounds) files in one call.
+    seg = SegmentOrder([5, 300, 7], None, key=derive_key(42, 0, "seg")).to_array()
+    assert seg[:8].tolist() == [0, 2, 1, 3, 4, 86, 121, 145]
+    assert seg[-10:].tolist() == [150, 154, 197, 305, 306, 308, 307, 310, 309, 311]
+    win = WindowedPermutation(1000, 64, derive_key(42, 0, "win")).to_array()
+    assert win[:10].tolist() == [50, 42, 22, 12, 15, 29, 56, 34, 16, 9]
+
+
+def _exact_ceil_sqrt(n: int) -> int:
+    root = math.isqrt(n)
+    return root if root * root == n else root + 1
+
+
+@given(roots=st.lists(st.integers(1, 2**31 - 1), min_size=1, max_size=50))
+def test_ceil_sqrt_is_exact_next_to_large_squares(roots: list[int]) -> None:
+    # Near 2**62 float64 sqrt rounds both ways; the side must still be exact, or the
+    # Feistel domain would not cover [0, n) (too small) or would walk needlessly (too big).
+    fixed = np.random.default_rng(0).integers(2**26, 2**31, 500).tolist()
+    near = {max(1, r * r + d) for r in [*roots, *fixed, 2**31 - 1] for d in (-1, 0, 1)}
+    n = sorted(near | {1, 2, 2**62 - 1})
+    got = ceil_sqrt(np.array(n, dtype=np.int64))
+    assert got.dtype == np.uint64
+    assert got.tolist() == [_exact_ceil_sqrt(v) for v in n]
+    assert [int(feistel_side(v)) for v in n] == [_exact_ceil_sqrt(v) for v in n]

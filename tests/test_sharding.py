@@ -167,3 +167,41 @@ def test_offset_split_of_an_order() -> None:
     assert [shard_size(5, 3, s, offset=1) for s in range(3)] == [len(b) for b in blocks]
     with pytest.raises(SamplerError, match="offset"):
         offset_shard_counts(5, 3, 4)
+
+
+def test_argument_errors_name_the_argument_and_what_was_given() -> None:
+    # Exact messages: a user reads which argument was wrong, what it got, and of what type.
+    def message(fn: Any, *args: Any) -> str:
+        with pytest.raises((TypeError, SamplerError)) as info:
+            fn(*args)
+        return str(info.value)
+
+    assert message(check_shards, 2.0, 0) == "num_shards must be an int, got 2.0 (float)"
+    assert message(check_shards, 2, "1") == "shard_id must be an int, got '1' (str)"
+    assert message(offset_shard_counts, 5, None, 0) == (
+        "num_shards must be an int, got None (NoneType)"
+    )
+    assert message(offset_shard_counts, 5, 3, 1.0) == "offset must be an int, got 1.0 (float)"
+    assert message(offset_shard_counts, 5, 0, 0) == "num_shards must be >= 1, got 0"
+    assert message(offset_shard_counts, 5, 3, -1) == (
+        "offset must be in [0, num_shards=3] for offset sharding, got -1"
+    )
+    assert message(concat_offsets, [1], 2.5) == "num_shards must be an int, got 2.5 (float)"
+    assert message(concat_offsets, [1], 0) == "num_shards must be >= 1, got 0"
+    assert message(concat_offsets, [1, "2"], 2) == "child_sizes[1] must be an int, got '2' (str)"
+    assert message(concat_offsets, [1, -2], 2) == "child_sizes[1] must be >= 0, got -2"
+
+
+def test_the_largest_num_shards_is_accepted() -> None:
+    # MindSpore's interval is [1, INT32_MAX], both ends included.
+    assert check_shards(2**31 - 1, 2**31 - 2) == (2**31 - 1, 2**31 - 2)
+    with pytest.raises(SamplerError, match=r"\[1, 2147483647\]\. Got num_shards=2147483648\."):
+        check_shards(2**31, 0)
+
+
+@given(n=st.integers(0, 60), k=st.integers(1, 10), data=st.data())
+def test_offset_counts_are_int64_row_counts(n: int, k: int, data: st.DataObject) -> None:
+    # Callers slice and index with these counts: float counts would break `counts[:s].sum()`.
+    counts = offset_shard_counts(n, k, data.draw(st.integers(0, k)))
+    assert counts.dtype == np.int64
+    assert counts.shape == (k,)
