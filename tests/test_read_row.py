@@ -272,3 +272,31 @@ def test_clear_verified_forgets_what_was_checked(
         calls.clear()
         reader.read_row(0)
     assert len(calls) == 2
+
+
+def test_reading_a_row_reads_only_its_own_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: "reading a row reads only its page's chunks, never the whole file". With
+    ``verify="always"`` every chunk read is checksummed first, so the chunks checked are
+    the chunks read: one page's, one chunk per column, for a row in the middle of a
+    dataset of many pages."""
+    path = tmp_path / "paged"
+    with FileWriter(path) as writer:
+        writer.add_schema(SCHEMA)
+        writer.set_page_size(4096)
+        writer.write_raw_data(_rows() * 10)
+    checked: list[tuple[int, int]] = []
+    original = ShardFile._chunk_intact
+
+    def counting(self: ShardFile, page: int, col: int) -> bool:
+        checked.append((page, col))
+        return original(self, page, col)
+
+    with DatasetReader.open(path, verify="always") as reader:
+        pages = len(reader.shards[0].meta.chunks)
+        assert pages > 20  # the file has many pages; one row must not read them
+        monkeypatch.setattr(ShardFile, "_chunk_intact", counting)
+        reader.read_row(ROWS * 5 + 7)
+    assert len({page for page, _ in checked}) == 1
+    assert sorted(col for _, col in checked) == list(range(len(SCHEMA)))
