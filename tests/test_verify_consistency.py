@@ -23,7 +23,7 @@ from mrecord.errors import (
     ForeignShardError,
     MrecordError,
     NotAnMrecordFileError,
-    StoragePermissionError,
+    UnreadableFileError,
 )
 from mrecord.format.chunks import decode_var
 from mrecord.format.compression import checksum
@@ -197,7 +197,9 @@ def test_an_unreadable_shard_is_a_typed_error(
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", deny)
-    with pytest.raises(StoragePermissionError, match="ds1") as info:
+    # Reading (not writing) is refused: UnreadableFileError (issue 26.10), a PermissionError
+    # that says to check the permissions and is never reported as damage.
+    with pytest.raises(UnreadableFileError, match="ds1") as info:
         DatasetReader.open(files[0])
     assert info.value.errno == errno.EACCES and "permissions" in str(info.value)
     assert not verify_dataset(files[0]).ok

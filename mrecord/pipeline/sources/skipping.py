@@ -45,6 +45,16 @@ class SkipDamaged:
         self.errors: list[str] = []
         """The first errors met (file, page and offset in each)."""
 
+    def __getstate__(self) -> dict[str, object]:
+        # A dataset travels to worker processes by pickle; a lock does not (a new one there).
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def skipped_rows(self) -> list[int]:
         """Row ids skipped so far, sorted."""
