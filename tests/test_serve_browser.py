@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.browser import chromium_path, launch_chromium, wait_until
+from harness.browser import wait_until
 from harness.gallery import write_gallery
 from mrecord import DatasetReader
 from mrecord.serve.server.run import ServerThread
@@ -26,21 +26,6 @@ ROWS = 90
 @pytest.fixture(scope="module")
 def gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_gallery(tmp_path_factory.mktemp("gallery") / "gallery.mrecord", ROWS, shards=2)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Chromium for the whole module (one Playwright per thread is allowed)."""
-    if chromium_path() is None:
-        pytest.fail("chromium is not installed: run `make browser` (make test does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = launch_chromium(pw)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,13 @@ is a strip above the page and wide tables scroll in their panel."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from harness.browser import chromium_path, launch_chromium, wait_until
+from harness.browser import wait_until
 from mrecord import FileWriter
 from mrecord.serve.server.run import ServerThread
 
@@ -50,20 +49,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ]
         )
     return folder / "p.mrecord"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if chromium_path() is None:
-        pytest.fail("chromium is not installed: run `make browser` (make test does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = launch_chromium(pw)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def open_page(browser: Any, url: str, width: int) -> Any:
