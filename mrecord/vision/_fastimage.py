@@ -79,7 +79,8 @@ def clear_cache() -> None:
 
 
 # Only the two whose OpenCV results stay within one grey level of the numpy filters (checked
-# by tests/test_vision_fastimage.py); OpenCV's NEAREST and AREA index pixels slightly differently.
+# by tests/transforms/test_vision_fastimage.py); OpenCV's NEAREST and AREA index pixels
+# slightly differently.
 _CV2_INTER = {Inter.LINEAR: "INTER_LINEAR", Inter.CUBIC: "INTER_CUBIC"}
 
 
