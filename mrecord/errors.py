@@ -2,7 +2,7 @@
 
 Each leaf also inherits the builtin exception a Python user would expect and, where
 MindSpore 2.10 raises another builtin in that situation, that one too (checked against
-MindSpore in tests/docs/test_conformance.py), so ``except ValueError`` / ``except
+MindSpore in tests/conformance/), so ``except ValueError`` / ``except
 RuntimeError`` code written against MindSpore keeps working::
 
     MrecordError
