@@ -11,14 +11,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
 from harness.servers import http_server
-from mrecord import DatasetReader, FileWriter
+from mrecord import DatasetReader
 from mrecord.cli.main import cli
 from mrecord.errors import DatasetNotFoundError
+from tests.factory import MakeDataset
 
 COMMANDS_THAT_READ = [
     ["info", "--json"],
@@ -34,25 +34,25 @@ def run(*args: object) -> Result:
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def write(folder: Path, name: str = "data.mrecord", shards: int = 4) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    writer = FileWriter(folder / name, shard_num=shards)
-    writer.add_schema({"x": {"type": "int64"}, "a": {"type": "float32", "shape": [2]}})
-    writer.write_raw_data([{"x": i, "a": np.full(2, i, np.float32)} for i in range(20)])
-    writer.commit()
-    return folder / (f"{name}0" if shards > 1 else name)
+def write(make: MakeDataset, folder: Path, name: str = "data.mrecord", shards: int = 4) -> Path:
+    """20 rows of ``make_dataset`` in ``shards`` files named ``name``; returns the first."""
+    return make(20, shards=shards, folder=folder, name=name)
 
 
 @pytest.mark.parametrize("command", [*COMMANDS_THAT_READ, ["reindex"]], ids=lambda c: c[0])
-def test_base_name_of_a_sharded_dataset_is_that_dataset(tmp_path: Path, command: list[str]) -> None:
-    write(tmp_path)
+def test_base_name_of_a_sharded_dataset_is_that_dataset(
+    make_dataset: MakeDataset, tmp_path: Path, command: list[str]
+) -> None:
+    write(make_dataset, tmp_path)
     result = run(*command, tmp_path / "data.mrecord")
     assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("command", [*COMMANDS_THAT_READ, ["reindex"]], ids=lambda c: c[0])
-def test_a_mistyped_shard_name_hints_shard_0(tmp_path: Path, command: list[str]) -> None:
-    write(tmp_path, shards=12)  # data.mrecord00 .. data.mrecord11
+def test_a_mistyped_shard_name_hints_shard_0(
+    make_dataset: MakeDataset, tmp_path: Path, command: list[str]
+) -> None:
+    write(make_dataset, tmp_path, shards=12)  # data.mrecord00 .. data.mrecord11
     result = run(*command, tmp_path / "data.mrecord0")
     assert result.exit_code == 3, result.output
     assert "did you mean" in result.stderr and "data.mrecord00" in result.stderr
@@ -60,8 +60,8 @@ def test_a_mistyped_shard_name_hints_shard_0(tmp_path: Path, command: list[str])
     assert "Traceback" not in result.output
 
 
-def test_library_open_gives_the_same_hint(tmp_path: Path) -> None:
-    write(tmp_path, shards=12)
+def test_library_open_gives_the_same_hint(make_dataset: MakeDataset, tmp_path: Path) -> None:
+    write(make_dataset, tmp_path, shards=12)
     with pytest.raises(DatasetNotFoundError, match=r"did you mean '.*data\.mrecord00'"):
         DatasetReader.open(tmp_path / "data.mrecord0")
 
@@ -73,21 +73,23 @@ def test_a_name_with_no_shards_has_no_hint(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [*COMMANDS_THAT_READ, ["reindex"]], ids=lambda c: c[0])
-def test_a_folder_of_one_dataset_is_that_dataset(tmp_path: Path, command: list[str]) -> None:
-    write(tmp_path / "ds")
+def test_a_folder_of_one_dataset_is_that_dataset(
+    make_dataset: MakeDataset, tmp_path: Path, command: list[str]
+) -> None:
+    write(make_dataset, tmp_path / "ds")
     result = run(*command, tmp_path / "ds")
     assert result.exit_code == 0, result.output
 
 
-def test_folder_info_reports_every_shard(tmp_path: Path) -> None:
-    write(tmp_path / "ds")
+def test_folder_info_reports_every_shard(make_dataset: MakeDataset, tmp_path: Path) -> None:
+    write(make_dataset, tmp_path / "ds")
     info = json.loads(run("info", "--json", tmp_path / "ds").stdout)
     assert info["rows"] == 20 and info["shards"] == 4
 
 
-def test_a_folder_of_two_datasets_names_both(tmp_path: Path) -> None:
-    write(tmp_path, "a.mrecord", shards=2)
-    write(tmp_path, "b.mrecord", shards=1)
+def test_a_folder_of_two_datasets_names_both(make_dataset: MakeDataset, tmp_path: Path) -> None:
+    write(make_dataset, tmp_path, "a.mrecord", shards=2)
+    write(make_dataset, tmp_path, "b.mrecord", shards=1)
     (tmp_path / "notes.txt").write_text("not a shard")
     result = run("info", tmp_path)
     assert result.exit_code == 2, result.output
@@ -101,10 +103,12 @@ def test_a_folder_without_datasets_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 3 and "no mrecord data file" in result.stderr
 
 
-def test_commands_read_a_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commands_read_a_url(
+    make_dataset: MakeDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("fsspec")
     monkeypatch.setenv("MRECORD_CACHE_DIR", str(tmp_path / "cache"))
-    first = write(tmp_path / "srv")
+    first = write(make_dataset, tmp_path / "srv")
     with http_server(first.parent) as server:
         url = f"{server.url}/{first.name}"
         for command in COMMANDS_THAT_READ:
@@ -115,9 +119,9 @@ def test_commands_read_a_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert result.exit_code == 2 and "local files only" in result.stderr
 
 
-def test_read_only_use_works_without_fcntl(tmp_path: Path) -> None:
+def test_read_only_use_works_without_fcntl(make_dataset: MakeDataset, tmp_path: Path) -> None:
     """Where fcntl does not exist, import and reads work; a writer says why it cannot lock."""
-    first = write(tmp_path)
+    first = write(make_dataset, tmp_path)
     code = textwrap.dedent(
         f"""
         import sys

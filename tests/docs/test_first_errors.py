@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from mrecord import FileWriter
 from mrecord.cli.main import cli
+from tests.factory import MakeDataset
 
 ROOT = Path(__file__).resolve().parents[2]
 _NO_BYPASS = "-dac_override,-dac_read_search"
@@ -35,11 +35,9 @@ def run(*args: object) -> Result:
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def write(folder: Path, name: str = "d.mrecord", shards: int = 2) -> Path:
-    with FileWriter(folder / name, shard_num=shards) as writer:
-        writer.add_schema({"x": {"type": "int64"}})
-        writer.write_raw_data([{"x": i} for i in range(10)])
-    return writer.files[0]
+def write(make: MakeDataset, folder: Path, name: str = "d.mrecord", shards: int = 2) -> Path:
+    """10 rows of ``make_dataset`` in ``shards`` files named ``name``; returns the first."""
+    return make(10, shards=shards, folder=folder, name=name)
 
 
 def as_a_user(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -67,8 +65,8 @@ def unreadable(path: Path) -> Iterator[Path]:
 OPEN = "from mrecord import MindDataset; MindDataset({path!r})"
 
 
-def test_unreadable_index_is_a_permission_error(tmp_path: Path) -> None:
-    first = write(tmp_path)
+def test_unreadable_index_is_a_permission_error(make_dataset: MakeDataset, tmp_path: Path) -> None:
+    first = write(make_dataset, tmp_path)
     with unreadable(tmp_path / "d.mrecord0.db"):
         lib = as_a_user([sys.executable, "-c", OPEN.format(path=str(first))])
         cmd = as_a_user([sys.executable, "-m", "mrecord.cli", "info", str(first)])
@@ -78,8 +76,10 @@ def test_unreadable_index_is_a_permission_error(tmp_path: Path) -> None:
     assert "d.mrecord0.db" in cmd.stderr and "reindex" not in cmd.stderr
 
 
-def test_unreadable_shard_is_a_permission_error_with_exit_3(tmp_path: Path) -> None:
-    first = write(tmp_path)
+def test_unreadable_shard_is_a_permission_error_with_exit_3(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
+    first = write(make_dataset, tmp_path)
     with unreadable(tmp_path / "d.mrecord1"):
         lib = as_a_user([sys.executable, "-c", OPEN.format(path=str(first))])
         cmd = as_a_user([sys.executable, "-m", "mrecord.cli", "info", str(first)])
@@ -97,8 +97,10 @@ def test_serve_a_missing_dataset_fails_before_saying_serving(tmp_path: Path) -> 
     assert "serving" not in result.output
 
 
-def test_info_names_partial_files_a_killed_write_left(tmp_path: Path) -> None:
-    write(tmp_path)
+def test_info_names_partial_files_a_killed_write_left(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
+    write(make_dataset, tmp_path)
     left = tmp_path / "d.mrecord0.mrecord-partial"
     left.write_bytes(b"half a shard")
     result = run("info", tmp_path / "d.mrecord0")
@@ -113,8 +115,8 @@ def test_info_names_partial_files_a_killed_write_left(tmp_path: Path) -> None:
     assert "new.mrecord0.mrecord-partial" in result.stderr and "interrupted" in result.stderr
 
 
-def test_info_fails_when_an_index_is_missing(tmp_path: Path) -> None:
-    first = write(tmp_path)
+def test_info_fails_when_an_index_is_missing(make_dataset: MakeDataset, tmp_path: Path) -> None:
+    first = write(make_dataset, tmp_path)
     (tmp_path / "d.mrecord1.db").unlink()
     result = run("info", first)
     assert result.exit_code == 3

@@ -14,14 +14,14 @@ import pytest
 
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.server.run import ServerThread
-from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 ROWS = 40
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_mixed(tmp_path_factory.mktemp("mixed") / "mixed.mrecord", ROWS, seed=3)
+def mixed(make_dataset: MakeDataset) -> Path:
+    return make_dataset(ROWS, seed=3)
 
 
 def _status(host: str, port: int, path: str = "/api/datasets") -> int:

@@ -39,7 +39,7 @@ from harness.serve_cluster import (
 )
 from mrecord import MindDataset, RemoteDataset, Shuffle, config
 from mrecord.serve.server.run import ServerThread
-from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 ROWS = 400
 MODES: list[Any] = ["global", "partial", "files", "infile", "adaptive", False]
@@ -49,8 +49,8 @@ SEED = 4321
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_mixed(tmp_path_factory.mktemp("hosts") / "mixed.mrecord", ROWS, seed=3)
+def data(make_dataset: MakeDataset) -> Path:
+    return make_dataset(ROWS, seed=3)
 
 
 @pytest.fixture(scope="module")

@@ -19,15 +19,15 @@ from mrecord.errors import DatasetServerError, InsecureTokenWarning
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.client.transports.http import HttpTransport
 from mrecord.serve.server.run import ServerThread
-from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 ROWS = 150
 TOKEN = "ops-token"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_mixed(tmp_path_factory.mktemp("ops") / "mixed.mrecord", ROWS, seed=9)
+def data(make_dataset: MakeDataset) -> Path:
+    return make_dataset(ROWS, seed=9)
 
 
 def _get(url: str, token: str | None = None, context: ssl.SSLContext | None = None) -> str:

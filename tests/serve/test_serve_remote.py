@@ -35,16 +35,15 @@ from mrecord.errors import (
 from mrecord.serve.protocol import local as local_protocol
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.server.run import ServerThread
-from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 ROWS = 301
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mixed(make_dataset: MakeDataset) -> Path:
     """Every kind of column (fixed, bytes, string, variable-shape), 3 shards, small pages."""
-    path = tmp_path_factory.mktemp("mixed") / "mixed.mrecord"
-    return write_mixed(path, ROWS, index_label=True)
+    return make_dataset(ROWS, index_label=True)
 
 
 @pytest.fixture(scope="module")

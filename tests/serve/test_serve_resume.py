@@ -22,7 +22,7 @@ from mrecord.pipeline.dataset import Dataset
 from mrecord.serve.protocol import local as local_protocol
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.server.run import ServerThread
-from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 ROWS = 120
 MODES = [Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE, Shuffle.ADAPTIVE, False]
@@ -31,8 +31,8 @@ TRANSPORTS = ["local", "http"] if local_protocol.available() else ["http"]
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_mixed(tmp_path_factory.mktemp("mixed") / "mixed.mrecord", ROWS, seed=5)
+def mixed(make_dataset: MakeDataset) -> Path:
+    return make_dataset(ROWS, seed=5)
 
 
 @pytest.fixture(scope="module")

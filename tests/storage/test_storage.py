@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter
@@ -21,20 +20,18 @@ from mrecord.errors import (
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, partial_path, shard_file_names, sibling_paths
 from mrecord.storage.shard import read_shard_metadata
-
-SCHEMA = {"x": {"type": "int64"}}
-
-
-def _write(path: Path, shards: int, rows: int) -> None:
-    writer = FileWriter(str(path), shard_num=shards)
-    writer.add_schema(SCHEMA)
-    writer.write_raw_data({"x": np.arange(rows, dtype=np.int64)})
-    writer.commit()
+from tests.factory import MakeDataset
 
 
-def test_the_writer_names_its_files_as_naming_says(tmp_path: Path) -> None:
+def _write(make: MakeDataset, path: Path, shards: int, rows: int) -> None:
+    make(rows, shards=shards, folder=path.parent, name=path.name)
+
+
+def test_the_writer_names_its_files_as_naming_says(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
     path = tmp_path / "d.mrecord"
-    _write(path, 3, 10)
+    _write(make_dataset, path, 3, 10)
     names = shard_file_names(path, 3)
     assert [p.name for p in names] == ["d.mrecord0", "d.mrecord1", "d.mrecord2"]
     assert all(p.is_file() and db_path(p).is_file() for p in names)
@@ -43,9 +40,11 @@ def test_the_writer_names_its_files_as_naming_says(tmp_path: Path) -> None:
     assert not any(partial_path(p).exists() for p in names)
 
 
-def test_a_sqlite_failure_on_write_is_an_mrecord_error_naming_the_file(tmp_path: Path) -> None:
+def test_a_sqlite_failure_on_write_is_an_mrecord_error_naming_the_file(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
     path = tmp_path / "d.mrecord"
-    _write(path, 1, 5)
+    _write(make_dataset, path, 1, 5)
     meta = read_shard_metadata(path)
     not_a_folder = tmp_path / "plain_file"
     not_a_folder.write_bytes(b"a file where the .db's folder should be")
@@ -64,10 +63,12 @@ def test_format_errors_are_in_the_tree_and_keep_their_builtin(error: type[Except
     assert issubclass(error, ValueError)
 
 
-def test_append_and_read_refuse_the_same_foreign_sibling(tmp_path: Path) -> None:
+def test_append_and_read_refuse_the_same_foreign_sibling(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
     """One open procedure: a sibling from another dataset stops both reader and appender."""
-    _write(tmp_path / "a.mrecord", 2, 6)
-    _write(tmp_path / "b.mrecord", 2, 6)
+    _write(make_dataset, tmp_path / "a.mrecord", 2, 6)
+    _write(make_dataset, tmp_path / "b.mrecord", 2, 6)
     (tmp_path / "b.mrecord1").replace(tmp_path / "a.mrecord1")
     (tmp_path / "b.mrecord1.db").replace(tmp_path / "a.mrecord1.db")
     with pytest.raises(MrecordError) as read_error:
@@ -78,11 +79,13 @@ def test_append_and_read_refuse_the_same_foreign_sibling(tmp_path: Path) -> None
     assert not isinstance(read_error.value, CorruptFileError)
 
 
-def test_a_damaged_index_query_is_a_corrupt_file_error_naming_it(tmp_path: Path) -> None:
+def test_a_damaged_index_query_is_a_corrupt_file_error_naming_it(
+    make_dataset: MakeDataset, tmp_path: Path
+) -> None:
     from mrecord.storage.index_db import query_index_db
 
     path = tmp_path / "d.mrecord"
-    _write(path, 1, 5)
+    _write(make_dataset, path, 1, 5)
     assert query_index_db(path, "SELECT value FROM metadata WHERE key = 'num_rows'") == [("5",)]
     with pytest.raises(CorruptFileError, match=r"d\.mrecord"):
         query_index_db(path, "SELECT no_such_column FROM rows")
