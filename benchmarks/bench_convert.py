@@ -7,12 +7,13 @@ Each timed run starts with a cold source cache (``sync``; ``echo 1 >
 /proc/sys/vm/drop_caches``) and ends when its output is durable (the writer's own
 fsyncs, then ``os.sync()``), timed from outside, process start included:
 
-- ``mrecord convert imagefolder`` at 1 worker and at ``--workers`` (default: cores);
+- ``mrecord convert imagefolder`` at 1 worker (serial) and at ``--workers`` (default:
+  cores; the image check runs in threads);
 - MindSpore's ``FileWriter`` loop from its documentation (read each file, a row dict
   per image, ``write_raw_data`` every 1,000 rows, ``commit``), in MindSpore's own
   interpreter (``benchmarks.run.find_mindspore``; "not installed" when none);
 - ``--resize 64x64`` (CPU-bound) on the first ``--resize-images`` files at 1 and 2
-  workers, for the scaling;
+  workers (serial, then 2 processes), for the scaling;
 
 beside the disk's limits measured in the same run (``benchmarks.limits``: fsync'd
 sequential writes). Rows/s and MB/s (source bytes per second). The machine may be

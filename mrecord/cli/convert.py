@@ -40,9 +40,9 @@ Examples:
   mrecord convert hf saved_dataset/ train.mrecord --split train
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
-Image reading, checking, --resize and --reencode (imagefolder) and PNG encoding
-(cifar10 --png) run in --workers processes (default: one per core); the dataset is
-the same, byte for byte, whatever the number of workers. Every --checkpoint of
+Image checking, --resize and --reencode (imagefolder) and PNG encoding (cifar10
+--png) run in --workers threads or processes (default: one per core; 1 is serial);
+the dataset is the same, byte for byte, whatever the number of workers. Every --checkpoint of
 pages is made durable in DST.mrecord-resume: a conversion killed on the way and run
 again with --resume goes on from there and ends with the dataset an uninterrupted
 run writes.
@@ -206,7 +206,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--workers",
     type=click.IntRange(1, 1024),
     default=None,
-    help="Worker processes for the per-row work (default: the number of cores).",
+    help="Pieces of per-row work done at once, in threads (image checks) or processes "
+    "(resizing, encoding); default: the number of cores, 1: serial.",
 )
 @click.option(
     "--resume",

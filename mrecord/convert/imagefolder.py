@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_
 from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.errors import ArgumentError, ConversionError
 from mrecord.format.features import describe
+from mrecord.pool import ThreadPool
 from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
@@ -124,9 +126,10 @@ class ImageFolderSource(Source):
         return _Loader(self.resize, self.reencode, self.quality, self.check)
 
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
-        """Yield rows in (class, path) order; files are read and checked in a thread pool."""
+        """Yield rows in (class, path) order; files are read and checked by ``workers``
+        threads (default: one per core)."""
         plan = self.plan(batch_rows)
-        for _b, batch in run_plan(plan, workers=1):
+        for _b, batch in run_plan(plan, workers=self.workers or os.cpu_count() or 1):
             if batch is not None:
                 yield batch
 
@@ -169,7 +172,8 @@ class ImageFolderSource(Source):
             work=functools.partial(_load_piece, loader),
             collect=collect,
             finish=self._finish,
-            threads=self.workers or min(8, (os.cpu_count() or 1) * 2),
+            # Pillow's JPEG decoder (the check) releases the GIL, its encoders do not.
+            releases_gil=loader.resize is None and loader.reencode is None,
         )
 
     def fingerprint(self) -> str:
@@ -219,11 +223,12 @@ class _Loader:
 
     def load(self, path: Path) -> bytes | str:
         """The bytes to store for ``path``, or the reason it is unreadable."""
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            return f"cannot read: {exc.strerror or exc}"
-        if not self.check:
+        return self.convert(_read_file(path))
+
+    def convert(self, data: bytes | str) -> bytes | str:
+        """The bytes to store for a file's ``data`` (or the reason it is unreadable:
+        a ``str`` passes through)."""
+        if isinstance(data, str) or not self.check:
             return data
         image_mod = require_pillow()
         try:
@@ -247,6 +252,35 @@ class _Loader:
             return describe_image_error(exc, data)
 
 
+def _read_file(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+
+
+# Files read at once by each converting process. A cold folder is then read at the
+# device's queue depth rather than one file at a time, and the reads overlap the
+# checks; reads are I/O, so this is not bounded by the cores (or by ``workers``).
+_READS_IN_FLIGHT = 8
+_readers: tuple[int, ThreadPool[Path, bytes | str]] | None = None
+_readers_lock = threading.Lock()
+
+
+def _file_readers() -> ThreadPool[Path, bytes | str]:
+    """This process's pool of file readers (a worker process makes its own)."""
+    global _readers
+    with _readers_lock:
+        if _readers is None or _readers[0] != os.getpid():
+            _readers = (os.getpid(), ThreadPool(_read_file, _READS_IN_FLIGHT, "mrecord-read"))
+        return _readers[1]
+
+
 def _load_piece(loader: _Loader, paths: list[Path]) -> list[bytes | str]:
-    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file."""
-    return [loader.load(p) for p in paths]
+    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file.
+
+    All the piece's files are queued for reading first, so while one file is checked
+    the next ones are already on their way."""
+    reads = [_file_readers().submit(p) for p in paths]
+    return [loader.convert(read.result()) for read in reads]

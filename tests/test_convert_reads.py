@@ -1,0 +1,50 @@
+"""``imagefolder`` reads files ahead in a pool of I/O threads: a file that cannot be read
+is still named, and the default worker count is the number of cores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mrecord.convert import SOURCES, WriteOptions, write_source
+from mrecord.errors import ConversionError
+from mrecord.testing.rawdata import write_image_folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("resize", [None, (4, 4)])
+def test_file_gone_after_listing_is_named(
+    tmp_path: Path, workers: int, resize: tuple[int, int] | None
+) -> None:
+    """A file removed between the listing and its read fails the conversion naming it
+    (threads for the check, processes for --resize), and nothing is left at DST."""
+    write_image_folder(tmp_path / "src", {"a": 5, "b": 4})
+    dst = tmp_path / "out.mrecord"
+    with SOURCES["imagefolder"](tmp_path / "src", resize=resize) as source:
+        gone = sorted((tmp_path / "src" / "b").iterdir())[2]
+        gone.unlink()
+        with pytest.raises(ConversionError, match=rf"b/{gone.name}'?: cannot read"):
+            write_source(source, dst, WriteOptions(workers=workers, batch_rows=3))
+    assert not dst.exists()
+
+
+def test_file_gone_is_skipped_and_listed_with_skip(tmp_path: Path) -> None:
+    """With on_error='skip' the unreadable file is left out and listed in the summary."""
+    write_image_folder(tmp_path / "src", {"a": 6})
+    with SOURCES["imagefolder"](tmp_path / "src", on_error="skip") as source:
+        gone = sorted((tmp_path / "src" / "a").iterdir())[0]
+        gone.unlink()
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(batch_rows=4))
+    assert summary.rows == 5
+    assert any(gone.name in problem and "cannot read" in problem for problem in summary.problems)
+
+
+def test_default_workers_is_the_number_of_cores(tmp_path: Path) -> None:
+    """``WriteOptions()`` works on one piece per core, and says so in the summary."""
+    write_image_folder(tmp_path / "src", {"a": 3})
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions())
+    assert summary.workers == (os.cpu_count() or 1)
+    assert summary.rows == 3
