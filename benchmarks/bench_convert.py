@@ -12,11 +12,14 @@ fsyncs, then ``os.sync()``), timed from outside, process start included:
 - MindSpore's ``FileWriter`` loop from its documentation (read each file, a row dict
   per image, ``write_raw_data`` every 1,000 rows, ``commit``), in MindSpore's own
   interpreter (``benchmarks.run.find_mindspore``; "not installed" when none);
+- the same with ``--no-check-images`` (files stored without decoding: the I/O-bound case,
+  as MindSpore's loop does);
 - ``--resize 64x64`` (CPU-bound) on the first ``--resize-images`` files at 1 and 2
   workers (serial, then 2 processes), for the scaling;
 
-beside the disk's limits measured in the same run (``benchmarks.limits``: fsync'd
-sequential writes). Rows/s and MB/s (source bytes per second). The machine may be
+beside the limits measured in the same run: a durable sequential write of as many bytes
+(``benchmarks.bench_write_durable.disk_limit``) and a cold read of the source files by 8
+threads. Rows/s and MB/s (source bytes per second). The machine may be
 shared: compare ratios from one run. ``--classic`` runs the older table (CIFAR-10,
 a small image folder, MindRecord import; warm cache, library calls).
 """
@@ -35,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.bench_write_durable import disk_limit
 from mrecord.convert import convert_cifar10, convert_imagefolder, convert_mindrecord
 
 OUT = Path("bench_out/convert")
@@ -214,6 +218,20 @@ def clean(dst: Path) -> None:
             p.unlink()
 
 
+def cold_read_seconds(src: Path, threads: int = 8) -> float:
+    """Seconds to read every file of ``src`` from a cold cache with ``threads`` threads:
+    the source side's limit (a conversion reads each file once, then writes it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = sorted(src.rglob("*.jpg"))
+    drop_caches()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(Path.read_bytes, files, chunksize=64):
+            pass
+    return time.perf_counter() - start
+
+
 def timed(cmd: list[str], dst: Path, env: dict[str, str] | None = None) -> float:
     """Seconds from a cold cache to ``cmd``'s output durable."""
     clean(dst)
@@ -246,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the issue-24 table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=20_000)
-    parser.add_argument("--resize-images", type=int, default=2_000)
+    parser.add_argument("--resize-images", type=int, default=4_000)
     parser.add_argument("--quick", action="store_true", help="2,000 images, 400 resized")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -273,10 +291,17 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.run import find_mindspore
 
     limits = measure_limits(args.out, 256)
+    write_limit = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
+    read_limit = source_bytes / cold_read_seconds(src) / 1e6
     rows: list[tuple[str, int, int, float | None]] = []
     for workers in sorted({1, args.workers}):
         seconds = timed(mrecord_cmd(src, dst, workers), dst)
         rows.append((f"mrecord convert, {workers} worker(s)", args.images, source_bytes, seconds))
+    for workers in sorted({1, args.workers}):
+        seconds = timed(mrecord_cmd(src, dst, workers, "--no-check-images"), dst)
+        rows.append(
+            (f"  --no-check-images, {workers} worker(s)", args.images, source_bytes, seconds)
+        )
     python, why = find_mindspore(args.mindspore_python)
     if python is not None:
         ms_dst = args.out.resolve() / "folder.mindrecord"
@@ -297,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         f"cold source cache, timed to durable; cores: {os.cpu_count()}"
     )
     print(
-        f"disk limit (benchmarks.limits, same run): fsync'd sequential write "
-        f"{limits['fsync_mb_s']:,.0f} MB/s"
+        f"disk limits (same run): durable sequential write of the source's bytes "
+        f"{write_limit:,.0f} MB/s (benchmarks.limits' buffered write + fsync: "
+        f"{limits['fsync_mb_s']:,.0f}); cold read of the source files, 8 threads "
+        f"{read_limit:,.0f} MB/s"
     )
     print(f"{'run':52} {'rows':>7} {'seconds':>8} {'rows/s':>9} {'MB/s':>7}")
     for label, count, nbytes, took in rows:
@@ -317,6 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio: {args.workers} workers vs 1: {one / many:.2f}x")
     if ms and many:
         print(f"ratio: mrecord ({args.workers} workers) vs MindSpore: {ms / many:.2f}x faster")
+    raw = by.get(f"  --no-check-images, {args.workers} worker(s)")
+    if raw:
+        limit = min(read_limit, write_limit)
+        print(
+            f"--no-check-images, {args.workers} workers: {source_bytes / raw / 1e6:,.0f} MB/s, "
+            f"{source_bytes / raw / 1e6 / limit:.0%} of the slower limit ({limit:,.0f} MB/s)"
+        )
     r1, r2 = by.get("--resize 64x64, 1 worker(s)"), by.get("--resize 64x64, 2 worker(s)")
     if r1 and r2:
         print(f"ratio: --resize, 2 workers vs 1: {r1 / r2:.2f}x")

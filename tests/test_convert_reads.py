@@ -48,3 +48,52 @@ def test_default_workers_is_the_number_of_cores(tmp_path: Path) -> None:
         summary = write_source(source, tmp_path / "out.mrecord", WriteOptions())
     assert summary.workers == (os.cpu_count() or 1)
     assert summary.rows == 3
+
+
+def test_no_check_images_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
+    """``--no-check-images`` stores the bytes without decoding; the default check fails
+    naming the damaged file; the flag is refused for other kinds."""
+    from click.testing import CliRunner
+
+    from mrecord import MindDataset
+    from mrecord.cli.main import cli
+
+    write_image_folder(tmp_path / "src", {"a": 3})
+    damaged = sorted((tmp_path / "src" / "a").iterdir())[1]
+    damaged.write_bytes(damaged.read_bytes()[:20])  # a truncated PNG
+    runner = CliRunner()
+    checked = runner.invoke(
+        cli,
+        [
+            "convert",
+            "imagefolder",
+            str(tmp_path / "src"),
+            str(tmp_path / "checked.mrecord"),
+            "--quiet",
+        ],
+    )
+    assert checked.exit_code == 3, checked.output
+    assert damaged.name in checked.output
+    unchecked = runner.invoke(
+        cli,
+        [
+            "convert",
+            "imagefolder",
+            str(tmp_path / "src"),
+            str(tmp_path / "raw.mrecord"),
+            "--quiet",
+            "--no-check-images",
+        ],
+    )
+    assert unchecked.exit_code == 0, unchecked.output
+    stored = [
+        bytes(row["image"])
+        for row in MindDataset(str(tmp_path / "raw.mrecord"), shuffle=False).create_dict_iterator(
+            output_numpy=True, num_epochs=1
+        )
+    ]
+    assert stored[1] == damaged.read_bytes()
+    refused = runner.invoke(
+        cli, ["convert", "csv", str(damaged), str(tmp_path / "x"), "--no-check-images"]
+    )
+    assert refused.exit_code == 2 and "--no-check-images applies to imagefolder" in refused.output

@@ -57,6 +57,7 @@ _ONLY_FOR = {
     "resize": ("imagefolder",),
     "reencode": ("imagefolder",),
     "skip_bad_images": ("imagefolder",),
+    "no_check_images": ("imagefolder",),
     "no_check_index": ("mindrecord",),
 }
 
@@ -127,6 +128,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
             "resize": _parse_resize(given["resize"]),
             "reencode": given["reencode"],
             "on_error": "skip" if given["skip_bad_images"] else "raise",
+            "check": not given["no_check_images"],
         }
     if kind == "mindrecord":
         return {"check_index": not given["no_check_index"]}
@@ -194,6 +196,12 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--skip-bad-images",
     is_flag=True,
     help="imagefolder: skip unreadable images (listed in the summary) instead of failing.",
+)
+@click.option(
+    "--no-check-images",
+    is_flag=True,
+    help="imagefolder: store the files as they are, without decoding them to check them "
+    "(faster; a damaged image is then found only when it is read).",
 )
 @click.option(
     "--no-check-index", is_flag=True, help="mindrecord: do not compare the .db files with the data."
