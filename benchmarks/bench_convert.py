@@ -12,8 +12,8 @@ fsyncs, then ``os.sync()``), timed from outside, process start included:
 - MindSpore's ``FileWriter`` loop from its documentation (read each file, a row dict
   per image, ``write_raw_data`` every 1,000 rows, ``commit``), in MindSpore's own
   interpreter (``benchmarks.run.find_mindspore``; "not installed" when none);
-- the same with ``--no-check-images`` (files stored without decoding: the I/O-bound case,
-  as MindSpore's loop does);
+- the same with ``--check-images none`` (files stored unread, as MindSpore's loop does)
+  and with ``--check-images decode`` (every JPEG decoded at 1/8 scale: CPU-bound, threads);
 - ``--resize 64x64`` (CPU-bound) on the first ``--resize-images`` files at 1 and 2
   workers (serial, then 2 processes), for the scaling;
 
@@ -297,10 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     for workers in sorted({1, args.workers}):
         seconds = timed(mrecord_cmd(src, dst, workers), dst)
         rows.append((f"mrecord convert, {workers} worker(s)", args.images, source_bytes, seconds))
+    seconds = timed(mrecord_cmd(src, dst, args.workers, "--check-images", "none"), dst)
+    rows.append(
+        (f"  --check-images none, {args.workers} worker(s)", args.images, source_bytes, seconds)
+    )
     for workers in sorted({1, args.workers}):
-        seconds = timed(mrecord_cmd(src, dst, workers, "--no-check-images"), dst)
+        seconds = timed(mrecord_cmd(src, dst, workers, "--check-images", "decode"), dst)
         rows.append(
-            (f"  --no-check-images, {workers} worker(s)", args.images, source_bytes, seconds)
+            (f"  --check-images decode, {workers} worker(s)", args.images, source_bytes, seconds)
         )
     python, why = find_mindspore(args.mindspore_python)
     if python is not None:
@@ -332,10 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if took is None:
             print(label)
             continue
-        print(
-            f"{label:52} {count:7,} {took:8.2f} {count / took:9,.0f} "
-            f"{nbytes / took / 1e6:7.0f}"
-        )
+        print(f"{label:52} {count:7,} {took:8.2f} {count / took:9,.0f} {nbytes / took / 1e6:7.0f}")
     by = {label: s for label, _c, _b, s in rows if s is not None}
     one = by.get("mrecord convert, 1 worker(s)")
     many = by.get(f"mrecord convert, {args.workers} worker(s)")
@@ -344,13 +345,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio: {args.workers} workers vs 1: {one / many:.2f}x")
     if ms and many:
         print(f"ratio: mrecord ({args.workers} workers) vs MindSpore: {ms / many:.2f}x faster")
-    raw = by.get(f"  --no-check-images, {args.workers} worker(s)")
-    if raw:
-        limit = min(read_limit, write_limit)
-        print(
-            f"--no-check-images, {args.workers} workers: {source_bytes / raw / 1e6:,.0f} MB/s, "
-            f"{source_bytes / raw / 1e6 / limit:.0%} of the slower limit ({limit:,.0f} MB/s)"
-        )
+    limit = min(read_limit, write_limit)
+    for label in (
+        f"mrecord convert, {args.workers} worker(s)",
+        f"  --check-images none, {args.workers} worker(s)",
+    ):
+        if by.get(label):
+            rate = source_bytes / by[label] / 1e6
+            print(
+                f"{label.strip()}: {rate:,.0f} MB/s, {rate / limit:.0%} of the slower limit "
+                f"({limit:,.0f} MB/s)"
+            )
+    d1 = by.get("  --check-images decode, 1 worker(s)")
+    d2 = by.get(f"  --check-images decode, {args.workers} worker(s)")
+    if d1 and d2:
+        print(f"ratio: --check-images decode, {args.workers} workers vs 1: {d1 / d2:.2f}x")
     r1, r2 = by.get("--resize 64x64, 1 worker(s)"), by.get("--resize 64x64, 2 worker(s)")
     if r1 and r2:
         print(f"ratio: --resize, 2 workers vs 1: {r1 / r2:.2f}x")

@@ -50,8 +50,8 @@ def test_default_workers_is_the_number_of_cores(tmp_path: Path) -> None:
     assert summary.rows == 3
 
 
-def test_no_check_images_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
-    """``--no-check-images`` stores the bytes without decoding; the default check fails
+def test_check_images_none_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
+    """``--check-images none`` stores the bytes unread; the default check fails
     naming the damaged file; the flag is refused for other kinds."""
     from click.testing import CliRunner
 
@@ -82,7 +82,8 @@ def test_no_check_images_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
             str(tmp_path / "src"),
             str(tmp_path / "raw.mrecord"),
             "--quiet",
-            "--no-check-images",
+            "--check-images",
+            "none",
         ],
     )
     assert unchecked.exit_code == 0, unchecked.output
@@ -94,6 +95,54 @@ def test_no_check_images_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
     ]
     assert stored[1] == damaged.read_bytes()
     refused = runner.invoke(
-        cli, ["convert", "csv", str(damaged), str(tmp_path / "x"), "--no-check-images"]
+        cli, ["convert", "csv", str(damaged), str(tmp_path / "x"), "--check-images", "none"]
     )
-    assert refused.exit_code == 2 and "--no-check-images applies to imagefolder" in refused.output
+    assert refused.exit_code == 2 and "--check-images applies to imagefolder" in refused.output
+
+
+def _jpegs(tmp_path: Path, count: int) -> list[Path]:
+    """``count`` 48x40 JPEGs in class folder ``a`` (big enough to have real scan data)."""
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "src" / "a"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        pixels = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
+        paths.append(folder / f"{i:03d}.jpg")
+        Image.fromarray(pixels).save(paths[-1], quality=90)
+    return paths
+
+
+@pytest.mark.parametrize("check", [True, "structure", "decode"])
+def test_truncated_jpeg_is_caught_at_any_cut(tmp_path: Path, check: bool | str) -> None:
+    """Cut anywhere (in the header or in the scan), a JPEG fails the check naming it."""
+    paths = _jpegs(tmp_path, 6)
+    whole = paths[3].read_bytes()
+    for cut in (10, whole.find(b"\xff\xda") + 5, len(whole) // 2, len(whole) - 2):
+        paths[3].write_bytes(whole[:cut])
+        with (
+            SOURCES["imagefolder"](tmp_path / "src", check=check) as source,
+            pytest.raises(ConversionError, match=r"a/003\.jpg"),
+        ):
+            write_source(source, tmp_path / f"out{cut}.mrecord", WriteOptions(workers=1))
+
+
+def test_jpeg_with_bytes_after_its_end_is_accepted(tmp_path: Path) -> None:
+    """Trailing bytes after the end-of-image marker (some cameras append data) are kept,
+    as decoders accept them."""
+    paths = _jpegs(tmp_path, 2)
+    paths[1].write_bytes(paths[1].read_bytes() + b"trailing data")
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(workers=1))
+    assert summary.rows == 2
+
+
+def test_check_mode_is_validated() -> None:
+    """An unknown check mode is refused, naming the choices."""
+    from mrecord.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="structure"):
+        SOURCES["imagefolder"](".", check="fast")

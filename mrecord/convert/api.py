@@ -117,14 +117,15 @@ def convert_imagefolder(
     resize: int | Sequence[int] | None = None,
     reencode: str | None = None,
     on_error: str = "raise",
-    check: bool = True,
+    check: bool | str = True,
     progress: ProgressCallback | None = None,
     **write_options: Any,
 ) -> ConversionSummary:
     """Class subfolders of images → ``image`` (bytes) + ``label`` + ``file_name``.
 
-    ``check=False`` stores the files without decoding them (``--no-check-images``):
-    faster, but a damaged image is then found only when training reads it."""
+    ``check``: ``True``/``"structure"`` (header, and a JPEG's end-of-image marker),
+    ``"decode"`` (also decodes JPEGs), ``False``/``"none"`` (stores the files unread; a
+    damaged image is then found only when training reads it): ``--check-images``."""
     return convert(
         "imagefolder",
         src,
