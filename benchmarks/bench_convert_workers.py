@@ -5,7 +5,9 @@ Run ``python -m benchmarks.bench_convert_workers [--images 4000] [--rounds 2]`` 
 100 KB JPEGs; any ImageFolder works with ``--folder``). Warm cache: the folder is read once
 before timing. For the image check and for ``--resize 64x64`` it times the same
 ``BatchPlan`` (``mrecord.convert.parallel.run_plan``) run serially, in 2 threads and in 2
-processes, and PNG-encodes CIFAR-sized records serially and in 2 threads. The rule in
+processes, and PNG-encodes CIFAR-sized records serially and in 2 threads.
+It also prints what each ``--check-images`` mode catches on 300 of the JPEGs
+(whole, cut short, 10 bytes changed) and its cost per image. The rule in
 ``mrecord/convert/parallel.py`` (threads where the work releases the GIL, processes
 elsewhere) follows from this table; docs/CONVERT.md records a run. The machine may be
 shared: compare within a round.
@@ -28,7 +30,8 @@ from mrecord.pool import ThreadPool
 
 def time_plan(folder: Path, images: int, resize: bool, mode: str) -> float:
     """Rows per second of the imagefolder plan over ``images`` files in ``mode``."""
-    source = ImageFolderSource(folder, resize=(64, 64) if resize else None)
+    # the "decode" check: the CPU-bound one (the default structure check is I/O-bound)
+    source = ImageFolderSource(folder, resize=(64, 64) if resize else None, check="decode")
     source.items = source.items[:images]
     plan = source.plan(256)
     if mode == "processes":
@@ -58,6 +61,38 @@ def time_png(records: int) -> tuple[float, float]:
     return serial, threaded
 
 
+def compare_checks(folder: Path, images: int = 300) -> None:
+    """What each ``--check-images`` mode catches on ``images`` JPEGs, and what it costs:
+    the files whole, cut at a random point, and with 10 random bytes changed inside the
+    compressed data (after the first scan marker)."""
+    import random
+
+    from mrecord.convert.imagefolder import _Loader
+
+    datas = [p.read_bytes() for p in sorted(folder.rglob("*.jpg"))[:images]]
+    rng = random.Random(0)
+    cut = [d[: rng.randint(200, len(d) - 10)] for d in datas]
+    flipped = []
+    for d in datas:
+        b = bytearray(d)
+        first = d.find(b"\xff\xda") + 20
+        for _ in range(10):
+            b[rng.randint(first, len(b) - 3)] = rng.randint(0, 255)
+        flipped.append(bytes(b))
+    print(
+        f"{'check':10} {'ms/image':>9} {'whole ok':>9} {'cut caught':>11} {'10 bytes caught':>16}"
+    )
+    for mode in ("structure", "decode"):
+        loader = _Loader(None, None, 95, mode)
+        start = time.perf_counter()
+        whole = sum(isinstance(loader.convert(d), bytes) for d in datas)
+        ms = (time.perf_counter() - start) / len(datas) * 1e3
+        caught_cut = sum(isinstance(loader.convert(d), str) for d in cut)
+        caught_flip = sum(isinstance(loader.convert(d), str) for d in flipped)
+        n = len(datas)
+        print(f"{mode:10} {ms:9.3f} {whole:5}/{n} {caught_cut:7}/{n} {caught_flip:12}/{n}")
+
+
 def main() -> int:
     """Print the table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -83,10 +118,11 @@ def main() -> int:
             }
             base = rates["serial"]
             print(
-                f"{'--resize 64x64' if resize else 'image check':18} {r + 1:5} {base:8,.0f} "
+                f"{'--resize 64x64' if resize else 'decode check':18} {r + 1:5} {base:8,.0f} "
                 f"{rates['threads']:8,.0f} ({rates['threads'] / base:.2f}x) "
                 f"{rates['processes']:8,.0f} ({rates['processes'] / base:.2f}x)"
             )
+    compare_checks(folder)
     for r in range(args.rounds):
         serial, threaded = time_png(3000)
         print(

@@ -203,7 +203,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     default=None,
     help="imagefolder: how each image is checked before it is stored: its header and a "
     "JPEG's end-of-image marker (structure, the default), also a full JPEG decode (decode, "
-    "~30x the CPU), or not at all (none).",
+    "~8x the CPU), or not at all (none).",
 )
 @click.option(
     "--no-check-index", is_flag=True, help="mindrecord: do not compare the .db files with the data."

@@ -16,7 +16,7 @@ The class ↔ label mapping is stored as JSON in the dataset description.
 Every image is checked before it is stored (``check``): ``"structure"`` (the default,
 ``True``) has Pillow parse its header and, for a JPEG, finds the end-of-image marker
 after its scans (a truncated file has none), decoding images of other formats;
-``"decode"`` also decodes JPEGs (at 1/8 scale), about 30 times the work for little more:
+``"decode"`` also decodes JPEGs (at 1/8 scale), about 8 times the work for little more:
 measured on 300 of the bench's JPEGs, both caught every truncation, and 10 random bytes
 changed inside the compressed data were caught in 9 of 300 files by the decode and in
 none by the structure check (libjpeg only warns about most damaged data);
