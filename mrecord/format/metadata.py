@@ -105,6 +105,22 @@ class ShardMetadata:
         """A copy with a new page directory (and other changed fields)."""
         return replace(self, page_rows=page_rows, chunks=chunks, **changes)
 
+    def raw_bytes(self, col: int, *, values_only: bool = False) -> int:
+        """Decompressed bytes of field ``col`` over every page, from the chunk directory
+        (no data is read): what reading the whole column decodes.
+
+        A variable-size chunk (bytes, string, variable shape) starts with its offsets, one
+        u64 per row plus one (``mrecord.format.chunks``). ``values_only`` leaves out the
+        8 bytes per row of those offsets, so what remains is about the values themselves
+        (the page's extra offset and a variable shape's shapes stay in: small).
+        """
+        if not self.num_pages:
+            return 0
+        raw = int(self.chunks[:, col]["raw_length"].sum())
+        if values_only and self.schema.fields[col].kind is not FieldKind.FIXED:
+            raw -= 8 * self.num_rows
+        return raw
+
     def encode(self) -> bytes:
         """MessagePack bytes of this metadata."""
         doc = {

@@ -195,10 +195,8 @@ def _column_bytes(reader: DatasetReader, columns: Sequence[str]) -> dict[str, in
     """Raw (decompressed) bytes of each column over all shards, from the chunk directory."""
     totals = dict.fromkeys(columns, 0)
     for shard in reader.shards:
-        raw = shard.meta.chunks["raw_length"]
         for name in columns:
-            if len(raw):
-                totals[name] += int(raw[:, shard.field_index(name)].sum())
+            totals[name] += shard.meta.raw_bytes(shard.field_index(name))
     return totals
 
 
