@@ -32,7 +32,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from mrecord import DatasetReader, Shuffle, config
 from mrecord.errors import ArgumentError
-from mrecord.format.schema import Schema
+from mrecord.format.schema import StoredSchema
 from mrecord.ray._arrow import block_to_table
 from mrecord.sampling import shuffle_order
 
@@ -68,7 +68,7 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
         self._epoch = epoch
         self._verify = verify
         with DatasetReader.open(paths, columns=columns, verify=verify) as reader:
-            self._schema: Schema = reader.schema
+            self._schema: StoredSchema = reader.schema
             self._columns = list(reader.column_names)
             self._files = [str(p.resolve()) for p in reader.files]
             self._counts = [int(c) for c in reader.file_row_counts]

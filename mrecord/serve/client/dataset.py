@@ -24,7 +24,7 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, DatasetServerError, SchemaError
-from mrecord.format.schema import Schema, parse_schema
+from mrecord.format.schema import StoredSchema, parse_schema
 from mrecord.pipeline.sources.block_layout import (
     DatasetLayout,
     check_block_sizes,
@@ -285,7 +285,7 @@ class RemoteDataset(RandomAccessSource):
         return Block(cols, ids)
 
 
-def _schema(info: dict[str, Any]) -> Schema:
+def _schema(info: dict[str, Any]) -> StoredSchema:
     """The dataset's schema from its ``GET /api/datasets/NAME`` answer."""
     specs = {
         f["name"]: {k: f[k] for k in ("type", "shape", "compression") if f.get(k) is not None}
