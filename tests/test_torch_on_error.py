@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mrecord import FileWriter  # noqa: E402
+from mrecord.errors import ChecksumError  # noqa: E402
 from mrecord.storage.shard import ShardFile  # noqa: E402
 from mrecord.torch import MapDataset, StreamingDataLoader, StreamingDataset, audit  # noqa: E402
 
@@ -59,9 +60,9 @@ def flat(batches: list[list[int]]) -> list[int]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_default_raises_naming_the_file_and_page(tmp_path: Path, workers: int) -> None:
     first, _ = damaged_dataset(tmp_path)
-    with pytest.raises(Exception, match=r"d\.mrecord1'?: checksum mismatch in page 1"):
+    with pytest.raises(ChecksumError, match=r"d\.mrecord1'?: checksum mismatch in page 1"):
         stream_ids(StreamingDataset(first, shuffle=False, batch_size=8), workers)
-    with pytest.raises(Exception, match=r"d\.mrecord1'?: checksum mismatch in page 1"):
+    with pytest.raises(ChecksumError, match=r"d\.mrecord1'?: checksum mismatch in page 1"):
         map_ids(MapDataset(first), workers)
 
 
@@ -86,6 +87,15 @@ def test_skip_delivers_every_other_row_exactly_once(
     assert len(got) == ROWS // 8
     assert sorted(flat(got)) == wanted
     assert mds.skipped_rows == lost and "page 1" in mds.skip_report()
+
+
+def test_skip_records_travel_to_spawned_workers(tmp_path: Path) -> None:
+    """Workers started by spawn (not fork) share the same skip record."""
+    first, lost = damaged_dataset(tmp_path)
+    ds = StreamingDataset(first, batch_size=8, on_error="skip")
+    got = stream_ids(ds, 2, multiprocessing_context="spawn")
+    assert sorted(flat(got)) == sorted(set(range(ROWS)) - set(lost))
+    assert ds.skipped_rows == lost
 
 
 def test_warn_warns_once_per_damaged_chunk_in_process(tmp_path: Path) -> None:

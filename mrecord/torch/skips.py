@@ -26,8 +26,13 @@ batched later:
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -65,7 +70,7 @@ class SkipLog:
             self._ids = torch.zeros(3 + MAX_IDS, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
             self._text = torch.zeros(MAX_MESSAGES * _MESSAGE_BYTES, dtype=torch.uint8)
             self._text.share_memory_()
-            self._lock = multiprocessing.get_context().Lock()
+            self._lock = _FileLock()
 
     @property
     def skipping(self) -> bool:
@@ -159,6 +164,57 @@ class SkipLog:
         if not count:
             return "no damaged rows skipped"
         return f"skipped {count} row(s) of damaged chunks: " + "; ".join(self.errors)
+
+
+class _FileLock:
+    """A lock between the threads of a process and its DataLoader workers, whatever their
+    start method (a ``multiprocessing`` lock made in one context refuses to travel to
+    ``spawn`` or ``forkserver`` workers): a thread lock, then ``flock`` on a temporary
+    file that each process opens for itself. The process that made it removes the file
+    when the lock is garbage collected (a forked worker never does)."""
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="mrecord-skips-", suffix=".lock")
+        os.close(fd)
+        self._reset()
+        weakref.finalize(self, _remove, self.path, os.getpid())
+
+    def _reset(self) -> None:
+        self._fd: int | None = None
+        self._pid = os.getpid()
+        self._threads = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self._reset()
+
+    def __enter__(self) -> None:
+        if self._pid != os.getpid():  # a forked worker: its own descriptor and thread lock
+            self._reset()
+        self._threads.acquire()
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+
+def _remove(path: str, owner: int) -> None:
+    if os.getpid() == owner:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def substitutes(
