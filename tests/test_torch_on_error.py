@@ -162,6 +162,12 @@ def test_audit_reports_the_skipped_rows_not_missing_nor_clean(tmp_path: Path) ->
     summary = report.summary()
     assert f"{len(lost)} rows skipped as damaged" in summary and "d.mrecord1" in summary
     assert "page 1" in summary and "exactly once" not in summary
+    from click.testing import CliRunner
+
+    from mrecord.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["audit", str(tmp_path / "audit")])
+    assert result.exit_code == 1 and f"{len(lost)} rows skipped as damaged" in result.output
 
 
 def test_audit_counts_only_the_skips_of_delivered_batches_across_a_resume(
