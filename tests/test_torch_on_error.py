@@ -275,3 +275,24 @@ def test_two_process_ddp_with_a_damaged_page_stays_in_lockstep(tmp_path: Path) -
     a, b = json.loads(out.read_text())
     assert a["steps"] == b["steps"] == ROWS // 4
     assert set(a["ids"]) | set(b["ids"]) == set(range(ROWS)) - set(lost)
+
+
+def test_a_read_with_no_good_row_takes_the_ranks_next_readable_samples(tmp_path: Path) -> None:
+    """Resumed at stream position 42 with batches of 10, the first read (one batch) is the
+    damaged page exactly: it is filled with the rank's next readable samples, 52..61."""
+    first, lost = damaged_dataset(tmp_path)
+    assert lost == list(range(42, 52))
+    before = StreamingDataLoader(
+        StreamingDataset(first, shuffle=False, batch_size=6, on_error="skip")
+    )
+    it = iter(before)
+    for _ in range(7):
+        next(it)
+    state = before.state_dict()
+    assert state["samples_consumed"] == 42
+    ds = StreamingDataset(first, shuffle=False, batch_size=10, on_error="skip")
+    loader = StreamingDataLoader(ds)
+    loader.load_state_dict(state)
+    batches = [b["id"].tolist() for b in loader]
+    assert batches == [list(range(52, 62)), list(range(52, 62)), [62, 63]]
+    assert ds.skipped_rows == lost
