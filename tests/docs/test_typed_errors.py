@@ -17,7 +17,7 @@ import ast
 import builtins
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mrecord"
 
 BUILTIN_ERRORS = frozenset(
