@@ -393,11 +393,16 @@ def test_vararray_chunks_decode_their_shapes_and_refuse_wrong_ones() -> None:
         ((0, 2**62), False),
         ((2**62, 0), False),
         ((2, 2**61), False),
+        ((2, 2**61 + 1), True),  # 2**62 / (2**61 + 1) rounds to 2.0 in floats: integers only
         ((4, 2**61), True),
+        ((2**21, 2**20, 2**21), False),
+        ((2**21, 2**21, 2**21), True),  # each pair fits, the three do not
     ],
 )
-def test_absurd_shapes_are_those_beyond_2_62_elements(shape: tuple[int, int], absurd: bool) -> None:
-    shapes = np.array([[1, 1], shape], dtype=np.uint64)
+def test_absurd_shapes_are_those_beyond_2_62_elements(
+    shape: tuple[int, ...], absurd: bool
+) -> None:
+    shapes = np.array([[1] * len(shape), shape], dtype=np.uint64)
     assert _absurd_shapes(shapes) is absurd
     assert _absurd_shapes(shapes[::-1].copy()) is absurd
 
@@ -678,7 +683,7 @@ def test_metadata_that_is_not_a_messagepack_map_is_refused() -> None:
         ShardMetadata.decode(msgpack.packb(int_key), _DATA_END)
     with pytest.raises(MetadataError, match="not valid MessagePack"):  # no extension types
         ShardMetadata.decode(
-            msgpack.packb({**_doc(), "x": msgpack.ExtType(5, b"ab")}), _DATA_END
+            msgpack.packb({**_doc(), "x": msgpack.ExtType(5, b"a")}), _DATA_END
         )
 
 
@@ -843,3 +848,74 @@ def test_page_directory_is_checked() -> None:
     chunks[1, 3]["length"] = 0
     chunks[1, 3]["raw_length"] = 0
     ShardMetadata.decode(msgpack.packb(_doc(chunks=chunks.tobytes()), use_bin_type=True), 576)
+
+
+def test_fixed_values_are_stored_little_endian_in_the_field_type() -> None:
+    """Python ints, another integer type or big-endian input: the chunk holds the field's type."""
+    f = _field("n", {"type": "int32"})
+    assert encode_chunk(f, [1, 2, -3]) == np.array([1, 2, -3], dtype="<i4").tobytes()
+    assert encode_chunk(f, np.array([1, 2], dtype=">i8")) == b"\x01\0\0\0\x02\0\0\0"
+    g = _field("v", {"type": "float32", "shape": [-1]})
+    values = [np.array([1.5, 2.5]), np.array([0.25], dtype=">f8")]
+    chunk = encode_chunk(g, values)
+    assert chunk[-12:] == np.array([1.5, 2.5, 0.25], dtype="<f4").tobytes()
+    assert decode_var(g, chunk, 2).offsets == [0, 8, 12]
+
+
+def test_bytes_values_are_stored_by_their_bytes_not_their_length() -> None:
+    """A memoryview of int32 has len() 3 but 12 bytes: the offsets count bytes."""
+    f = _field("b", {"type": "bytes"})
+    view = memoryview(np.arange(3, dtype="<i4").data)
+    chunk = encode_chunk(f, [bytearray(b"ab"), view, b"c"])
+    offsets = np.frombuffer(chunk[:32], dtype="<u8").tolist()
+    assert offsets == [0, 2, 14, 15]
+    assert chunk[32:] == b"ab" + np.arange(3, dtype="<i4").tobytes() + b"c"
+
+
+def test_encode_page_records_the_byte_length_of_shaped_fixed_columns() -> None:
+    schema = parse_schema({"img": {"type": "uint16", "shape": [2, 3]}})
+    values = np.arange(24, dtype="<u2").reshape(2, 2, 3, 2)[..., 0]
+    (chunk,) = encode_page(schema, {"img": values})
+    assert chunk.stored == np.ascontiguousarray(values).tobytes()
+    assert (chunk.length, chunk.raw_length, chunk.crc32) == (24, 24, checksum(chunk.stored))
+
+
+def test_a_fixed_zero_dimension_of_a_vararray_is_checked() -> None:
+    f = _field("e", {"type": "float32", "shape": [0, -1]})
+    head = np.array([0, 24], "<u8").tobytes()
+    with pytest.raises(ChunkFormatError, match=r"has a shape that breaks \(0, -1\)"):
+        decode_var(f, head + np.array([2, 3], "<u8").tobytes() + bytes(24), 1)
+    empty = np.array([0, 0], "<u8").tobytes() + np.array([0, 7], "<u8").tobytes()
+    assert decode_var(f, empty, 1).shapes_list == [(0, 7)]
+
+
+def test_with_compression_keeps_types_and_shapes() -> None:
+    schema = parse_schema({"v": {"type": "float32", "shape": [-1, 3]}, "n": {"type": "int8"}})
+    assert schema.with_compression("zstd", ["v"]).fields == (
+        Field("v", "float32", (-1, 3), "zstd"),
+        Field("n", "int8"),
+    )
+
+
+def test_metadata_stores_page_rows_as_u32_whatever_array_it_is_given() -> None:
+    meta = _metadata(page_rows=np.array([3, 2], dtype=np.int64))
+    assert msgpack.unpackb(meta.encode())["page_rows"] == struct.pack("<II", 3, 2)
+    back = ShardMetadata.decode(meta.encode(), _DATA_END)
+    assert back.page_rows.dtype == np.dtype("<u4") and back.page_rows.tolist() == [3, 2]
+
+
+def test_fixed_fields_after_variable_ones_are_checked_too() -> None:
+    schema = [
+        {"name": "s", "type": "string", "shape": None, "compression": "none"},
+        {"name": "n", "type": "int64", "shape": None, "compression": "none"},
+    ]
+    chunks = np.zeros((1, 2), dtype=CHUNK_DTYPE)
+    chunks["offset"] = [[64, 128]]
+    chunks["length"] = chunks["raw_length"] = [[24, 15]]
+    doc = _doc(schema=schema, index_fields=[], page_rows=struct.pack("<I", 2), num_rows=2)
+    doc["chunks"] = chunks.tobytes()
+    assert _refusal(doc) == "page 0, field 'n': raw length 15 is not 2 rows of 8 bytes"
+    huge = {"name": "x", "type": "int32", "shape": [1 << 29], "compression": "none"}
+    for fields in ([schema[0], huge], [schema[1], huge]):  # also after a fixed field
+        empty = _doc(schema=fields, index_fields=[], page_rows=b"", chunks=b"", num_rows=0)
+        assert _refusal(empty) == f"field 'x' declares {4 << 29} bytes per row (shape [{1 << 29}])"
