@@ -9,7 +9,8 @@ is killed by the suite too (the modules are part of it), so what survives here i
 what survives ``make mutation``: each survivor still needs a test or an explanation.
 
 Only tests without fixtures run (parametrized ones with their parameters); a mutant that
-spends more than ``--cpu-limit`` seconds of CPU counts as killed (a user would see a hang).
+spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a user would
+see a hang).
 
     python tools/mutation_quick.py --tests tests/test_mutants_format.py mrecord/format/layout.py
 """
@@ -99,7 +100,7 @@ def main() -> None:
         "--tests", action="append", required=True, help="test module (repeatable)"
     )
     parser.add_argument("sources", nargs="+", help="files to mutate")
-    parser.add_argument("--cpu-limit", type=float, default=20.0, help="CPU seconds per mutant")
+    parser.add_argument("--cpu-limit", type=float, default=20.0, help="CPU seconds per test")
     parser.add_argument("--keep", help="folder for the mutated tree (default: a temporary one)")
     parser.add_argument("--json", help="write every mutant's verdict here")
     args = parser.parse_args()
@@ -129,20 +130,18 @@ def main() -> None:
     for name in names:
         os.environ["MUTANT_UNDER_TEST"] = name
         verdict = "survived"
-        signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
-        try:
-            for case_id, call in cases:
-                try:
-                    call()
-                except _CpuLimit:
-                    raise
-                except BaseException:  # any failure kills the mutant
-                    verdict = f"killed by {case_id}"
-                    break
-        except _CpuLimit:
-            verdict = "killed: CPU limit (hang)"
-        finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
+        for case_id, call in cases:
+            signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
+            try:
+                call()
+            except _CpuLimit:
+                verdict = f"killed: CPU limit in {case_id} (hang)"
+            except BaseException:  # any failure kills the mutant
+                verdict = f"killed by {case_id}"
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+            if verdict != "survived":
+                break
         verdicts[name] = verdict
     os.environ["MUTANT_UNDER_TEST"] = ""
 
