@@ -111,6 +111,19 @@ def main() -> None:
     os.chdir(root)
     sys.path.insert(0, str(root))
     os.environ["MUTANT_UNDER_TEST"] = ""
+    try:  # tests/conftest.py's "ci" profile: one fixed sequence of examples for every mutant
+        from hypothesis import HealthCheck, settings
+
+        settings.register_profile(
+            "mutation",
+            max_examples=25,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        settings.load_profile("mutation")
+    except ImportError:
+        pass
     cases: list[tuple[str, Callable[[], object]]] = []
     for i, test_file in enumerate(args.tests):
         spec = importlib.util.spec_from_file_location(f"mutation_quick_tests{i}", root / test_file)
