@@ -8,9 +8,9 @@ the modules given directly, mutant by mutant, stopping at the first failure. A m
 is killed by the suite too (the modules are part of it), so what survives here is a superset of
 what survives ``make mutation``: each survivor still needs a test or an explanation.
 
-Only tests without fixtures run (parametrized ones with their parameters); a mutant that
-spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a user would
-see a hang).
+Only tests needing no fixture but ``tmp_path`` run (parametrized ones with their parameters);
+a mutant that spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a
+user would see a hang).
 
     python tools/mutation_quick.py --tests tests/test_mutants_format.py mrecord/format/layout.py
 """
@@ -72,25 +72,38 @@ def _generate(root: Path, sources: list[str]) -> list[str]:
     return names
 
 
+def _with_tmp_path(func: Callable[..., object], **kwargs: Any) -> object:
+    """Call ``func`` with a fresh ``tmp_path`` (pytest's fixture), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="mrecord-mutant.") as tmp:
+        return func(tmp_path=Path(tmp), **kwargs)
+
+
 def _cases(module: Any) -> Iterator[tuple[str, Callable[[], object]]]:
-    """Every fixture-free test of ``module`` as (id, call), parametrized ones expanded."""
+    """Every test of ``module`` needing no fixture but ``tmp_path`` as (id, call), parametrized
+    ones expanded."""
     for name, func in vars(module).items():
         if not name.startswith("test_") or not callable(func):
             continue
         marks = [m for m in getattr(func, "pytestmark", []) if m.name == "parametrize"]
-        params = list(inspect.signature(func).parameters)
+        params = set(inspect.signature(func).parameters)
+        tmp = "tmp_path" in params
+        params.discard("tmp_path")
+        call = functools.partial(_with_tmp_path, func) if tmp else func
         if not marks:
             if not params:
-                yield name, func
+                yield name, call
             continue
         argnames, values = marks[0].args[:2]
         keys = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else argnames
-        if len(marks) > 1 or set(params) != set(keys):
-            continue  # needs fixtures or stacked parametrize: left to pytest
+        if len(marks) > 1 or params != set(keys):
+            continue  # needs other fixtures or stacked parametrize: left to pytest
         for i, value in enumerate(values):
-            args = value if len(keys) > 1 else (value,)
+            if type(value).__name__ == "ParameterSet":  # pytest.param(...)
+                args = tuple(value.values)
+            else:
+                args = value if len(keys) > 1 else (value,)
             kwargs = dict(zip(keys, args, strict=True))
-            yield f"{name}[{i}]", functools.partial(func, **kwargs)
+            yield f"{name}[{i}]", functools.partial(call, **kwargs)
 
 
 def main() -> None:
