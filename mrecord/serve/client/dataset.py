@@ -29,6 +29,7 @@ from mrecord.pipeline.sources.mind_dataset import _check_padding_args
 from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
+from mrecord.serve.client.served import ServedSpec
 from mrecord.serve.client.session import Session, default_session
 from mrecord.serve.client.transports.auto import CHOICES, AutoTransport
 from mrecord.serve.client.transports.failover import FailoverTransport
@@ -138,7 +139,11 @@ class RemoteDataset(RandomAccessSource):
         self._transport: AutoTransport | FailoverTransport = (
             servers[0] if len(servers) == 1 else FailoverTransport(servers)
         )
+        self.served = ServedSpec(tuple(urls), dataset, token, cafile, timeout, retries, transport)
+        """How to open this dataset again in another process (a DataLoader worker, a Ray
+        task): what ``mrecord.torch`` and ``mrecord.ray`` take it by."""
         info = self._transport.info()
+        self._info = info
         self._files = [int(f["rows"]) for f in info["files"]]
         names = [f["name"] for f in info["schema"]]
         if columns_list is None:
@@ -193,6 +198,26 @@ class RemoteDataset(RandomAccessSource):
     def file_row_counts(self) -> list[int]:
         """Rows per shard file on the server, in file order."""
         return list(self._files)
+
+    @property
+    def file_names(self) -> list[str]:
+        """The shard files' names on the server (no folders), in file order."""
+        return [str(f["file"]) for f in self._info["files"]]
+
+    @property
+    def schema(self) -> Schema:
+        """The dataset's schema (every column, in the files' order)."""
+        return _schema(self._info)
+
+    @property
+    def row_bytes(self) -> dict[str, float]:
+        """Mean raw bytes per row of each column (from the server's description)."""
+        return {str(k): float(v) for k, v in self._info["row_bytes"].items()}
+
+    @property
+    def block_rows(self) -> int:
+        """Rows per request this reader sends (within the server's limits)."""
+        return self._block_rows
 
     def read_rows(
         self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
