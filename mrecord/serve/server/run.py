@@ -31,6 +31,7 @@ from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import available as local_available
 from mrecord.serve.server.app import create_app
 from mrecord.serve.server.local import LocalServer, default_socket_path
+from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, open_datasets
 from mrecord.serve.server.security import check_bind
 
@@ -126,12 +127,18 @@ def serve(
     tls = _tls(tls_cert, tls_key)
     opened = open_datasets(datasets)
     limits = Limits(read_threads=workers)
+    metrics = Metrics()  # one for both transports: GET /metrics counts same-host blocks too
     local = None
     try:
         socket_path = local_socket_path(local_socket)
         if socket_path is not None:
             local = LocalServer(
-                opened, socket_path, token=token, limits=limits, max_connections=max_connections
+                opened,
+                socket_path,
+                token=token,
+                limits=limits,
+                max_connections=max_connections,
+                metrics=metrics,
             ).start()
             _log.info("same-host readers: %s", socket_path)
         app = create_app(
@@ -140,6 +147,7 @@ def serve(
             limits=limits,
             local_socket=str(socket_path) if socket_path else None,
             bound_host=host,
+            metrics=metrics,
         )
         # What is loaded now lives as long as the server: keep it out of the collector's
         # full passes (measured: a few percent of the CPU per MB served).
@@ -251,6 +259,7 @@ class ServerThread:
         paths = {n: p for n, p in self._given.items() if not isinstance(p, ServedDataset)}
         self._opened = open_datasets(paths)
         served.update(self._opened)
+        metrics = Metrics()  # one for both transports: GET /metrics counts same-host blocks too
         if self._want_local:
             self._local = LocalServer(
                 served,
@@ -258,6 +267,7 @@ class ServerThread:
                 token=self._token,
                 limits=self._limits,
                 max_connections=self._max_connections,
+                metrics=metrics,
             ).start()
         app = create_app(
             served,
@@ -265,6 +275,7 @@ class ServerThread:
             limits=self._limits,
             local_socket=str(self._local.path) if self._local else None,
             bound_host=self._host,
+            metrics=metrics,
         )
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
