@@ -17,7 +17,10 @@ server's same-host socket) and what is retried is the transport's business
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import collections
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -71,6 +74,10 @@ class RemoteDataset(RandomAccessSource):
             The rows and values are the same either way.
         cafile: for ``https://``: the certificate(s) to trust instead of the system's (a
             self-signed server's certificate file).
+        read_ahead_hints: over HTTP, tell the server the row ids of the blocks coming
+            after those in flight (``POST .../hint``; the order is known in advance), so
+            that its storage reads them ahead, beyond RAM too, while blocks travel. Sent
+            from a thread of their own; they never change what is read.
         session: what this reader shares with others of the process (receive buffers,
             shared memory, same-host connections); default: the process's own.
         padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
@@ -100,6 +107,7 @@ class RemoteDataset(RandomAccessSource):
         padded_sample: Mapping[str, Any] | None = None,
         num_padded: int | None = None,
         cafile: str | None = None,
+        read_ahead_hints: bool = True,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
@@ -159,6 +167,8 @@ class RemoteDataset(RandomAccessSource):
         if padded_sample is not None:
             self._padded = padded_block(_schema(info), self._columns, padded_sample)
         self._transport.choose(transport, info, connections=connections, timeout=timeout)
+        self._hints = read_ahead_hints
+        self._hinter: tuple[int, ThreadPoolExecutor] | None = None
         self._count_rows()
 
     # -- what a random-access source provides --------------------------------------------------
@@ -182,6 +192,19 @@ class RemoteDataset(RandomAccessSource):
 
     def _reads_in_flight(self) -> int:
         return min(self._workers, self._transport.in_flight)
+
+    def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        if not self._hints or self._transport.name != "http":
+            return chunks
+        return hinting(chunks, self._reads_in_flight() + 2, self._send_hint)
+
+    def _send_hint(self, ids: np.ndarray) -> None:
+        ids = ids[ids < self._total_rows()]  # padded samples never travel
+        if not len(ids):
+            return
+        if self._hinter is None or self._hinter[0] != os.getpid():  # none, or a fork's
+            self._hinter = (os.getpid(), ThreadPoolExecutor(1, "mrecord-hint"))
+        self._hinter[1].submit(self._transport.hint, ids, list(self._columns))
 
     def _describe(self) -> str:
         return f"RemoteDataset({self._transport.where}, sampler={self._sampler!r})"
@@ -228,6 +251,9 @@ class RemoteDataset(RandomAccessSource):
 
     def close(self) -> None:
         """Close the HTTP connections."""
+        if self._hinter is not None and self._hinter[0] == os.getpid():
+            self._hinter[1].shutdown(wait=True, cancel_futures=True)
+            self._hinter = None
         self._transport.close()
 
     # -- internals --------------------------------------------------------------------------------
@@ -240,6 +266,29 @@ class RemoteDataset(RandomAccessSource):
                 f"got {rows} rows of {list(cols)!r}"
             )
         return Block(cols, ids)
+
+
+def hinting(
+    chunks: Iterator[np.ndarray], ahead: int, hint: Callable[[np.ndarray], None]
+) -> Iterator[np.ndarray]:
+    """``chunks`` as they are, pulled ``ahead`` blocks early: each block beyond the first
+    ``ahead`` (those are read at once anyway) is passed to ``hint`` when pulled, that is
+    ``ahead`` blocks before it is handed on to be read."""
+    pending: collections.deque[np.ndarray] = collections.deque()
+    pulled = 0
+    source = iter(chunks)
+    while True:
+        while len(pending) <= ahead:
+            ids = next(source, None)
+            if ids is None:
+                break
+            if pulled >= ahead:
+                hint(ids)
+            pulled += 1
+            pending.append(ids)
+        if not pending:
+            return
+        yield pending.popleft()
 
 
 def _schema(info: dict[str, Any]) -> Schema:
