@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -12,14 +12,14 @@ import numpy as np
 
 from mrecord import DatasetReader
 from mrecord.block import Block, BytesArray
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, MissingDependencyError, WrongTypeError
 from mrecord.serve.client.served import ServedSpec, served_spec
 from mrecord.serve.client.served import read_rows as read_served_rows
 
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised by the missing-torch test
-    raise ImportError(
+    raise MissingDependencyError(
         "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch>=2.13,<2.15)"
     ) from exc
 
@@ -61,7 +61,7 @@ def resolve_topology(rank: int | None, world_size: int | None) -> tuple[int, int
     w = world_size if world_size is not None else (dist_world or 1)
     for name, value in (("rank", r), ("world_size", w)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+            raise WrongTypeError(f"{name} must be an int, got {value!r}")
     if w < 1 or not 0 <= r < w:
         raise ArgumentError(f"need 0 <= rank < world_size, got rank={r!r}, world_size={w!r}")
     return r, w
@@ -113,6 +113,10 @@ class RowReader(Protocol):
     ) -> Block:
         """The rows at global ``ids``, in that order (``columns``: the reader's by default)."""
 
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """The coming row orders (``order_of(e)``: epoch ``e``'s ids), for storage that
+        evicts by next use; others ignore them."""
+
 
 class ServedReader:
     """A dataset of ``mrecord serve`` read as a :class:`RowReader`: same row ids, same
@@ -138,6 +142,9 @@ class ServedReader:
         return read_served_rows(
             self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
         )
+
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """Nothing: the server's files are the server's (it reads ahead on hints)."""
 
 
 class ReaderHandle:
