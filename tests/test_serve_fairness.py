@@ -95,3 +95,39 @@ def test_a_greedy_client_does_not_stop_another_from_progressing(tmp_path: Path) 
                 t.join(timeout=120)
         assert sorted(statuses) == [200] * 4 + [503] * (PARALLEL - 4)
     served.close()
+
+
+def test_mrecord_serve_takes_the_client_shares_from_its_options(tmp_path: Path) -> None:
+    import json
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    data = write_mixed(tmp_path / "mixed.mrecord", 20, seed=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [
+        sys.executable, "-c", "from mrecord.cli.main import main; main()", "serve",
+        f"mixed={data}", "--port", str(port), "--local-socket", "off", "--workers", "6",
+        "--client-workers", "2", "--client-max-requests", "9",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/api/datasets/mixed"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as answer:
+                    limits = json.loads(answer.read())["limits"]
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert limits["read_threads"] == 6
+    assert limits["client_read_threads"] == 2
+    assert limits["client_max_requests"] == 9

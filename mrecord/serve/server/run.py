@@ -115,6 +115,8 @@ def serve(
     workers: int = 4,
     max_connections: int = MAX_CONNECTIONS,
     log_level: str = "info",
+    client_workers: int | None = None,
+    client_max_requests: int = 64,
     local_socket: Path | str | None = "auto",
     tls_cert: Path | str | None = None,
     tls_key: Path | str | None = None,
@@ -123,12 +125,18 @@ def serve(
 
     ``local_socket``: where same-host readers connect (``"auto"``: a fresh path in this
     user's private folder, on Linux; ``None``: no same-host socket). ``tls_cert`` and
-    ``tls_key``: PEM files; the server then speaks HTTPS only.
+    ``tls_key``: PEM files; the server then speaks HTTPS only. ``client_workers`` and
+    ``client_max_requests``: each client's share (``Limits.client_read_threads``,
+    ``Limits.client_max_requests``; ``mrecord/serve/server/fairness.py``).
     """
     check_bind(host, token)
     tls = _tls(tls_cert, tls_key)
     opened = open_datasets(datasets)
-    limits = Limits(read_threads=workers)
+    limits = Limits(
+        read_threads=workers,
+        client_read_threads=client_workers,
+        client_max_requests=client_max_requests,
+    )
     metrics = Metrics()  # one for both transports: GET /metrics counts same-host blocks too
     local = None
     try:
