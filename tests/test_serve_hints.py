@@ -84,3 +84,40 @@ def test_no_hints_when_turned_off(tmp_path: Path) -> None:
         assert len(list(ds.create_tuple_iterator(num_epochs=1))) == 100
         ds.close()
         assert server.app.metrics.hinted_rows == {}
+
+
+def test_a_torch_streaming_dataset_hints_each_next_read(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("torch")
+    from mrecord.torch import StreamingDataset
+
+    data = write_mixed(tmp_path / "mixed.mrecord", ROWS, seed=1)
+    served = ServedDataset.open("mixed", data)
+    lock = threading.Lock()
+    hinted: list[list[int]] = []
+    original = served.reader.will_need
+
+    def will_need(ids: Any, columns: Any = None) -> None:
+        with lock:
+            hinted.append(np.asarray(ids).tolist())
+        original(ids, columns)
+
+    served.reader.will_need = will_need  # type: ignore[method-assign]
+    args: dict[str, Any] = {"seed": 3, "batch_size": 8, "rank": 1, "world_size": 2}
+    with ServerThread({"mixed": served}, local_socket=False) as server:
+        url = f"{server.url}/api/datasets/mixed"
+        ds = StreamingDataset(url, columns=["id"], storage_options={"transport": "http"}, **args)
+        got = [int(s["id"]) for s in ds]
+        ds._handle.reader._ds.close()  # type: ignore[attr-defined]  # hints sent: answered
+        metrics = server.app.metrics
+        _wait_for(
+            lambda: sum(len(ids) for ids in hinted) == metrics.hinted_rows.get("mixed", 0) > 0,
+            "the server taking the hints",
+        )
+    files = [int(s["id"]) for s in StreamingDataset(data, columns=["id"], **args)]
+    assert got == files  # hints change nothing read
+    for ids in hinted:  # each hint is rows this rank read next, in its order
+        at = got.index(ids[0])
+        assert got[at : at + len(ids)] == ids and at > 0
+    served.close()

@@ -129,6 +129,9 @@ class ServedReader:
         self.files: list[str] = self._ds.file_names
         self.file_row_counts: list[int] = self._ds.file_row_counts
         self.num_rows = sum(self.file_row_counts)
+        self._coming: np.ndarray | None = None
+        """This pass's ids in read order (``plan_reads``), and how far reads got in it."""
+        self._at = 0
 
     def read_rows(
         self,
@@ -138,13 +141,28 @@ class ServedReader:
         bytes_as_arrays: bool = False,
     ) -> Block:
         """The rows at global ``ids`` (as many requests as the server's limits need)."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        self._hint_next(ids)
         chosen = self._columns if columns is None else list(columns)
         return read_served_rows(
             self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
         )
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
-        """Nothing: the server's files are the server's (it reads ahead on hints)."""
+        """Remember this pass's ids in read order: each read then tells the server the
+        rows of the read after it (``RemoteDataset.hint``), which it reads ahead while
+        this one travels."""
+        self._coming = np.asarray(order_of(epoch), dtype=np.int64).reshape(-1)
+        self._at = 0
+
+    def _hint_next(self, ids: np.ndarray) -> None:
+        coming, at, n = self._coming, self._at, len(ids)
+        if coming is None or not np.array_equal(coming[at : at + n], ids):
+            return  # not the planned order (a skip after damage): no guess
+        self._at = at + n
+        following = coming[at + n : at + 2 * n]
+        if len(following):
+            self._ds.hint(following)
 
 
 class ReaderHandle:

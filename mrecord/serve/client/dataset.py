@@ -280,6 +280,14 @@ class RemoteDataset(RandomAccessSource):
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         return self._read_columns(ids, list(columns) if columns else self._columns)
 
+    def hint(self, ids: np.ndarray | Sequence[int]) -> None:
+        """Tell the server rows ``ids`` will be read soon, so that it reads them ahead
+        (over HTTP, from a thread of its own; through the same-host socket nothing is
+        needed). For readers that call :meth:`read_rows` themselves (``mrecord.torch``);
+        the pipeline's iterator hints by itself (``read_ahead_hints``)."""
+        if self._hints and self._transport.name == "http":
+            self._send_hint(np.asarray(ids, dtype=np.int64).reshape(-1))
+
     def close(self) -> None:
         """Close the HTTP connections."""
         if self._hinter is not None and self._hinter[0] == os.getpid():
