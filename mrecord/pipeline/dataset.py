@@ -16,27 +16,27 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import PipelineError
-from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
+from mrecord.pipeline.engine.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
 # methods that build them, not here: every op module subclasses Dataset, so importing them
 # at the top would be an import cycle. Type checkers see them through this block (grain's
 # dataset.py does the same).
 if TYPE_CHECKING:
-    from mrecord.pipeline.batch import BatchDataset, BatchInfo
-    from mrecord.pipeline.concat import ConcatDataset
-    from mrecord.pipeline.context import ExecContext
-    from mrecord.pipeline.filter import FilterDataset
-    from mrecord.pipeline.graph import Plan
-    from mrecord.pipeline.iterator import DictIterator, TupleIterator
-    from mrecord.pipeline.map import MapDataset
-    from mrecord.pipeline.project import ProjectDataset
-    from mrecord.pipeline.rename import RenameDataset
-    from mrecord.pipeline.repeat import RepeatDataset
-    from mrecord.pipeline.shuffle import ShuffleDataset
-    from mrecord.pipeline.skip import SkipDataset
-    from mrecord.pipeline.take import TakeDataset
-    from mrecord.pipeline.zip import ZipDataset
+    from mrecord.pipeline.engine.context import ExecContext
+    from mrecord.pipeline.engine.graph import Plan
+    from mrecord.pipeline.engine.iterator import DictIterator, TupleIterator
+    from mrecord.pipeline.ops.batch import BatchDataset, BatchInfo
+    from mrecord.pipeline.ops.concat import ConcatDataset
+    from mrecord.pipeline.ops.filter import FilterDataset
+    from mrecord.pipeline.ops.map import MapDataset
+    from mrecord.pipeline.ops.project import ProjectDataset
+    from mrecord.pipeline.ops.rename import RenameDataset
+    from mrecord.pipeline.ops.repeat import RepeatDataset
+    from mrecord.pipeline.ops.shuffle import ShuffleDataset
+    from mrecord.pipeline.ops.skip import SkipDataset
+    from mrecord.pipeline.ops.take import TakeDataset
+    from mrecord.pipeline.ops.zip import ZipDataset
 
 __all__ = ["Dataset"]
 
@@ -161,7 +161,7 @@ class Dataset:
         offload: bool | None = None,
     ) -> MapDataset:
         """Apply ``operations`` (one op or a list, in order) to ``input_columns`` row by row."""
-        from mrecord.pipeline.map import MapDataset
+        from mrecord.pipeline.ops.map import MapDataset
 
         return MapDataset(
             self,
@@ -186,7 +186,7 @@ class Dataset:
 
         ``batch_size`` may be a callable ``f(batch_info) -> int`` giving each batch's size.
         """
-        from mrecord.pipeline.batch import BatchDataset
+        from mrecord.pipeline.ops.batch import BatchDataset
 
         return BatchDataset(
             self,
@@ -200,19 +200,19 @@ class Dataset:
 
     def shuffle(self, buffer_size: int) -> ShuffleDataset:
         """Shuffle rows through a buffer of ``buffer_size`` rows (reshuffled every epoch)."""
-        from mrecord.pipeline.shuffle import ShuffleDataset
+        from mrecord.pipeline.ops.shuffle import ShuffleDataset
 
         return ShuffleDataset(self, buffer_size)
 
     def repeat(self, count: int | None = None) -> RepeatDataset:
         """Repeat the data ``count`` times (None or -1: forever)."""
-        from mrecord.pipeline.repeat import RepeatDataset
+        from mrecord.pipeline.ops.repeat import RepeatDataset
 
         return RepeatDataset(self, count)
 
     def project(self, columns: str | Sequence[str]) -> ProjectDataset:
         """Keep only ``columns``, in that order."""
-        from mrecord.pipeline.project import ProjectDataset
+        from mrecord.pipeline.ops.project import ProjectDataset
 
         return ProjectDataset(self, columns)
 
@@ -220,13 +220,13 @@ class Dataset:
         self, input_columns: str | Sequence[str], output_columns: str | Sequence[str]
     ) -> RenameDataset:
         """Rename ``input_columns`` to ``output_columns`` (same length)."""
-        from mrecord.pipeline.rename import RenameDataset
+        from mrecord.pipeline.ops.rename import RenameDataset
 
         return RenameDataset(self, input_columns, output_columns)
 
     def concat(self, datasets: Dataset | Sequence[Dataset]) -> ConcatDataset:
         """Rows of this dataset, then those of ``datasets`` (same columns)."""
-        from mrecord.pipeline.concat import ConcatDataset
+        from mrecord.pipeline.ops.concat import ConcatDataset
 
         others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
         return ConcatDataset([self, *others])
@@ -236,20 +236,20 @@ class Dataset:
 
     def zip(self, datasets: Dataset | Sequence[Dataset]) -> ZipDataset:
         """Rows side by side with those of ``datasets`` (column names must differ)."""
-        from mrecord.pipeline.zip import ZipDataset
+        from mrecord.pipeline.ops.zip import ZipDataset
 
         others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
         return ZipDataset([self, *others])
 
     def take(self, count: int = -1) -> TakeDataset:
         """The first ``count`` rows of each epoch (-1: all)."""
-        from mrecord.pipeline.take import TakeDataset
+        from mrecord.pipeline.ops.take import TakeDataset
 
         return TakeDataset(self, count)
 
     def skip(self, count: int) -> SkipDataset:
         """Drop the first ``count`` rows of each epoch."""
-        from mrecord.pipeline.skip import SkipDataset
+        from mrecord.pipeline.ops.skip import SkipDataset
 
         return SkipDataset(self, count)
 
@@ -263,7 +263,7 @@ class Dataset:
 
         Its size is not known in advance: ``get_dataset_size`` then runs a pass.
         """
-        from mrecord.pipeline.filter import FilterDataset
+        from mrecord.pipeline.ops.filter import FilterDataset
 
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
@@ -273,7 +273,7 @@ class Dataset:
         fractions (summing to 1; rounded as MindSpore does). ``randomize`` assigns rows to
         parts at random (seeded by ``config.get_seed()``); each part keeps this dataset's
         row order. Each part reads this dataset in a nested pipeline of its own."""
-        from mrecord.pipeline.split import split
+        from mrecord.pipeline.ops.split import split
 
         return split(self, sizes, randomize)
 
@@ -290,7 +290,7 @@ class Dataset:
     def flat_map(self, func: Callable[..., Dataset]) -> Dataset:
         """Each row's values to ``func(*values)``, which returns a dataset; its rows
         replace the row (all such datasets must have the same columns)."""
-        from mrecord.pipeline.flat_map import FlatMapDataset
+        from mrecord.pipeline.ops.flat_map import FlatMapDataset
 
         return FlatMapDataset(self, func)
 
@@ -305,8 +305,8 @@ class Dataset:
         drop_remainder: bool = False,
     ) -> Dataset:
         """Batch rows of similar length together (MindSpore's rules; see
-        :class:`mrecord.pipeline.bucket.BucketBatchDataset`)."""
-        from mrecord.pipeline.bucket import BucketBatchDataset
+        :class:`mrecord.pipeline.ops.bucket.BucketBatchDataset`)."""
+        from mrecord.pipeline.ops.bucket import BucketBatchDataset
 
         return BucketBatchDataset(
             self,
@@ -356,7 +356,7 @@ class Dataset:
         the batch's largest; columns not named are padded to the largest with 0;
         ``{}`` pads every column; None pads nothing (a plain batch).
         """
-        from mrecord.pipeline.padded_batch import PaddedBatchDataset
+        from mrecord.pipeline.ops.padded_batch import PaddedBatchDataset
 
         return PaddedBatchDataset(
             self,
@@ -399,10 +399,10 @@ class Dataset:
         its ``.db``, committed atomically by :class:`mrecord.FileWriter`; an existing
         dataset is refused (``DatasetExistsError``, a ``RuntimeError``). Column types are
         converted as MindSpore does (bool and small ints → int32, float16 → float32, a
-        uint8 array → bytes; see :mod:`mrecord.pipeline.save`). As with MindSpore, save
+        uint8 array → bytes; see :mod:`mrecord.pipeline.ops.save`). As with MindSpore, save
         before ``batch``/``repeat`` and with ``shuffle=False`` to keep the row order.
         """
-        from mrecord.pipeline.save import save_dataset
+        from mrecord.pipeline.ops.save import save_dataset
 
         save_dataset(self, file_name, num_files, file_type)
 
@@ -415,7 +415,7 @@ class Dataset:
         Values are :class:`mrecord.Tensor` (numpy arrays with MindSpore's ``asnumpy()``);
         ``output_numpy=True`` gives plain numpy arrays.
         """
-        from mrecord.pipeline.iterator import DictIterator
+        from mrecord.pipeline.engine.iterator import DictIterator
 
         return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
 
@@ -429,7 +429,7 @@ class Dataset:
 
         Values as in :meth:`create_dict_iterator`.
         """
-        from mrecord.pipeline.iterator import TupleIterator
+        from mrecord.pipeline.engine.iterator import TupleIterator
 
         return TupleIterator(
             self, columns=columns, num_epochs=num_epochs, output_numpy=output_numpy
@@ -441,7 +441,7 @@ class Dataset:
     # ------------------------------------------------------------------ metadata
     def get_col_names(self) -> list[str]:
         """Column names of the rows this dataset yields."""
-        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.engine.graph import build_graph
 
         build_graph(self)
         return self._column_names()
@@ -454,9 +454,9 @@ class Dataset:
         Below an endless ``repeat()`` the size is that of one pass of the repeated
         data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
-        from mrecord.pipeline.graph import build_graph
-        from mrecord.pipeline.iterator import count_rows
-        from mrecord.pipeline.repeat import one_pass_sizes
+        from mrecord.pipeline.engine.graph import build_graph
+        from mrecord.pipeline.engine.iterator import count_rows
+        from mrecord.pipeline.ops.repeat import one_pass_sizes
 
         build_graph(self)
         size = self._num_rows()
@@ -468,7 +468,7 @@ class Dataset:
 
     def get_batch_size(self) -> int:
         """The batch size of the nearest ``batch`` below this node (1 without one)."""
-        from mrecord.pipeline.batch import BatchDataset
+        from mrecord.pipeline.ops.batch import BatchDataset
 
         node: Dataset | None = self
         while node is not None:
@@ -479,7 +479,7 @@ class Dataset:
 
     def get_repeat_count(self) -> int:
         """The count of the nearest ``repeat`` below this node (1 without one, -1 forever)."""
-        from mrecord.pipeline.repeat import RepeatDataset
+        from mrecord.pipeline.ops.repeat import RepeatDataset
 
         node: Dataset | None = self
         while node is not None:
@@ -489,7 +489,7 @@ class Dataset:
         return 1
 
     def _first_row(self) -> list[Any]:
-        from mrecord.pipeline.iterator import TupleIterator
+        from mrecord.pipeline.engine.iterator import TupleIterator
 
         with TupleIterator(self, num_epochs=1) as it:
             for row in it:
@@ -509,6 +509,6 @@ class Dataset:
 
         ``print(ds.plan())`` shows it; offloaded ops are marked on their map.
         """
-        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.engine.graph import build_graph
 
         return build_graph(self).plan()

@@ -34,13 +34,13 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import Schema
-from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = [
     "RandomAccessSource",

@@ -18,16 +18,16 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.columns import as_name_list, map_column_order, split_block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.op_chain import ChainSpec
-from mrecord.pipeline.seeds import row_keys
-from mrecord.pipeline.workers import ProcessPool
+from mrecord.pipeline.engine.columns import as_name_list, map_column_order, split_block
+from mrecord.pipeline.engine.effects import ColumnEffects
+from mrecord.pipeline.engine.op_chain import ChainSpec
+from mrecord.pipeline.engine.seeds import row_keys
+from mrecord.pipeline.engine.workers import ProcessPool
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["CHUNK_ROWS", "MapDataset", "check_workers", "rechunk"]
 

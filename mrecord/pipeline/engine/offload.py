@@ -35,13 +35,13 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OffloadError
-from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
-from mrecord.pipeline.op_chain import is_offloadable, run_fused
-from mrecord.pipeline.seeds import op_seeds
+from mrecord.pipeline.engine.columns import HIDDEN_PREFIX, is_hidden
+from mrecord.pipeline.engine.op_chain import is_offloadable, run_fused
+from mrecord.pipeline.engine.seeds import op_seeds
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
-    from mrecord.pipeline.map import MapDataset
+    from mrecord.pipeline.ops.map import MapDataset
 
 __all__ = ["MapOffload", "OffloadPlan", "OffloadedOp", "plan_offload", "seed_column"]
 
@@ -175,7 +175,7 @@ class _Track:
 def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> OffloadPlan:
     """Decide which ops move to the offload step (see the module docstring).
 
-    Every node is asked for its :class:`~mrecord.pipeline.effects.ColumnEffects`; no
+    Every node is asked for its :class:`~mrecord.pipeline.engine.effects.ColumnEffects`; no
     node class is special here. A node that does not declare which columns it reads
     stops every column below it from being offloaded, with a note (or an
     :class:`OffloadError` naming it for a map that asked for ``offload=True``).

@@ -14,14 +14,14 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OperationError, PipelineError
-from mrecord.pipeline.columns import as_name_list, split_block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.map import CHUNK_ROWS, check_workers
+from mrecord.pipeline.engine.columns import as_name_list, split_block
+from mrecord.pipeline.engine.effects import ColumnEffects
+from mrecord.pipeline.ops.map import CHUNK_ROWS, check_workers
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["FilterDataset"]
 

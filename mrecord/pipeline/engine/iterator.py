@@ -29,10 +29,10 @@ import numpy as np
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
-from mrecord.pipeline.columns import row_values, to_numpy
-from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
-from mrecord.pipeline.graph import build_graph
-from mrecord.pipeline.tensor import as_tensor
+from mrecord.pipeline.engine.columns import row_values, to_numpy
+from mrecord.pipeline.engine.context import ExecContext, PipelineStopped, close_iterator
+from mrecord.pipeline.engine.graph import build_graph
+from mrecord.pipeline.engine.tensor import as_tensor
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class _RowIterator:
 
 
 def _output_wrapper(output_numpy: bool) -> Any:
-    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.tensor.Tensor`."""
+    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.Tensor`."""
     return _plain if output_numpy else as_tensor
 
 
@@ -283,7 +283,7 @@ def _column_rows(values: Any, wrap: Callable[[Any], Any]) -> list[Any]:
 class DictIterator(_RowIterator):
     """Rows as ``{column: value}`` (``create_dict_iterator``).
 
-    Values are :class:`~mrecord.pipeline.tensor.Tensor` (a numpy array with ``asnumpy()``)
+    Values are :class:`~mrecord.pipeline.engine.tensor.Tensor` (a numpy array with ``asnumpy()``)
     by default, as MindSpore yields tensors; ``output_numpy=True`` gives plain numpy arrays.
     """
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.engine.effects import ColumnEffects
 from mrecord.sampling import DistributedSampler, concat_shard_positions
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["ConcatDataset"]
 

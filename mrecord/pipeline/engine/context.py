@@ -17,7 +17,7 @@ from mrecord.pool import PoolStopped
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
-    from mrecord.pipeline.graph import Graph
+    from mrecord.pipeline.engine.graph import Graph
 
 __all__ = ["ExecContext", "PipelineStopped", "Pool", "close_iterator"]
 
