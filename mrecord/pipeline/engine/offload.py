@@ -29,7 +29,7 @@ end keeps its ops either way (MindSpore does the same), also noted in the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -41,9 +41,22 @@ from mrecord.pipeline.engine.seeds import op_seeds
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
-    from mrecord.pipeline.ops.map import MapDataset
 
-__all__ = ["MapOffload", "OffloadPlan", "OffloadedOp", "plan_offload", "seed_column"]
+__all__ = ["MapOffload", "OffloadPlan", "OffloadSite", "OffloadedOp", "plan_offload", "seed_column"]
+
+
+class OffloadSite(Protocol):
+    """What the planner reads of a node that declares ``offload_site`` (a ``map``): the
+    engine plans from this, never from the op's class (ops sit above the engine)."""
+
+    operations: list[Any]
+    output_columns: list[str] | None
+    num_parallel_workers: int | None
+    offload: bool | None
+
+    def resolved_input_columns(self) -> list[str]:
+        """The columns the node's operations read."""
+        ...
 
 
 def seed_column(map_position: int) -> str:
@@ -242,13 +255,13 @@ def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> Offloa
     return plan
 
 
-def _as_map(node: Dataset) -> MapDataset:
+def _as_map(node: Dataset) -> OffloadSite:
     """A node that declared ``offload_site``: it has a map's attributes."""
-    return cast("MapDataset", node)
+    return cast("OffloadSite", node)
 
 
 def _plan_map(
-    node: MapDataset,
+    node: OffloadSite,
     ins: list[str],
     open_cols: dict[str, _Track],
     closed: dict[str, str],
@@ -298,7 +311,7 @@ def _plan_map(
     return track
 
 
-def _effective(node: MapDataset, auto: bool) -> bool:
+def _effective(node: OffloadSite, auto: bool) -> bool:
     return node.offload if node.offload is not None else auto
 
 

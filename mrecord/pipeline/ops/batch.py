@@ -18,9 +18,9 @@ import numpy as np
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.engine.arguments import check_workers
 from mrecord.pipeline.engine.columns import as_name_list, batch_column, map_column_order
 from mrecord.pipeline.engine.effects import ColumnEffects
-from mrecord.pipeline.ops.map import check_workers
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:

@@ -15,9 +15,10 @@ import numpy as np
 from mrecord.block import Block
 from mrecord.errors import OperationError, PipelineError
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.engine.arguments import check_workers
+from mrecord.pipeline.engine.chunks import CHUNK_ROWS
 from mrecord.pipeline.engine.columns import as_name_list, split_block
 from mrecord.pipeline.engine.effects import ColumnEffects
-from mrecord.pipeline.ops.map import CHUNK_ROWS, check_workers
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:

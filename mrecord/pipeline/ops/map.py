@@ -1,8 +1,8 @@
 """``map``: apply operations to some columns, row by row, on worker threads or processes.
 
-The input is cut into chunks of :data:`CHUNK_ROWS` rows (across the input's block
-boundaries, see :func:`rechunk`); chunks go to the
-worker pool (threads by default, spawned processes with
+The input is cut into chunks of :data:`~mrecord.pipeline.engine.chunks.CHUNK_ROWS` rows
+(across the input's block boundaries, see :func:`~mrecord.pipeline.engine.chunks.rechunk`);
+chunks go to the worker pool (threads by default, spawned processes with
 ``python_multiprocessing=True``) with a window of ``max(workers, prefetch)`` chunks
 in flight; results come back in input order. Each row's seed key comes from
 (config seed, epoch, this node's position, the row's position in this map's input),
@@ -11,7 +11,7 @@ so random ops give the same output with any number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +19,9 @@ import numpy as np
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.engine.columns import as_name_list, map_column_order, split_block
+from mrecord.pipeline.engine.arguments import check_workers
+from mrecord.pipeline.engine.chunks import CHUNK_ROWS, rechunk
+from mrecord.pipeline.engine.columns import as_name_list, map_column_order
 from mrecord.pipeline.engine.effects import ColumnEffects
 from mrecord.pipeline.engine.op_chain import ChainSpec
 from mrecord.pipeline.engine.seeds import row_keys
@@ -29,20 +31,7 @@ from mrecord.pool import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.engine.context import ExecContext
 
-__all__ = ["CHUNK_ROWS", "MapDataset", "check_workers", "rechunk"]
-
-CHUNK_ROWS = 64
-
-
-def check_workers(value: int | None) -> int | None:
-    """Validate a ``num_parallel_workers`` argument (None: the config default)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"num_parallel_workers must be an int, got {value!r}")
-    if not 1 <= value <= 1024:
-        raise ValueError(f"num_parallel_workers must be in [1, 1024], got {value!r}")
-    return value
+__all__ = ["MapDataset"]
 
 
 class MapDataset(Dataset):
@@ -186,39 +175,6 @@ class MapDataset(Dataset):
         )
         for (meta, _task), outputs in ordered_map(_Keyed(pool), tasks, window, ctx.stop):
             yield finish(meta[0], meta[1], outputs)
-
-
-def rechunk(blocks: Iterable[Block], rows: int) -> Iterator[Block]:
-    """The rows of ``blocks`` in chunks of exactly ``rows`` rows (the last may be shorter).
-
-    Chunks do not follow the input's block boundaries, so chunk ``k`` always holds rows
-    ``k * rows`` to ``(k + 1) * rows`` of the stream: a later ``batch`` of ``rows`` (or a
-    multiple) then takes whole chunks, without copying the map's outputs again.
-    """
-    pending: list[Block] = []
-    count = 0
-    for block in blocks:
-        if not len(block):
-            continue
-        if not pending and len(block) < rows:
-            pending, count = [block], len(block)
-            continue
-        if pending:
-            need = rows - count
-            if len(block) < need:
-                pending.append(block)
-                count += len(block)
-                continue
-            yield Block.concat([*pending, block.slice(0, need)])
-            block = block.slice(need, len(block))
-            pending, count = [], 0
-        full = len(block) - len(block) % rows
-        if full:
-            yield from split_block(block.slice(0, full), rows)
-        if full < len(block):
-            pending, count = [block.slice(full, len(block))], len(block) - full
-    if pending:
-        yield Block.concat(pending)
 
 
 class _Keyed:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.engine.arguments import check_count
 from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
-from mrecord.pipeline.ops.take import check_count
 
 if TYPE_CHECKING:
     from mrecord.pipeline.engine.context import ExecContext

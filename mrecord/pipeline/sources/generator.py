@@ -27,8 +27,8 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError
+from mrecord.pipeline.engine.arguments import check_workers
 from mrecord.pipeline.engine.columns import as_name_list, column_from_values
-from mrecord.pipeline.ops.map import check_workers
 from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.sources.schema import Schema
