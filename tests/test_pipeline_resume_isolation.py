@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from mrecord import Dataset, FileWriter, MindDataset, Shuffle, config, vision
+from mrecord.errors import PipelineError
 
 BATCH = 2
 ROWS = 40  # 20 batches an epoch: a prefetch of 2 cannot run ahead into the next epoch
@@ -52,7 +53,6 @@ def read(it: Any, epochs: int) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 §2: set_state writes into the shared nodes")
 def test_set_state_moves_the_next_iterator_only(files: str) -> None:
     ds = pipeline(files)
     full = read(ds.create_tuple_iterator(num_epochs=2, output_numpy=True), 2)
@@ -64,7 +64,6 @@ def test_set_state_moves_the_next_iterator_only(files: str) -> None:
     assert read(restored, 2) == full[:per_epoch] + full[per_epoch + 3 :]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 §2: set_state writes into the shared nodes")
 def test_a_run_that_stops_early_leaves_no_position_behind(files: str) -> None:
     ds = pipeline(files)
     full = read(ds.create_tuple_iterator(num_epochs=2, output_numpy=True), 2)
@@ -74,3 +73,26 @@ def test_a_run_that_stops_early_leaves_no_position_behind(files: str) -> None:
     assert read(ds.create_tuple_iterator(num_epochs=1, output_numpy=True), 1) == full[:per_epoch]
     # ... so the next one reads every row again.
     assert read(ds.create_tuple_iterator(num_epochs=2, output_numpy=True), 2) == full
+
+
+def test_two_iterators_restored_from_different_states_each_keep_their_own(files: str) -> None:
+    ds = pipeline(files)
+    full = read(ds.create_tuple_iterator(num_epochs=2, output_numpy=True), 2)
+    per_epoch = len(full) // 2
+    first = ds.create_tuple_iterator(num_epochs=2, output_numpy=True)
+    second = ds.create_tuple_iterator(num_epochs=2, output_numpy=True)
+    first.load_state_dict({"version": 1, "epoch": 1, "rows": 3, "nodes": ds.get_state(1, 3)})
+    second.load_state_dict({"version": 1, "epoch": 0, "rows": 5, "nodes": ds.get_state(0, 5)})
+    assert read(first, 1) == full[per_epoch + 3 :]
+    assert read(second, 2) == full[5:]
+    assert read(ds.create_tuple_iterator(num_epochs=2, output_numpy=True), 2) == full
+
+
+def test_a_state_of_another_shape_is_refused_by_set_state(files: str) -> None:
+    ds = pipeline(files)
+    other = ds.repeat(2)
+    with pytest.raises(PipelineError, match="same pipeline"):
+        ds.set_state(other.get_state(0, 3))
+    # Nothing was left behind: the next iterator reads from the start.
+    it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    assert len(read(it, 1)) == ROWS // BATCH

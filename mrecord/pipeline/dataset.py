@@ -51,7 +51,9 @@ class Dataset:
             if not isinstance(child, Dataset):
                 raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
-        self._resume: tuple[int, int] | None = None
+        # A state given to set_state, for the next iterator to take (and clear). Positions
+        # themselves live in a run's context, never here (issue 25 §2).
+        self._next_state: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Weak references do not pickle; __setstate__ of each parent re-links its children.
@@ -122,11 +124,30 @@ class Dataset:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next run of ``state['epoch']`` start after ``state['rows']`` output rows.
+        """Make the next iterator created over this dataset (``create_dict_iterator``,
+        ``create_tuple_iterator``, or those of a pipeline built on it) start its epoch
+        ``state['epoch']`` after ``state['rows']`` output rows.
 
         ``state`` comes from :meth:`get_state` on the same pipeline; PipelineError when
-        it was taken from another pipeline shape.
+        it was taken from another pipeline shape. The iterator takes the positions into
+        its own run when it is created; iterators made before are not affected, and
+        the dataset keeps nothing (an iterator's ``load_state_dict`` does the same
+        without going through the dataset).
         """
+        self.resume_positions(state)  # refuse a state of another shape now
+        self._next_state = state
+
+    def resume_positions(self, state: dict[str, Any]) -> dict[int, tuple[int, int]]:
+        """Where each node under this one starts for ``state`` (from :meth:`get_state`):
+        ``{id(node): (epoch, rows)}`` for the nodes that skip rows; the iterator hands
+        them to its run's context. PipelineError when ``state`` is of another shape."""
+        positions: dict[int, tuple[int, int]] = {}
+        self._collect_positions(state, positions)
+        return positions
+
+    def _collect_positions(
+        self, state: dict[str, Any], positions: dict[int, tuple[int, int]]
+    ) -> None:
         if not isinstance(state, dict) or state.get("node") != type(self).__name__:
             got = state.get("node") if isinstance(state, dict) else state
             raise PipelineError(
@@ -137,18 +158,22 @@ class Dataset:
         children = state.get("children", [])
         if rows and len(children) != len(self.children):
             raise PipelineError(f"the saved state of {self!r} has {len(children)} children")
-        self._resume = (epoch, rows) if rows else None
+        if rows:
+            positions[id(self)] = (epoch, rows)
         for i, child in enumerate(self.children):
             at_start = {"node": type(child).__name__, "epoch": epoch, "rows": 0, "children": []}
-            child.set_state(children[i] if i < len(children) else at_start)
+            child._collect_positions(children[i] if i < len(children) else at_start, positions)
 
-    def _take_resume(self, epoch: int) -> int:
-        """Rows of ``epoch`` to skip, set by :meth:`set_state` (used once, then cleared)."""
-        resume = self._resume
-        if resume is None or resume[0] != epoch:
-            return 0
-        self._resume = None
-        return resume[1]
+    def _take_next_state(self) -> dict[int, tuple[int, int]]:
+        """The positions :meth:`set_state` left on this node and those below, taken (and
+        cleared) by the iterator being created."""
+        positions: dict[int, tuple[int, int]] = {}
+        for child in self.children:
+            positions.update(child._take_next_state())
+        state, self._next_state = self._next_state, None
+        if state is not None:
+            positions.update(self.resume_positions(state))  # a state set higher up wins
+        return positions
 
     # ------------------------------------------------------------------ ops
     def map(
@@ -489,12 +514,9 @@ class Dataset:
         return 1
 
     def _first_row(self) -> list[Any]:
-        from mrecord.pipeline.engine.iterator import TupleIterator
+        from mrecord.pipeline.engine.iterator import first_row
 
-        with TupleIterator(self, num_epochs=1) as it:
-            for row in it:
-                return list(row)
-        return []
+        return first_row(self)
 
     def output_shapes(self) -> list[list[int]]:
         """Shape of each column of the first row (reads one row, as MindSpore does)."""

@@ -170,7 +170,7 @@ class BatchDataset(Dataset):
         return _check_batch_size(size)
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        first = self._take_resume(epoch)  # batch number BatchInfo starts at
+        first = ctx.take_resume(self, epoch)  # batch number BatchInfo starts at
         if self.per_batch_map is None:
             for rows in self._batches(ctx, epoch):
                 yield _stack(rows.columns, rows)

@@ -144,7 +144,7 @@ class MapDataset(Dataset):
         spec = ChainSpec(ops, label, tuple(ins), len(outs))
         workers = self.num_parallel_workers or ctx.default_workers
         window = max(workers, ctx.prefetch)
-        counter = [self._take_resume(epoch)]  # row positions key the random ops
+        counter = [ctx.take_resume(self, epoch)]  # row positions key the random ops
 
         def chunks() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
             for part in rechunk(self.child._execute(ctx, epoch), CHUNK_ROWS):

@@ -83,7 +83,7 @@ class RepeatDataset(Dataset):
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         child = self.children[0]
-        skip = self._take_resume(epoch)
+        skip = ctx.take_resume(self, epoch)
         first = self._split(skip)[0] if skip else 0
         if self.count == -1:
             for r in itertools.count(first):

@@ -229,7 +229,7 @@ class RandomAccessSource(SourceDataset):
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         order = self._order(ctx.seed, epoch)
-        skip = self._take_resume(epoch)  # mid-epoch resume: start at this position
+        skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
         # Small first blocks, doubling: the first rows come out after a short read, and
         # the read-ahead threads are busy before the consumer waits on a full block.
