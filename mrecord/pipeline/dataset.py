@@ -16,6 +16,7 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import PipelineError
+from mrecord.pipeline.engine.context import close_iterator
 from mrecord.pipeline.engine.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
@@ -96,6 +97,45 @@ class Dataset:
 
     def __repr__(self) -> str:
         return self._describe()
+
+    # ------------------------------------------------------------------ optional hooks
+    # Declared here with their defaults; the nodes that can do more override them.
+    def _add_sampler(self, new_sampler: Any) -> None:
+        """Make ``new_sampler`` sample the ids this node's sampler gives (``add_sampler``).
+
+        Only sources that sample by index can; the default refuses.
+        """
+        raise PipelineError(
+            f"{self!r} has no sampler to add to: add_sampler works on a source that "
+            "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
+        )
+
+    def _source_num_classes(self) -> int | None:
+        """The number of classes this node knows of (``num_classes``); None: it knows
+        none, and :meth:`num_classes` asks the node below."""
+        return None
+
+    def _iter_blocks_range(
+        self, ctx: ExecContext, epoch: int, start: int, stop: int
+    ) -> Iterator[Block]:
+        """Rows ``start:stop`` of this node's ``epoch`` (``ConcatDataset.use_sampler``).
+
+        The default runs the epoch and slices it, stopping once ``stop`` is reached; a
+        source that can read a slice of its order directly overrides it.
+        """
+        position = 0
+        blocks = self._execute(ctx, epoch)
+        try:
+            for block in blocks:
+                end = position + len(block)
+                lo, hi = max(start, position), min(stop, end)
+                if hi > lo:
+                    yield block.slice(lo - position, hi - position)
+                position = end
+                if position >= stop:
+                    break
+        finally:
+            close_iterator(blocks)
 
     # ------------------------------------------------------------------ resume (node state)
     def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
@@ -348,23 +388,15 @@ class Dataset:
         """Sample the ids this source's sampler gives with ``new_sampler`` (MindSpore's
         ``add_sampler``: the current sampler becomes ``new_sampler``'s child). Sources
         that sample by index (MindDataset, a random-access GeneratorDataset) support it."""
-        add = getattr(self, "_add_sampler", None)
-        if add is None:
-            from mrecord.errors import PipelineError
-
-            raise PipelineError(
-                f"{self!r} has no sampler to add to: add_sampler works on a source that "
-                "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
-            )
-        add(new_sampler)
+        self._add_sampler(new_sampler)
 
     def num_classes(self) -> int | None:
         """Number of classes the source knows of (as MindSpore: None when it knows none)."""
         node: Dataset | None = self
         while node is not None:
-            known = getattr(node, "_source_num_classes", None)
+            known = node._source_num_classes()
             if known is not None:
-                return known()  # type: ignore[no-any-return]
+                return known
             node = node.children[0] if node.children else None
         return None
 
