@@ -4,6 +4,9 @@ MindSpore names: ``GeneratorDataset``, ``NumpySlicesDataset``, and the op method
 of :class:`Dataset` (``map``, ``batch``, ``shuffle``, ``repeat``, ``project``,
 ``rename``, ``concat``/``+``, ``zip``, ``take``, ``skip``, ``filter``).
 Sources plug in by subclassing :class:`SourceDataset` (docs/PIPELINE.md).
+
+Rooms (docs/ARCHITECTURE.md): ``dataset.py`` (the definition and its fluent API),
+``engine/`` (what runs it), ``ops/``, ``sources/``. This module only re-exports them.
 """
 
 from __future__ import annotations
