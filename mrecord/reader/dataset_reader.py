@@ -29,6 +29,7 @@ from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
+from mrecord.storage.allocator import keep_freed_memory
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.readahead import hint_rows, memory_budget, read_into
@@ -49,6 +50,7 @@ class DatasetReader:
     _identity: list[tuple[str, int, int]]  # set when pickled: the commit the copy must find
 
     def __init__(self, shards: list[ShardFile], columns: Sequence[str] | None = None):
+        keep_freed_memory()  # bytes values reuse freed memory (mrecord.storage.allocator)
         self._shards: list[ShardFile] | None = shards
         self._open_lock = threading.Lock()
         self._open_args: dict[str, Any] | None = None
@@ -150,6 +152,7 @@ class DatasetReader:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        keep_freed_memory()  # a spawned worker process starts with glibc's defaults
         self.__dict__.update(state)
         self._shards = None
         self._fixed_plans = {}

@@ -270,6 +270,12 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         self._yielded = skip  # skipped samples count as yielded (torchdata resumes by count)
         per_read = 1
         reader = self._handle.reader
+        # Shards read from a store by range requests evict by next use: tell them the
+        # rows this worker reads in this pass, then in the next epoch's (as MindDataset).
+        reader.plan_reads(
+            lambda e: self._worker_ids(e, start, skip // b) if e == epoch else self._worker_ids(e),
+            epoch,
+        )
         first = 0
         while first < len(batches):
             group = batches[first : first + per_read]
@@ -285,6 +291,18 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
                 pos = positions[offset : offset + size]
                 offset += size
                 yield from self._deliver(part, pos, epoch, skip % b if i == batches[0] else 0)
+
+    def _worker_ids(self, epoch: int, start: int = 0, skip_batches: int = 0) -> np.ndarray:
+        """The global ids this worker reads in a pass over ``epoch`` from stream position
+        ``start`` (its first ``skip_batches`` batches skipped), in read order."""
+        plan = self.plan(start)
+        worker, workers = self._worker
+        b = plan.batch_size
+        local = np.arange(plan.count, dtype=np.int64)
+        batch = local // b
+        mine = local[(batch % workers == worker) & (batch >= worker + skip_batches * workers)]
+        positions = plan.start + plan.rank + plan.world * mine
+        return self.spec.ids(self.spec.order(epoch), positions)
 
     def _deliver(self, block: Any, positions: np.ndarray, epoch: int, skip: int) -> Iterator[Any]:
         if self.transform is None and self._emit_batches:

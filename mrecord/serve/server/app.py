@@ -26,6 +26,7 @@ import numpy as np
 from mrecord.block import Block
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.layout import LAYOUT, STORAGE
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_request, encode_block
@@ -119,6 +120,8 @@ def create_app(
         Route("/api/datasets/{name}/rows/{row_id}/{column}.png", api.thumbnail, methods=["GET"]),
         Route("/api/datasets/{name}/search", api.search, methods=["GET"]),
         Route("/api/datasets/{name}/stats", api.stats, methods=["GET"]),
+        Route(f"/api/datasets/{{name}}/{LAYOUT}", api.layout, methods=["GET"]),
+        Route(f"/api/datasets/{{name}}/{STORAGE}", api.storage, methods=["GET"]),
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
     ]
 
@@ -321,6 +324,16 @@ class _Api:
     async def stats(self, request: Request) -> Response:
         ds = self._dataset(request)
         return starlette.responses.JSONResponse(_finite(await self._run(ds.stats)))
+
+    @_answers
+    async def layout(self, request: Request) -> Response:
+        ds = self._dataset(request)
+        return starlette.responses.JSONResponse(await self._run(ds.layout))
+
+    @_answers
+    async def storage(self, request: Request) -> Response:
+        ds = self._dataset(request)
+        return starlette.responses.JSONResponse(_finite(await self._run(ds.storage)))
 
     @_answers
     async def rows(self, request: Request) -> Response:

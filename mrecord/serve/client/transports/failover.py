@@ -81,6 +81,12 @@ class FailoverTransport(Transport):
         self._ready.add(self._current)
         return info
 
+    def describe(self, part: str) -> dict[str, Any]:
+        """``GET /api/datasets/NAME/PART`` from the first server that answers (the servers
+        serve the same files, so their layouts agree)."""
+        answer: dict[str, Any] = self._failing_over(lambda t: t.describe(part), check=True)
+        return answer
+
     def choose(
         self, choice: str, info: dict[str, Any], *, connections: int, timeout: float
     ) -> None:
