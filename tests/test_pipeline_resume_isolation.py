@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mrecord import Dataset, FileWriter, MindDataset, Shuffle, config, vision
-from mrecord.errors import PipelineError
+from mrecord.errors import ArgumentError, PipelineError
 
 BATCH = 2
 ROWS = 40  # 20 batches an epoch: a prefetch of 2 cannot run ahead into the next epoch
@@ -96,3 +96,12 @@ def test_a_state_of_another_shape_is_refused_by_set_state(files: str) -> None:
     # Nothing was left behind: the next iterator reads from the start.
     it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
     assert len(read(it, 1)) == ROWS // BATCH
+
+
+def test_an_iterator_that_is_refused_leaves_set_state_for_the_next(files: str) -> None:
+    ds = pipeline(files)
+    full = read(ds.create_tuple_iterator(num_epochs=1, output_numpy=True), 1)
+    ds.set_state(ds.get_state(0, 4))
+    with pytest.raises(ArgumentError, match="num_epochs"):
+        ds.create_tuple_iterator(num_epochs=0)
+    assert read(ds.create_tuple_iterator(num_epochs=1, output_numpy=True), 1) == full[4:]

@@ -204,13 +204,15 @@ class Dataset:
             at_start = {"node": type(child).__name__, "epoch": epoch, "rows": 0, "children": []}
             child._collect_positions(children[i] if i < len(children) else at_start, positions)
 
-    def _take_next_state(self) -> dict[int, tuple[int, int]]:
-        """The positions :meth:`set_state` left on this node and those below, taken (and
-        cleared) by the iterator being created."""
+    def _pending_positions(self, clear: bool = False) -> dict[int, tuple[int, int]]:
+        """The positions :meth:`set_state` left on this node and those below, for the
+        iterator being created; ``clear=True`` once it holds them (they are its run's)."""
         positions: dict[int, tuple[int, int]] = {}
         for child in self.children:
-            positions.update(child._take_next_state())
-        state, self._next_state = self._next_state, None
+            positions.update(child._pending_positions(clear))
+        state = self._next_state
+        if clear:
+            self._next_state = None
         if state is not None:
             positions.update(self.resume_positions(state))  # a state set higher up wins
         return positions

@@ -199,8 +199,11 @@ class _RowIterator:
     def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
         self._names = dataset.get_col_names()
         self._dataset = dataset
-        # Where Dataset.set_state said the next iterator starts: taken into this run.
-        self._blocks = BlockIterator(dataset, num_epochs, resume=dataset._take_next_state())
+        # Where Dataset.set_state said the next iterator starts: this run's from now on
+        # (cleared once the run exists, so a refused iterator leaves the state in place).
+        resume = dataset._pending_positions()
+        self._blocks = BlockIterator(dataset, num_epochs, resume=resume)
+        dataset._pending_positions(clear=True)
         self._rows: Iterator[Any] = iter(())
         self.output_numpy = output_numpy
         self._epoch = 0
