@@ -24,6 +24,7 @@ from mrecord.errors import (
     ForeignShardError,
     RowIndexError,
     SchemaError,
+    WrongTypeError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
@@ -140,7 +141,7 @@ class DatasetReader:
 
     def __getstate__(self) -> dict[str, Any]:
         if self._open_args is None:
-            raise TypeError(
+            raise WrongTypeError(
                 "a DatasetReader built from ShardFile objects cannot be pickled; "
                 "open it with DatasetReader.open(path) instead"
             )
@@ -188,7 +189,7 @@ class DatasetReader:
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Row ``index`` as a dict (negative counts from the end); IndexError outside."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"DatasetReader indices must be ints, got {index!r}")
+            raise WrongTypeError(f"DatasetReader indices must be ints, got {index!r}")
         return self.read_row(int(index) + self.num_rows if index < 0 else int(index))
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:

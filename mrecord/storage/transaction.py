@@ -57,7 +57,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
 from mrecord.storage.committed import dataset_name_of, open_committed
-from mrecord.storage.failures import check_free_space, storage_error
+from mrecord.storage.failures import check_free_space, found_failure, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
 from mrecord.storage.shard import read_shard_metadata
@@ -195,7 +195,7 @@ class Transaction:
             both = [p for f in finals for p in (f, db_path(f))]
             folders = [p for p in both if p.is_dir()]
             if folders:
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folders[0]))
+                raise found_failure(errno.EISDIR, folders[0])
             existing = [p for p in both if p.exists()]
             if existing and not overwrite:
                 raise DatasetExistsError(
@@ -328,7 +328,7 @@ class Transaction:
             final = shard.final
             if final.is_dir() or db_path(final).is_dir():
                 folder = final if final.is_dir() else db_path(final)
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folder))
+                raise found_failure(errno.EISDIR, folder)
             if shard.base_length is not None and final.stat().st_size != shard.base_length:
                 raise StorageError(
                     f"{str(final)!r} changed since open_for_append (it is "
@@ -406,7 +406,8 @@ class Transaction:
             yield
         except OSError as exc:
             self._end(TransactionState.ABORTED)
-            if isinstance(exc, MrecordError):
+            # A found_failure() (a check, not a system call) has no operation yet: name it.
+            if isinstance(exc, MrecordError) and getattr(exc, "operation", True) is not None:
                 raise
             raise storage_error(
                 exc, operation=operation, path=self.directory, state=_UNTOUCHED

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import RowIndexError
 from mrecord.torch._common import DatasetFiles, ReaderHandle, block_samples, in_worker, torch
 from mrecord.torch.plan import sample_rng
 from mrecord.torch.streaming import Transform
@@ -68,7 +69,7 @@ class MapDataset(torch.utils.data.Dataset[Any]):
         n = self._num_rows
         if len(ids) and (ids.min() < -n or ids.max() >= n):
             bad = ids[(ids < -n) | (ids >= n)][0]
-            raise IndexError(f"index {int(bad)} is out of range for {n} rows")
+            raise RowIndexError(f"index {int(bad)} is out of range for {n} rows")
         ids = np.where(ids < 0, ids + n, ids)
         in_worker()  # freezes inherited objects once per worker (see _common.in_worker)
         samples = block_samples(self._handle.reader.read_rows(ids))

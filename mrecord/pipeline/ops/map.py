@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord import config
+from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.engine.arguments import check_workers
 from mrecord.pipeline.engine.chunks import CHUNK_ROWS, rechunk
 from mrecord.pipeline.engine.columns import as_name_list, map_column_order
 from mrecord.pipeline.engine.effects import ColumnEffects
@@ -52,13 +53,13 @@ class MapDataset(Dataset):
             raise ArgumentError("operations must hold at least one operation, got []")
         for op in ops:
             if not callable(op):
-                raise TypeError(f"operations must be callables, got {op!r}")
+                raise WrongTypeError(f"operations must be callables, got {op!r}")
         if offload is not None and not isinstance(offload, bool):
-            raise TypeError(f"offload must be a bool or None, got {offload!r}")
+            raise WrongTypeError(f"offload must be a bool or None, got {offload!r}")
         self.operations: list[Any] = ops
         self.input_columns = as_name_list(input_columns, "input_columns")
         self.output_columns = as_name_list(output_columns, "output_columns")
-        self.num_parallel_workers = check_workers(num_parallel_workers)
+        self.num_parallel_workers = config.workers_or_default(check_workers(num_parallel_workers))
         self.python_multiprocessing = bool(python_multiprocessing)
         self.offload = offload
         super().__init__([child])

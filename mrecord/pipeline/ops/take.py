@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mrecord.arguments import check_count
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.engine.arguments import check_count
 from mrecord.pipeline.engine.context import close_iterator
 from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 

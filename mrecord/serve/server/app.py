@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import SlowClientError
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.protocol.errors import ERROR_CODES
 from mrecord.serve.protocol.layout import LAYOUT, STORAGE
@@ -493,7 +494,7 @@ class _BuffersResponse:
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
         if cancel.cancelled_caught:
             _log.warning("dropped a client that read nothing for %.0f s", self.timeout)
-            raise TimeoutError(f"the client read nothing for {self.timeout:.0f} s")
+            raise SlowClientError(f"the client read nothing for {self.timeout:.0f} s")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

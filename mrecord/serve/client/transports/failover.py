@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.block import ColumnValues
-from mrecord.errors import DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.client.transports.auto import AutoTransport
 from mrecord.serve.client.transports.base import ServerUnreachable, Transport
 
@@ -47,7 +47,7 @@ class FailoverTransport(Transport):
 
     def __init__(self, servers: list[AutoTransport]) -> None:
         if not servers:
-            raise ValueError("FailoverTransport needs at least one server")
+            raise ArgumentError("FailoverTransport needs at least one server")
         self._servers = servers
         self._current = 0
         self._lock = threading.Lock()
