@@ -34,13 +34,13 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError, WrongTypeError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import Schema
-from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = [
     "RandomAccessSource",
@@ -226,7 +226,7 @@ class RandomAccessSource(SourceDataset):
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         order = self._order(ctx.seed, epoch)
-        skip = self._take_resume(epoch)  # mid-epoch resume: start at this position
+        skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
         # Small first blocks, doubling: the first rows come out after a short read, and
         # the read-ahead threads are busy before the consumer waits on a full block.
