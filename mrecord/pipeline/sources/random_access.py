@@ -168,6 +168,11 @@ class RandomAccessSource(SourceDataset):
         source whose reads are quicker with fewer threads at once says so here."""
         return self._workers
 
+    def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """The row ids of the blocks to read, in order; a source may look ahead in them
+        (``RemoteDataset`` tells its server the coming rows). Default: as they are."""
+        return chunks
+
     def _column_values(self, column: str) -> np.ndarray:
         """Every row's value of a scalar ``column`` (PKSampler's class column)."""
         ids = np.arange(self._total_rows(), dtype=np.int64)
@@ -226,7 +231,7 @@ class RandomAccessSource(SourceDataset):
         # Small first blocks, doubling: the first rows come out after a short read, and
         # the read-ahead threads are busy before the consumer waits on a full block.
         first = max(_MIN_BLOCK_ROWS, size // 8)
-        chunks = order.iter_chunks(size, start=skip, first_size=first)
+        chunks = self._lookahead(order.iter_chunks(size, start=skip, first_size=first))
         workers = self._reads_in_flight()
         if workers <= 1:
             for ids in chunks:
