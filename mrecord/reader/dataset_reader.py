@@ -31,7 +31,8 @@ from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
-from mrecord.storage.readahead import hint_rows, memory_budget, read_into
+from mrecord.storage.probe import memory_budget
+from mrecord.storage.readahead import hint_rows, read_into
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above

@@ -31,7 +31,6 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
@@ -43,7 +42,6 @@ __all__ = [
     "ENABLED",
     "IO_THREADS",
     "hint_rows",
-    "memory_budget",
     "read_into",
     "row_ranges",
     "verify_chunks",
@@ -310,60 +308,3 @@ def _load_mincore() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 _mincore = _load_mincore()
-
-
-def memory_budget() -> int:
-    """The bytes this process may still use, page cache included: the smallest of its
-    memory cgroup's limit (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, walking up
-    the hierarchy) and the machine's memory, less what the process holds now (at least
-    16 MiB). A read-ahead window is sized from it, so that what is read ahead is not
-    evicted before it is read, nor the process killed for it."""
-    return max(16 << 20, _memory_limit() - _resident())
-
-
-def _resident() -> int:
-    try:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _memory_limit() -> int:
-    limits = [_meminfo_total()]
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        _, controllers, where = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            root, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
-        elif controllers == "":
-            root, name = Path("/sys/fs/cgroup"), "memory.max"
-        else:
-            continue
-        group = root / where.lstrip("/")
-        while True:
-            limits.append(_read_limit(group / name))
-            if group == root or root not in group.parents:
-                break
-            group = group.parent
-    return min(limits)
-
-
-def _read_limit(path: Path) -> int:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return 1 << 62
-    return 1 << 62 if text in ("", "max") else int(text)
-
-
-def _meminfo_total() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 1 << 62

@@ -219,7 +219,10 @@ def _block_rows(reader: DatasetReader, workers: int) -> int:
                     else:
                         copied += raw
     rows = max(1, reader.num_rows)
-    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (8 * (workers + 2)))
+    budget = memory_budget()  # None: not known (not Linux)
+    target = _TARGET_VIEWED_BYTES
+    if budget is not None:
+        target = min(target, budget // (8 * (workers + 2)))
     by_views = target // max(1, viewed // rows)
     return min(block_rows_for(copied // rows), max(_MIN_VIEWED_BLOCK_ROWS, by_views))
 
