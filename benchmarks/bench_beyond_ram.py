@@ -406,21 +406,27 @@ def _share(run: dict[str, Any] | None, limit: float) -> str:
     return f"{run['epochs'][0]['rows_s'] / limit:.0%}"
 
 
+def _disk(run: dict[str, Any]) -> str:
+    epochs = run.get("epochs", [])
+    return " / ".join(f"{e['disk_mb']:,.0f}" for e in epochs) or "-"
+
+
 def _print_table(report: dict[str, Any]) -> None:
     print()
     print(
         "rows/s; first epoch = first 4,000 rows / the epoch (* = cut at the time limit), "
-        "second epoch likewise; 'limit' = the device's random-read limit of the row size "
+        "second epoch likewise; disk MB = what the reader had read from storage; "
+        "'limit' = the device's random-read limit of the row size "
         "for GLOBAL/PARTIAL, its sequential limit for BLOCK/none, under the same throttle; "
         "every value read; cold cache before each run"
     )
     head = (
         "| workload | device | memory | mode | mrecord 1st epoch | mrecord 2nd epoch "
         "| MindSpore 1st epoch | MindSpore 2nd epoch | limit | mrecord / limit "
-        "| mrecord / MindSpore | mrecord peak MB / failcnt |"
+        "| mrecord / MindSpore | mrecord disk MB 1st / 2nd | mrecord peak MB / failcnt |"
     )
     print(head)
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | --- | --- |" + " ---: |" * 9)
     for run in report["runs"]:
         ours, theirs = run["mrecord"], run.get("mindspore")
         limits = run["limits"]
@@ -436,7 +442,7 @@ def _print_table(report: dict[str, Any]) -> None:
             f"{_rate(ours, 1, 'first4000_rows_s')} / {_rate(ours, 1, 'rows_s')}",
             f"{_rate(theirs, 0, 'first4000_rows_s')} / {_rate(theirs, 0, 'rows_s')}",
             f"{_rate(theirs, 1, 'first4000_rows_s')} / {_rate(theirs, 1, 'rows_s')}",
-            f"{limit:,.0f}", _share(ours, limit), versus,
+            f"{limit:,.0f}", _share(ours, limit), versus, _disk(ours),
             f"{ours.get('peak_mb', '-')} / {ours.get('failcnt', '-')}",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |")

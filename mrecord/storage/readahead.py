@@ -51,9 +51,11 @@ ENABLED = os.environ.get("MRECORD_READAHEAD", "1") != "0"
 """``MRECORD_READAHEAD=0`` turns hints off (to compare; reads are the same either way)."""
 
 _PAGE = mmap.PAGESIZE
-IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
-"""Chunks read and checksummed at once (I/O depth; not capped by the core count: the
-threads wait on the disk, and CRC-32C releases the GIL)."""
+IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "32"))
+"""Reads in flight at once, chunks checked and values read (the I/O depth; not capped by
+the core count: the threads wait on the disk, and CRC-32C releases the GIL). 32, the
+queue depth ``benchmarks/bench_beyond_ram.py`` measures the device's random-read limit
+at: fewer threads cannot reach that limit."""
 _SAMPLE_PAGES = 64  # pages of each sampled range looked up
 _SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
 _CODEC_NONE = CODEC_IDS["none"]
