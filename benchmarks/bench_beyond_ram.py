@@ -49,6 +49,7 @@ import importlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -494,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         sys.stdout.flush()
         os._exit(0)  # no waiting on a pipeline's teardown: the numbers are out
+    # A kill (SIGTERM) unwinds like an error: every group is removed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0 or not (_CGROUP_ROOT / "memory").is_dir():
         print("needs root and the cgroup v1 memory and blkio controllers under /sys/fs/cgroup")
         return 2
@@ -554,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
             with groups(device, throttle, None) as made:
                 limits = _run_child(limit_argv, made, timeout)
             for mode in modes:
+                began = time.perf_counter()
                 run: dict[str, Any] = {
                     "workload": workload,
                     "device": device_name,
@@ -570,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                     child += ["--mode", mode, *batched]
                     with groups(device, throttle, memory if capped else None) as made:
                         run["mindspore"] = _run_child(child, made, timeout)
+                run["wall_s"] = round(time.perf_counter() - began, 1)
                 report["runs"].append(run)
                 print(json.dumps(run), flush=True)
     report["loadavg_at_end"] = os.getloadavg()
