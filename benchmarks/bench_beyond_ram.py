@@ -4,7 +4,7 @@
 Usage (as root: it drops the page cache and makes cgroups)::
 
     python -m benchmarks.bench_beyond_ram [--quick] [--workloads images,tabular,varshape]
-        [--modes global,partial,block,none] [--devices local,cloud,hdd] [--no-fits]
+        [--modes global,partial,block,none] [--devices local,cloud,hdd] [--[no-]fits]
         [--seconds S] [--no-mindspore] [--mindspore-python PATH] [--dir DIR] [--json FILE]
 
 One run, side by side, mrecord and MindSpore (in its own interpreter; "not installed" when
@@ -17,7 +17,8 @@ there is none; MindSpore has no block mode, so BLOCK rows show "-" on its side):
   ``major:minor`` to 3,000 IOPS / 250 MB/s) and ``hdd`` (200 IOPS / 150 MB/s);
 - memory: the reader in a cgroup v1 memory group of a third of the dataset (never less
   than ``_MIN_GROUP``: the interpreter, numpy and the library take ~100 MB of it), and,
-  on the local device only, without a memory group (``fits``, unless ``--no-fits``);
+  on the local device only, without a memory group (``fits``; not in ``--quick`` unless
+  ``--fits``);
 - modes: ``Shuffle.GLOBAL``, ``Shuffle.PARTIAL``, ``Shuffle.BLOCK``, ``shuffle=False``;
 - per run: rows/s over the first 4,000 rows and over the first epoch, the same for the
   second epoch (same process: chunks checked in the first need no checksum again), each
@@ -37,9 +38,11 @@ nobody reads measures nothing). Readers run in child processes (``--child``), wh
 MindSpore interpreter runs too: the module imports only numpy and ``benchmarks`` at the
 top. Groups are named ``beyondram-<pid>-<n>`` and removed in ``finally``.
 
-``--quick`` (~10-15 minutes on 2 cores): images 6,000 rows (600 MB), tabular 4M rows
-(300 MB), varshape 600k rows (230 MB), each epoch at most 4 s. The full run: 24,000 /
-12M / 2M rows (2.4 GB / 900 MB / 780 MB), at most 20 s an epoch (~45 minutes).
+``--quick``: images 6,000 rows (600 MB), tabular 4M rows (300 MB), varshape 600k rows
+(230 MB), each epoch at most 4 s, GLOBAL, BLOCK and ``shuffle=False`` in the memory group
+only (45 readers; the first run also writes the data, MindSpore's tabular rows take
+minutes). The full run: 24,000 /
+8M / 2M rows (2.4 GB / 610 MB / 780 MB), at most 20 s an epoch.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ DEVICES: dict[str, tuple[int, int] | None] = {
 """Device situations: (read IOPS, read bytes/s) of the blkio throttle, None: none."""
 
 _QUICK_ROWS = {"images": 6000, "tabular": 4_000_000, "varshape": 600_000}
-_FULL_ROWS = {"images": 24_000, "tabular": 12_000_000, "varshape": 2_000_000}
+_FULL_ROWS = {"images": 24_000, "tabular": 8_000_000, "varshape": 2_000_000}
 _BATCHED = {"tabular"}
 _RANDOM_MODES = {"global", "partial"}
 
@@ -467,9 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller data, 4 s an epoch")
     parser.add_argument("--workloads", default="images,tabular,varshape")
-    parser.add_argument("--modes", default="global,partial,block,none")
+    parser.add_argument(
+        "--modes", default=None,
+        help="default global,partial,block,none (--quick: global,block,none)",
+    )
     parser.add_argument("--devices", default="local,cloud,hdd")
-    parser.add_argument("--no-fits", action="store_true", help="skip the uncapped runs")
+    parser.add_argument(
+        "--fits", action=argparse.BooleanOptionalAction, default=None,
+        help="also read without a memory group on the local device (default: not --quick)",
+    )
     parser.add_argument("--seconds", type=float, default=None, help="cap per epoch")
     parser.add_argument(
         "--verify", default="once", choices=["once", "always", "never"],
@@ -501,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         print("needs root and the cgroup v1 memory and blkio controllers under /sys/fs/cgroup")
         return 2
     workloads = args.workloads.split(",")
-    modes = args.modes.split(",")
+    modes = (args.modes or ("global,block,none" if args.quick else "global,partial,block,none"))
+    modes = modes.split(",")
+    fits = not args.quick if args.fits is None else args.fits
     devices = args.devices.split(",")
     for name in devices:
         if name not in DEVICES:
@@ -551,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{workload}: {rows:,} rows, {size >> 20} MB, ~{row_bytes:,} B a row; "
             f"memory group {memory >> 20} MB", flush=True,
         )
-        for device_name, capped in _situations(devices, not args.no_fits):
+        for device_name, capped in _situations(devices, fits):
             throttle = DEVICES[device_name]
             limit_argv = [*me, "--limits", "--path", str(ours), "--row-bytes", str(row_bytes)]
             with groups(device, throttle, None) as made:
