@@ -141,3 +141,51 @@ def test_a_cold_random_read_reads_its_rows_and_no_neighbours() -> None:
     # read_ahead_kb per fault would read megabytes per row (60 rows: 60 MB and more).
     assert out["read"] <= 2 * asked, out
     assert out["flags"] and all("rr" in flags for flags in out["flags"]), out
+
+
+def _odd(i: int) -> bytes:
+    """Row i's value: 33 KB to 150 KB, so values start and end anywhere in a page."""
+    return i.to_bytes(4, "little") * ((33_000 + (i * 7_919) % 117_000) // 4) + bytes(i % 3)
+
+
+@pytest.fixture(scope="module")
+def odd_sizes() -> Iterator[str]:
+    folder = Path(tempfile.mkdtemp(prefix="mrecord-direct-", dir="/var/tmp"))
+    with FileWriter(folder / "odd.mrecord") as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 20)
+        writer.write_raw_data([{"id": i, "blob": _odd(i)} for i in range(150)])
+    yield str(folder / "odd.mrecord")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_cold_big_values_read_with_direct_io_or_without_are_the_values(
+    odd_sizes: str, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cold values of 32 KiB and more go by O_DIRECT into page-aligned slots (the last
+    one ends inside the file's last pages); where direct I/O is not there, buffered."""
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+    from mrecord.storage.shard import ShardFile
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)  # all cold
+    calls: list[bool] = []
+    real = readahead.read_direct
+
+    def spy(*args: object) -> bool:
+        calls.append(real(*args))  # type: ignore[arg-type]
+        return calls[-1]
+
+    monkeypatch.setattr("mrecord.reader.dataset_reader.read_direct", spy)
+    if not direct:
+        monkeypatch.setattr(ShardFile, "direct_fd", lambda self: None)
+    ids = np.random.default_rng(3).permutation(150)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        for part in np.array_split(ids, 7):
+            for as_arrays in (True, False):
+                block = reader.read_rows(part, ["blob"], bytes_as_arrays=as_arrays)
+                got = [bytes(v) for v in block.columns["blob"]]
+                assert got == [_odd(int(i)) for i in part]
+    assert calls and all(calls) if direct else calls and not any(calls)

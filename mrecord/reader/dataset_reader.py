@@ -32,7 +32,15 @@ from mrecord.remote.urls import is_remote
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.probe import memory_budget
-from mrecord.storage.readahead import hint_rows, read_into
+from mrecord.storage.readahead import (
+    DIRECT_MIN_BYTES,
+    aligned_buffer,
+    direct_layout,
+    hint_rows,
+    looks_resident,
+    read_direct,
+    read_into,
+)
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
@@ -478,18 +486,34 @@ def _read_cold(
 ) -> None:
     """``result[pos]`` = the bytes ``raw[a:b]`` of each value, read into one new buffer:
     with parallel ``pread``s of exactly their bytes (``base``: the chunk's file offset,
-    None when it is not stored plain) or copied from ``raw``. As read-only ``uint8``
-    BytesArrays viewing the buffer (``as_arrays``), else as ``bytes``."""
+    None when it is not stored plain) or copied from ``raw``. Values of at least
+    ``DIRECT_MIN_BYTES`` on average that are not in the page cache are read with direct
+    I/O into page-aligned slots (no page cache filled, charged and reclaimed on their
+    way; ``read_direct``), else, or where direct I/O is refused, with buffered
+    ``pread``s. As read-only ``uint8`` BytesArrays viewing the buffer (``as_arrays``),
+    else as ``bytes``."""
     total = sum(b - a for _, _, a, b, _ in values)
-    buffer = np.empty(total, dtype=np.uint8)
-    places, at = [], 0
-    for _, _, a, b, base in values:
-        if base is not None:
-            places.append((at, base + a, b - a))
-        at += b - a
-    read = len(places) == len(values) and read_into(shard, buffer, places)
-    at = 0
-    for pos, raw, a, b, _ in values:
+    plain = all(base is not None for *_, base in values)
+    buffer: np.ndarray | None = None
+    starts: list[int] = []
+    read = False
+    if plain and values and total >= DIRECT_MIN_BYTES * len(values):
+        ranges = [(base + a, b - a) for _, _, a, b, base in values]  # type: ignore[operator]
+        if not looks_resident(shard, ranges):  # e.g. chunks just checked: copy from memory
+            nbytes, starts, places4 = direct_layout(ranges)
+            buffer = aligned_buffer(nbytes)
+            read = read_direct(shard, buffer, places4)
+    if buffer is None or not read:
+        buffer = np.empty(total, dtype=np.uint8)
+        starts = []
+        places, at = [], 0
+        for _, _, a, b, base in values:
+            starts.append(at)
+            if base is not None:
+                places.append((at, base + a, b - a))
+            at += b - a
+        read = plain and read_into(shard, buffer, places)
+    for (pos, raw, a, b, _), at in zip(values, starts, strict=True):
         part = buffer[at : at + b - a]
         if not read:
             part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
@@ -499,7 +523,6 @@ def _read_cold(
             result[pos] = value
         else:
             result[pos] = part.tobytes()
-        at += b - a
 
 
 def _page_copy_pays(wanted: int, head: Any) -> bool:

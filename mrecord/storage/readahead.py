@@ -39,9 +39,14 @@ from mrecord.format.schema import FieldKind
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
+    "DIRECT_MIN_BYTES",
     "ENABLED",
     "IO_THREADS",
+    "aligned_buffer",
+    "direct_layout",
     "hint_rows",
+    "looks_resident",
+    "read_direct",
     "read_into",
     "row_ranges",
     "verify_chunks",
@@ -277,6 +282,75 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     pool = _io_pool()
     futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
     return all([f.result() for f in futures])
+
+
+DIRECT_MIN_BYTES = 32 << 10
+"""Cold values at least this long on average are read with direct I/O (``read_direct``):
+each read is rounded out to whole pages, so shorter values would read mostly padding."""
+
+
+def direct_layout(
+    places: list[tuple[int, int]],
+) -> tuple[int, list[int], list[tuple[int, int, int, int]]]:
+    """Where ``(offset, length)`` file ranges go in one buffer read with direct I/O:
+    (bytes the buffer needs, each range's start in it, ``read_direct``'s places). Each
+    range gets its own page-aligned slot holding the whole pages around it; the range
+    starts ``offset % page`` bytes into its slot."""
+    starts: list[int] = []
+    reads: list[tuple[int, int, int, int]] = []
+    at = 0
+    for offset, length in places:
+        lead = offset % _PAGE
+        span = -(-(lead + length) // _PAGE) * _PAGE
+        starts.append(at + lead)
+        reads.append((at, offset - lead, span, lead + length))
+        at += span
+    return at, starts, reads
+
+
+def aligned_buffer(nbytes: int) -> np.ndarray:
+    """A ``uint8`` array of ``nbytes`` starting on a page boundary (direct I/O wants it)."""
+    raw = np.empty(nbytes + _PAGE, dtype=np.uint8)
+    skip = -raw.ctypes.data % _PAGE
+    return raw[skip : skip + nbytes]
+
+
+def read_direct(
+    shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int, int, int]]
+) -> bool:
+    """Read ``(at, offset, span, need)``: ``span`` file bytes from ``offset`` into
+    ``buffer[at:at + span]`` (all page-aligned, ``buffer`` from :func:`aligned_buffer`),
+    each read needing at least ``need`` bytes (the file may end inside the last page),
+    with ``O_DIRECT`` ``pread``s on the I/O threads, all in flight at once. False when the
+    shard has no direct descriptor or a read failed or came back short: the caller then
+    reads another way. Direct reads see what the disk holds, which for a committed shard
+    is what the map shows (the kernel writes back dirty pages of a range before a direct
+    read of it)."""
+    fd = shard.direct_fd()
+    if fd is None:
+        return False
+    view = buffer.data.cast("B")
+
+    def read(batch: list[tuple[int, int, int, int]]) -> bool:
+        try:
+            return all(os.preadv(fd, [view[a : a + n]], off) >= need for a, off, n, need in batch)
+        except OSError:
+            return False  # EINVAL: alignment refused here; the caller reads buffered
+
+    if len(places) <= 2 or IO_THREADS <= 1:
+        return read(places)
+    step = max(1, len(places) // (8 * IO_THREADS))
+    pool = _io_pool()
+    futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
+    return all([f.result() for f in futures])
+
+
+def looks_resident(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+    """Whether a sample of ``ranges`` (``(offset, length)`` of ``shard``) is all in the
+    page cache (``mincore``; False when that cannot be told): then a buffered read of
+    them copies from memory, and a direct read would go to the disk again (chunks this
+    read has just checked under ``verify="once"``)."""
+    return _looks_warm(shard, ranges)
 
 
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
