@@ -376,7 +376,20 @@ def _write(python: str, side: str, workload: str, rows: int, path: Path) -> str 
     proc = subprocess.run(
         [python, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
-    return None if proc.returncode == 0 else proc.stderr.strip()[-300:]
+    if proc.returncode != 0:
+        return proc.stderr.strip()[-300:]
+    _done_mark(path).write_text("written\n")
+    return None
+
+
+def _done_mark(path: Path) -> Path:
+    return path.with_name(path.name + ".written")
+
+
+def _written(path: Path) -> bool:
+    """Whether ``path`` was written whole by an earlier run (a write cut short, by a
+    kill or a full disk, leaves no mark and is written again)."""
+    return path.exists() and _done_mark(path).exists()
 
 
 def _mindspore_python(option: str | None) -> tuple[str | None, str]:
@@ -542,14 +555,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = (_QUICK_ROWS if args.quick else _FULL_ROWS)[workload]
         ours = args.dir / f"{workload}{rows}.mrecord"
         theirs = args.dir / f"{workload}{rows}.mindrecord"
-        if not ours.exists():
+        if not _written(ours):
             print(f"writing {rows:,} {workload} rows with mrecord ...", flush=True)
             failed = _write(sys.executable, "mrecord", workload, rows, ours)
             if failed:
                 raise SystemExit(f"mrecord's writer failed: {failed}")
         side_python = ms_python
-        if side_python is not None and not theirs.exists():
-            print(f"writing {rows:,} {workload} rows with MindSpore ...", flush=True)
+        if side_python is not None and not _written(theirs):
+            print(f"writing {rows:,} {workload} rows with MindSpore (minutes) ...", flush=True)
             failed = _write(side_python, "mindspore", workload, rows, theirs)
             if failed:
                 print(f"MindSpore's writer failed: {failed}")
