@@ -7,15 +7,19 @@ Each timed run starts with a cold source cache (``sync``; ``echo 1 >
 /proc/sys/vm/drop_caches``) and ends when its output is durable (the writer's own
 fsyncs, then ``os.sync()``), timed from outside, process start included:
 
-- ``mrecord convert imagefolder`` at 1 worker and at ``--workers`` (default: cores);
+- ``mrecord convert imagefolder`` at 1 worker (serial) and at ``--workers`` (default:
+  cores; the image check runs in threads);
 - MindSpore's ``FileWriter`` loop from its documentation (read each file, a row dict
   per image, ``write_raw_data`` every 1,000 rows, ``commit``), in MindSpore's own
   interpreter (``benchmarks.run.find_mindspore``; "not installed" when none);
+- the same with ``--check-images none`` (files stored unread, as MindSpore's loop does)
+  and with ``--check-images decode`` (every JPEG decoded at 1/8 scale: CPU-bound, threads);
 - ``--resize 64x64`` (CPU-bound) on the first ``--resize-images`` files at 1 and 2
-  workers, for the scaling;
+  workers (serial, then 2 processes), for the scaling;
 
-beside the disk's limits measured in the same run (``benchmarks.limits``: fsync'd
-sequential writes). Rows/s and MB/s (source bytes per second). The machine may be
+beside the limits measured in the same run: a durable sequential write of as many bytes
+(``benchmarks.bench_write_durable.disk_limit``) and a cold read of the source files by 8
+threads. Rows/s and MB/s (source bytes per second). The machine may be
 shared: compare ratios from one run. ``--classic`` runs the older table (CIFAR-10,
 a small image folder, MindRecord import; warm cache, library calls).
 """
@@ -34,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.bench_write_durable import disk_limit
 from mrecord.convert import convert_cifar10, convert_imagefolder, convert_mindrecord
 
 OUT = Path("bench_out/convert")
@@ -213,6 +218,20 @@ def clean(dst: Path) -> None:
             p.unlink()
 
 
+def cold_read_seconds(src: Path, threads: int = 8) -> float:
+    """Seconds to read every file of ``src`` from a cold cache with ``threads`` threads:
+    the source side's limit (a conversion reads each file once, then writes it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = sorted(src.rglob("*.jpg"))
+    drop_caches()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(Path.read_bytes, files, chunksize=64):
+            pass
+    return time.perf_counter() - start
+
+
 def timed(cmd: list[str], dst: Path, env: dict[str, str] | None = None) -> float:
     """Seconds from a cold cache to ``cmd``'s output durable."""
     clean(dst)
@@ -245,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the issue-24 table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=20_000)
-    parser.add_argument("--resize-images", type=int, default=2_000)
+    parser.add_argument("--resize-images", type=int, default=4_000)
     parser.add_argument("--quick", action="store_true", help="2,000 images, 400 resized")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -272,10 +291,21 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.run import find_mindspore
 
     limits = measure_limits(args.out, 256)
+    write_limit = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
+    read_limit = source_bytes / cold_read_seconds(src) / 1e6
     rows: list[tuple[str, int, int, float | None]] = []
     for workers in sorted({1, args.workers}):
         seconds = timed(mrecord_cmd(src, dst, workers), dst)
         rows.append((f"mrecord convert, {workers} worker(s)", args.images, source_bytes, seconds))
+    seconds = timed(mrecord_cmd(src, dst, args.workers, "--check-images", "none"), dst)
+    rows.append(
+        (f"  --check-images none, {args.workers} worker(s)", args.images, source_bytes, seconds)
+    )
+    for workers in sorted({1, args.workers}):
+        seconds = timed(mrecord_cmd(src, dst, workers, "--check-images", "decode"), dst)
+        rows.append(
+            (f"  --check-images decode, {workers} worker(s)", args.images, source_bytes, seconds)
+        )
     python, why = find_mindspore(args.mindspore_python)
     if python is not None:
         ms_dst = args.out.resolve() / "folder.mindrecord"
@@ -296,18 +326,17 @@ def main(argv: list[str] | None = None) -> int:
         f"cold source cache, timed to durable; cores: {os.cpu_count()}"
     )
     print(
-        f"disk limit (benchmarks.limits, same run): fsync'd sequential write "
-        f"{limits['fsync_mb_s']:,.0f} MB/s"
+        f"disk limits (same run): durable sequential write of the source's bytes "
+        f"{write_limit:,.0f} MB/s (benchmarks.limits' buffered write + fsync: "
+        f"{limits['fsync_mb_s']:,.0f}); cold read of the source files, 8 threads "
+        f"{read_limit:,.0f} MB/s"
     )
     print(f"{'run':52} {'rows':>7} {'seconds':>8} {'rows/s':>9} {'MB/s':>7}")
     for label, count, nbytes, took in rows:
         if took is None:
             print(label)
             continue
-        print(
-            f"{label:52} {count:7,} {took:8.2f} {count / took:9,.0f} "
-            f"{nbytes / took / 1e6:7.0f}"
-        )
+        print(f"{label:52} {count:7,} {took:8.2f} {count / took:9,.0f} {nbytes / took / 1e6:7.0f}")
     by = {label: s for label, _c, _b, s in rows if s is not None}
     one = by.get("mrecord convert, 1 worker(s)")
     many = by.get(f"mrecord convert, {args.workers} worker(s)")
@@ -316,6 +345,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio: {args.workers} workers vs 1: {one / many:.2f}x")
     if ms and many:
         print(f"ratio: mrecord ({args.workers} workers) vs MindSpore: {ms / many:.2f}x faster")
+    limit = min(read_limit, write_limit)
+    for label in (
+        f"mrecord convert, {args.workers} worker(s)",
+        f"  --check-images none, {args.workers} worker(s)",
+    ):
+        if by.get(label):
+            rate = source_bytes / by[label] / 1e6
+            print(
+                f"{label.strip()}: {rate:,.0f} MB/s, {rate / limit:.0%} of the slower limit "
+                f"({limit:,.0f} MB/s)"
+            )
+    d1 = by.get("  --check-images decode, 1 worker(s)")
+    d2 = by.get(f"  --check-images decode, {args.workers} worker(s)")
+    if d1 and d2:
+        print(f"ratio: --check-images decode, {args.workers} workers vs 1: {d1 / d2:.2f}x")
     r1, r2 = by.get("--resize 64x64, 1 worker(s)"), by.get("--resize 64x64, 2 worker(s)")
     if r1 and r2:
         print(f"ratio: --resize, 2 workers vs 1: {r1 / r2:.2f}x")

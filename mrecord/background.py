@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from mrecord.errors import ArgumentError
+
 __all__ = ["END", "Background", "BackgroundStopped", "BackgroundTimeout"]
 
 T = TypeVar("T")
@@ -57,7 +59,7 @@ class Background(Generic[T]):
         item_name: str = "items",
     ) -> None:
         if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity!r}")
+            raise ArgumentError(f"capacity must be >= 1, got {capacity!r}")
         self.capacity = capacity
         self.name = name
         self._describe = describe if describe is not None else f"background thread {name!r}"

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import ArgumentError
+
 __all__ = ["Block", "BytesArray", "ColumnValues"]
 
 ColumnValues = np.ndarray | list[Any]
@@ -46,10 +48,10 @@ class Block:
             if len(self.row_ids) == 0:
                 self.row_ids = np.full(n, -1, dtype=np.int64)
             else:
-                raise ValueError(f"row_ids has {len(self.row_ids)} entries for {n} rows")
+                raise ArgumentError(f"row_ids has {len(self.row_ids)} entries for {n} rows")
         for name, values in self.columns.items():
             if len(values) != n:
-                raise ValueError(f"column {name!r} has {len(values)} values, expected {n}")
+                raise ArgumentError(f"column {name!r} has {len(values)} values, expected {n}")
 
     def _infer_length(self) -> int:
         for values in self.columns.values():

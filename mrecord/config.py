@@ -1,12 +1,19 @@
 """Process-wide settings, MindSpore style: ``mrecord.config.set_seed(1)``.
 
 Each setting has a setter that validates its argument and a getter. Values are
-read when an iterator is created, so changing them affects later iterators only.
+read when an iterator is created, so changing them affects later iterators only; the
+default worker count is read when a source or op is constructed
+(:func:`workers_or_default`). Layers above that keep state derived from the settings
+register with :func:`on_reset`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+
+from mrecord.arguments import MAX_WORKERS, check_int
+from mrecord.errors import ArgumentError, WrongTypeError
 
 __all__ = [
     "get_auto_offload",
@@ -14,18 +21,37 @@ __all__ = [
     "get_op_timeout",
     "get_prefetch_size",
     "get_seed",
+    "on_reset",
     "reset",
     "set_auto_offload",
     "set_num_parallel_workers",
     "set_op_timeout",
     "set_prefetch_size",
     "set_seed",
+    "workers_or_default",
 ]
 
 _DEFAULT_SEED = 5489  # MindSpore's default seed (the mt19937 default).
 
 _lock = threading.Lock()
 _settings: dict[str, object] = {}
+# Called after reset() and set_seed(): modules above config that keep state derived from
+# the settings register here (config imports nothing above it, so it cannot call them).
+_reset_listeners: list[Callable[[], None]] = []
+
+
+def on_reset(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback()`` after every :func:`reset` and :func:`set_seed` (in registration
+    order; registering the same callback twice keeps one). Returns ``callback``, so it can
+    decorate a function.
+
+    For state derived from the settings in a layer above ``config``:
+    ``transforms.seeding`` restarts its seedless eager sequence this way.
+    """
+    with _lock:
+        if callback not in _reset_listeners:
+            _reset_listeners.append(callback)
+    return callback
 
 
 def reset() -> None:
@@ -39,28 +65,18 @@ def reset() -> None:
             auto_offload=False,
             op_timeout=1900.0,
         )
-    _restart_eager_randomness()
+    _notify_reset()
 
 
-def _restart_eager_randomness() -> None:
-    """Seedless eager calls of random ops restart their sequence from the new seed."""
-    import sys
-
-    seeding = sys.modules.get("mrecord.transforms.seeding")
-    if seeding is not None:  # not imported yet: it will read the seed when it is
-        seeding.reset_eager_seeds()
+def _notify_reset() -> None:
+    """Tell the :func:`on_reset` listeners (outside the lock: they may read settings)."""
+    with _lock:
+        listeners = list(_reset_listeners)
+    for callback in listeners:
+        callback()
 
 
 reset()
-
-
-def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f", {maximum}"
-        raise ValueError(f"{name} must be in [{minimum}{upper}], got {value!r}")
-    return value
 
 
 def _int(name: str) -> int:
@@ -76,8 +92,8 @@ def set_seed(seed: int) -> None:
     global permutation, so their shards are disjoint.
     """
     with _lock:
-        _settings["seed"] = _check_int("seed", seed, 0, 2**32 - 1)
-    _restart_eager_randomness()
+        _settings["seed"] = check_int(seed, "seed", 0, 2**32 - 1)
+    _notify_reset()
 
 
 def get_seed() -> int:
@@ -88,7 +104,7 @@ def get_seed() -> int:
 def set_prefetch_size(size: int) -> None:
     """Set how many items each pipeline queue may hold (bounds memory)."""
     with _lock:
-        _settings["prefetch_size"] = _check_int("prefetch_size", size, 1)
+        _settings["prefetch_size"] = check_int(size, "prefetch_size", 1, None)
 
 
 def get_prefetch_size() -> int:
@@ -99,7 +115,7 @@ def get_prefetch_size() -> int:
 def set_num_parallel_workers(num: int) -> None:
     """Set the default number of workers for ops that do not give their own."""
     with _lock:
-        _settings["num_parallel_workers"] = _check_int("num_parallel_workers", num, 1, 1024)
+        _settings["num_parallel_workers"] = check_int(num, "num_parallel_workers", 1, MAX_WORKERS)
 
 
 def get_num_parallel_workers() -> int:
@@ -107,10 +123,22 @@ def get_num_parallel_workers() -> int:
     return _int("num_parallel_workers")
 
 
+def workers_or_default(num: int | None) -> int:
+    """``num``, or the default worker count when it is None.
+
+    Every source and op reads the default here, when it is constructed: a dataset's
+    definition is complete once built (``MindDataset`` sizes its read blocks from its
+    worker count), and a later ``set_num_parallel_workers`` applies to datasets built
+    after it, not to those already built. ``num`` is checked by
+    :func:`mrecord.arguments.check_workers` first.
+    """
+    return get_num_parallel_workers() if num is None else num
+
+
 def set_auto_offload(offload: bool) -> None:
     """Offload the tail transforms of every map (a map's own ``offload=`` wins)."""
     if not isinstance(offload, bool):
-        raise TypeError(f"offload must be a bool, got {offload!r}")
+        raise WrongTypeError(f"offload must be a bool, got {offload!r}")
     with _lock:
         _settings["auto_offload"] = offload
 
@@ -123,9 +151,9 @@ def get_auto_offload() -> bool:
 def set_op_timeout(seconds: float) -> None:
     """Set how long the sink's ``get_next`` waits for a batch (default 1900 s)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"op_timeout must be a number of seconds, got {seconds!r}")
+        raise WrongTypeError(f"op_timeout must be a number of seconds, got {seconds!r}")
     if not seconds > 0:
-        raise ValueError(f"op_timeout must be > 0, got {seconds!r}")
+        raise ArgumentError(f"op_timeout must be > 0, got {seconds!r}")
     with _lock:
         _settings["op_timeout"] = float(seconds)
 

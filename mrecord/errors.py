@@ -10,6 +10,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── RowValidationError(ValueError)     a row does not fit the schema (names row and field)
     ├── DatasetExistsError(FileExistsError, RuntimeError) output files exist, overwrite=False
     ├── DatasetNotFoundError(FileNotFoundError, ValueError) a data file is missing
+    │   └── AppendTargetMissingError(RuntimeArgumentError) open_for_append of no dataset
     ├── MissingIndexError(FileNotFoundError)   a shard's .db is missing
     ├── UnreadableFileError(PermissionError)   a data file or .db exists but may not be read
     ├── IndexMismatchError(ValueError)     a .db does not belong to its data file
@@ -21,7 +22,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── CorruptFileError(ValueError, RuntimeError) damaged or truncated bytes (file, page, offset)
     │   ├── ChecksumError                  a checksum did not match
     │   └── NotAnMrecordFileError          another kind of file (a PNG, a Parquet file, ...)
-    ├── FormatError(ValueError)            bytes break the format spec (raised by mrecord.format;
+    ├── FormatError(ValueError)            bytes break the format spec (mrecord.format, serve wire;
     │   │                                  the reader re-raises them as CorruptFileError + file)
     │   ├── LayoutError                    the header or trailer is not an mrecord one
     │   ├── MetadataError                  metadata bytes are malformed or unsafe
@@ -33,8 +34,13 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── RemoteStorageError(OSError)        a remote store (s3://, http://) failed or is unreachable
     ├── WriterStateError(RuntimeError)     FileWriter called out of order (commit twice, ...)
     ├── ArgumentError(ValueError)          conflicting or out-of-range arguments
-    │   └── RowIndexError(IndexError)      a row id outside the dataset
-    ├── SamplerError(RuntimeError)         bad sampler/sharding setup (MindSpore: RuntimeError)
+    │   ├── RowIndexError(IndexError)      a row id outside the dataset
+    │   ├── RuntimeArgumentError(RuntimeError) arguments MindSpore rejects with RuntimeError
+    │   │   └── SamplerError               bad sampler/sharding setup (sampler + shuffle, ...)
+    │   ├── UnknownNameError(KeyError)     a name no registry knows (a shuffle mode, ...)
+    │   └── UnsupportedArgumentError(NotImplementedError) an argument MindSpore does not support
+    ├── WrongTypeError(TypeError)          an argument or value of the wrong type
+    ├── MissingDependencyError(ImportError) an optional package is missing (names the extra)
     ├── PipelineError(RuntimeError)        the dataset graph is invalid or an op failed
     │   └── OperationError                 a user function raised (names op, column, row)
     ├── OffloadError(ValueError)           an offload constraint was violated
@@ -44,7 +50,13 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── CheckpointError(ValueError)        a resume checkpoint is malformed or from another dataset
     ├── DecodeError(ValueError, RuntimeError) bytes given to vision.Decode are not an image
     ├── DatasetServerError(ConnectionError) a dataset server (`mrecord serve`) is gone or failed
+    ├── SlowClientError(TimeoutError)      a dataset server dropped a client that read nothing
+    ├── TrainingError(ValueError)          training stopped: a step's loss is NaN or infinite
     └── AuthenticationError(PermissionError) a dataset server refused the token
+
+No module of ``mrecord/`` raises a bare builtin exception (``tests/test_typed_errors.py``
+walks them all; only protocol-required raises such as ``StopIteration`` in ``__next__`` are
+allowed). Argument checks with MindSpore's messages are in ``mrecord/arguments.py``.
 
 Third-party exceptions (``zstandard.ZstdError``, msgpack, ``sqlite3``) are always
 wrapped: ``raise CorruptFileError(...) from exc``.
@@ -53,6 +65,7 @@ wrapped: ``raise CorruptFileError(...) from exc``.
 from __future__ import annotations
 
 __all__ = [
+    "AppendTargetMissingError",
     "ArgumentError",
     "AuthenticationError",
     "CheckpointError",
@@ -74,6 +87,7 @@ __all__ = [
     "InsecureTokenWarning",
     "LayoutError",
     "MetadataError",
+    "MissingDependencyError",
     "MissingIndexError",
     "MrecordError",
     "NotAnMrecordFileError",
@@ -84,14 +98,20 @@ __all__ = [
     "RemoteStorageError",
     "RowIndexError",
     "RowValidationError",
+    "RuntimeArgumentError",
     "SamplerError",
     "SchemaError",
     "SinkTimeoutError",
+    "SlowClientError",
     "StorageError",
     "StoragePermissionError",
+    "TrainingError",
+    "UnknownNameError",
     "UnreadableFileError",
+    "UnsupportedArgumentError",
     "UnsupportedPlatformError",
     "WriterStateError",
+    "WrongTypeError",
 ]
 
 
@@ -266,8 +286,42 @@ class RowIndexError(ArgumentError, IndexError):
     """A row id is outside the dataset (also an ``IndexError``, so ``reader[i]`` loops end)."""
 
 
-class SamplerError(MrecordError, RuntimeError):
-    """A sampler or sharding setup is invalid (MindSpore raises RuntimeError here)."""
+class RuntimeArgumentError(ArgumentError, RuntimeError):
+    """Arguments that MindSpore rejects with ``RuntimeError`` (its C++ layer checks them):
+    a page size too big, a missing file to append to, a bad MindPage category id, ``OneHot``
+    labels out of range, a sampler with ``shuffle``, ``shard_id`` without ``num_shards``.
+
+    Both an :class:`ArgumentError` (mrecord's promise) and a ``RuntimeError`` (MindSpore's).
+    """
+
+
+class UnknownNameError(ArgumentError, KeyError):
+    """A name that no registry knows (a shuffle mode, ...); the message lists the known ones."""
+
+
+class UnsupportedArgumentError(ArgumentError, NotImplementedError):
+    """An argument MindSpore accepts in its signature but does not support
+    (``PKSampler(num_class=...)``); MindSpore raises ``NotImplementedError``."""
+
+
+class WrongTypeError(MrecordError, TypeError):
+    """An argument or value has the wrong type; the message names it, the type expected
+    and the type (or value) given."""
+
+
+class MissingDependencyError(MrecordError, ImportError):
+    """An optional package is not installed; the message names it and the
+    ``pip install 'mrecord[extra]'`` that brings it."""
+
+
+class SamplerError(RuntimeArgumentError):
+    """A sampler or sharding setup is invalid: a sampler with ``shuffle``, ``shard_id``
+    without ``num_shards``, ... (MindSpore raises RuntimeError here; an ArgumentError too)."""
+
+
+class AppendTargetMissingError(DatasetNotFoundError, RuntimeArgumentError):
+    """``FileWriter.open_for_append`` was given a file that does not exist (MindSpore:
+    RuntimeError); also a ``FileNotFoundError`` and an :class:`ArgumentError`."""
 
 
 class PipelineError(MrecordError, RuntimeError):
@@ -308,6 +362,14 @@ class DecodeError(MrecordError, ValueError, RuntimeError):
 
 class DatasetServerError(MrecordError, ConnectionError):
     """A dataset server cannot be reached (after retries), or answered with an unexpected error."""
+
+
+class SlowClientError(MrecordError, TimeoutError):
+    """A dataset server dropped a client that read nothing of an answer for its timeout."""
+
+
+class TrainingError(MrecordError, ValueError):
+    """Training stopped: a step's loss is NaN or infinite (MindSpore raises ValueError)."""
 
 
 class AuthenticationError(MrecordError, PermissionError):

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, Protocol, TypeVar
 
+from mrecord.errors import ArgumentError
+
 __all__ = [
     "Future",
     "PoolStopped",
@@ -165,7 +167,7 @@ class ThreadPool(Generic[T, R]):
 
     def __init__(self, fn: Callable[[T], R], num_workers: int, name: str) -> None:
         if num_workers < 1:
-            raise ValueError(f"{name}: num_workers must be >= 1, got {num_workers!r}")
+            raise ArgumentError(f"{name}: num_workers must be >= 1, got {num_workers!r}")
         self.name = name
         self.num_workers = num_workers
         self._tasks: queue.SimpleQueue[_Task] = queue.SimpleQueue()
@@ -227,7 +229,7 @@ def ordered_map(
     :class:`PoolStopped` once ``stop`` is set. Pending futures are cancelled when
     this ends early."""
     if window < 1:
-        raise ValueError(f"window must be >= 1, got {window!r}")
+        raise ArgumentError(f"window must be >= 1, got {window!r}")
     stop = _NEVER if stop is None else stop
     pending: deque[tuple[T, Future[Any]]] = deque()
     try:

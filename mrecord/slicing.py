@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from mrecord.errors import ArgumentError
+from mrecord.arguments import require_int
+from mrecord.errors import ArgumentError, WrongTypeError
 
 __all__ = [
     "SlicePlan",
@@ -43,14 +44,6 @@ __all__ = [
 ]
 
 Strategy = tuple[tuple[int, ...], ...]
-
-
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ArgumentError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
 
 
 def _slices(shape: tuple[int, ...]) -> int:
@@ -68,18 +61,18 @@ def check_dataset_strategy(dataset_strategy: object) -> Strategy:
     the most dimensions.
     """
     if not isinstance(dataset_strategy, (tuple, list)) or not dataset_strategy:
-        raise TypeError(
+        raise WrongTypeError(
             f"dataset_strategy must be a non-empty tuple of tuples such as ((1, 1, 1, 8), (1,)), "
             f"got {dataset_strategy!r}"
         )
     strategy: list[tuple[int, ...]] = []
     for i, item in enumerate(cast(Sequence[object], dataset_strategy)):
         if not isinstance(item, (tuple, list)) or not item:
-            raise TypeError(
+            raise WrongTypeError(
                 f"dataset_strategy[{i}] must be a non-empty tuple of ints, got {item!r}"
             )
         strategy.append(
-            tuple(_check_int(v, f"dataset_strategy[{i}][{j}]", 1) for j, v in enumerate(item))
+            tuple(require_int(v, f"dataset_strategy[{i}][{j}]", 1) for j, v in enumerate(item))
         )
     for i, dims in enumerate(strategy):
         sliced = [d for d, n in enumerate(dims) if n > 1]
@@ -106,13 +99,14 @@ def _one_dim(dims: tuple[int, ...]) -> tuple[int, ...]:
 
 def patch_index(rank: int, num_height: int, num_width: int) -> int:
     """The patch a rank keeps: ``rank % (num_height * num_width)`` (row-major patch order)."""
-    _check_int(rank, "rank", 0)
-    return rank % (_check_int(num_height, "num_height", 1) * _check_int(num_width, "num_width", 1))
+    require_int(rank, "rank", 0)
+    cells = require_int(num_height, "num_height", 1) * require_int(num_width, "num_width", 1)
+    return rank % cells
 
 
 def patch_columns(num_height: int, num_width: int, prefix: str = "img") -> list[str]:
     """Names of SlicePatches' output columns: ``img0 .. img{N-1}``, as in MindSpore's example."""
-    count = _check_int(num_height, "num_height", 1) * _check_int(num_width, "num_width", 1)
+    count = require_int(num_height, "num_height", 1) * require_int(num_width, "num_width", 1)
     return [f"{prefix}{i}" for i in range(count)]
 
 

@@ -42,9 +42,9 @@ from mrecord.serve.server.run import ServerThread
 from mrecord.testing.mixed import write_mixed
 
 ROWS = 400
-MODES: list[Any] = ["global", "partial", "files", "infile", "adaptive", False]
-"""Shuffle.BLOCK is not among them: RemoteDataset has no block layout (page boundaries)
-yet, so its BLOCK order differs from MindDataset's (the xfail test below)."""
+MODES: list[Any] = ["global", "partial", "files", "infile", "adaptive", "block", False]
+"""Every mode. BLOCK's page boundaries come from the server (``GET .../layout``); on two
+ranks nothing is measured, so its blocks are the files' alone on either host."""
 SEED = 4321
 
 
@@ -270,11 +270,6 @@ def test_tls_across_hosts_with_the_servers_certificate(
         proc.wait(timeout=30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RemoteDataset has no _block_layout: MindDataset plans BLOCK's blocks from the "
-    "files' pages (plan_layout), and the server sends no layout",
-)
 def test_block_shuffle_through_the_service_equals_mind_dataset(data: Path) -> None:
     run = {"shuffle": "block", "seed": SEED}
     with ServerThread({"mixed": data}) as server:

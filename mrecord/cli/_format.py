@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mrecord.errors import ArgumentError
+
 __all__ = ["MIB", "format_rate", "format_size", "format_table"]
 
 MIB = 1 << 20
@@ -41,7 +43,9 @@ def format_table(
     widths = [len(h) for h in headers]
     for row in rows:
         if len(row) != len(headers):
-            raise ValueError(f"row {list(row)!r} has {len(row)} cells for {len(headers)} columns")
+            raise ArgumentError(
+                f"row {list(row)!r} has {len(row)} cells for {len(headers)} columns"
+            )
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
 
     def line(cells: Sequence[str]) -> str:

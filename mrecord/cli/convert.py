@@ -40,9 +40,9 @@ Examples:
   mrecord convert hf saved_dataset/ train.mrecord --split train
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
-Image reading, checking, --resize and --reencode (imagefolder) and PNG encoding
-(cifar10 --png) run in --workers processes (default: one per core); the dataset is
-the same, byte for byte, whatever the number of workers. Every --checkpoint of
+Image checking, --resize and --reencode (imagefolder) and PNG encoding (cifar10
+--png) run in --workers threads or processes (default: one per core; 1 is serial);
+the dataset is the same, byte for byte, whatever the number of workers. Every --checkpoint of
 pages is made durable in DST.mrecord-resume: a conversion killed on the way and run
 again with --resume goes on from there and ends with the dataset an uninterrupted
 run writes.
@@ -57,6 +57,7 @@ _ONLY_FOR = {
     "resize": ("imagefolder",),
     "reencode": ("imagefolder",),
     "skip_bad_images": ("imagefolder",),
+    "check_images": ("imagefolder",),
     "no_check_index": ("mindrecord",),
 }
 
@@ -127,6 +128,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
             "resize": _parse_resize(given["resize"]),
             "reencode": given["reencode"],
             "on_error": "skip" if given["skip_bad_images"] else "raise",
+            "check": given["check_images"] or "structure",
         }
     if kind == "mindrecord":
         return {"check_index": not given["no_check_index"]}
@@ -196,6 +198,14 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     help="imagefolder: skip unreadable images (listed in the summary) instead of failing.",
 )
 @click.option(
+    "--check-images",
+    type=click.Choice(["structure", "decode", "none"]),
+    default=None,
+    help="imagefolder: how each image is checked before it is stored: its header and a "
+    "JPEG's end-of-image marker (structure, the default), also a full JPEG decode (decode, "
+    "~8x the CPU), or not at all (none).",
+)
+@click.option(
     "--no-check-index", is_flag=True, help="mindrecord: do not compare the .db files with the data."
 )
 @click.option(
@@ -206,7 +216,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--workers",
     type=click.IntRange(1, 1024),
     default=None,
-    help="Worker processes for the per-row work (default: the number of cores).",
+    help="Pieces of per-row work done at once, in threads (image checks) or processes "
+    "(resizing, encoding); default: the number of cores, 1: serial.",
 )
 @click.option(
     "--resume",

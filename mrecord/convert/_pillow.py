@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mrecord.errors import MissingDependencyError
+
 __all__ = ["describe_image_error", "require_pillow"]
 
 # Pillow names the in-memory file it was given: "cannot identify image file <_io.BytesIO
@@ -17,7 +19,9 @@ def require_pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow is a dev dependency
-        raise ImportError("this conversion needs Pillow: pip install 'mrecord[vision]'") from exc
+        raise MissingDependencyError(
+            "this conversion needs Pillow: pip install 'mrecord[vision]'"
+        ) from exc
     return Image
 
 

@@ -117,15 +117,25 @@ def convert_imagefolder(
     resize: int | Sequence[int] | None = None,
     reencode: str | None = None,
     on_error: str = "raise",
+    check: bool | str = True,
     progress: ProgressCallback | None = None,
     **write_options: Any,
 ) -> ConversionSummary:
-    """Class subfolders of images → ``image`` (bytes) + ``label`` + ``file_name``."""
+    """Class subfolders of images → ``image`` (bytes) + ``label`` + ``file_name``.
+
+    ``check``: ``True``/``"structure"`` (header, and a JPEG's end-of-image marker),
+    ``"decode"`` (also decodes JPEGs), ``False``/``"none"`` (stores the files unread; a
+    damaged image is then found only when training reads it): ``--check-images``."""
     return convert(
         "imagefolder",
         src,
         dst,
-        source_options={"resize": resize, "reencode": reencode, "on_error": on_error},
+        source_options={
+            "resize": resize,
+            "reencode": reencode,
+            "on_error": on_error,
+            "check": check,
+        },
         progress=progress,
         **write_options,
     )

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
-from mrecord.errors import ConversionError
+from mrecord.errors import ConversionError, MissingDependencyError
 
 __all__ = [
     "ArrowSource",
@@ -39,7 +39,7 @@ def import_datasets() -> ModuleType:
     try:
         import datasets
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "Hugging Face support needs the datasets package: pip install 'mrecord[arrow]'"
         ) from exc
     return datasets  # type: ignore[no-any-return]

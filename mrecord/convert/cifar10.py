@@ -164,7 +164,6 @@ class Cifar10Source(Source):
             work=functools.partial(_png_piece, files),
             collect=collect,
             finish=lambda: None,
-            threads=self.workers or os.cpu_count() or 1,
         )
 
 

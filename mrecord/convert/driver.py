@@ -6,8 +6,9 @@ written inside one ``FileWriter`` context, so a conversion that fails (bad input
 found halfway, Ctrl-C, disk full) leaves no dataset files behind.
 
 Parallel: a source with a :meth:`~mrecord.convert.base.Source.plan` has its per-row
-work run by ``workers`` processes (:mod:`mrecord.convert.parallel`) while this
-process writes the batches in order, so the dataset is the one a serial run writes.
+work done ``workers`` pieces at a time, in threads or processes
+(:mod:`mrecord.convert.parallel`), while this process writes the batches in order, so
+the dataset is the one a serial run writes.
 
 Resumable: every ``checkpoint_bytes`` of pages, the writer's state is made durable
 in a sidecar folder ``DST.mrecord-resume`` (:mod:`mrecord.writer.resume`). A
@@ -47,7 +48,9 @@ class WriteOptions:
 
     ``index_fields=None`` uses the source's suggestion (e.g. ``label``); ``[]``
     indexes nothing. ``compression="zstd"`` with ``compress_fields=None``
-    compresses every field, else only the named ones.
+    compresses every field, else only the named ones. ``workers``: pieces of per-row
+    work (image checks, ``--resize``, PNG encoding) done at once; None: one per core,
+    1: a serial run (see :mod:`mrecord.convert.parallel`).
     """
 
     shard_num: int = 1
@@ -58,9 +61,14 @@ class WriteOptions:
     index_fields: Sequence[str] | None = None
     overwrite: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
-    workers: int = 1
+    workers: int | None = None
     resume: bool = False
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
+
+    @property
+    def worker_count(self) -> int:
+        """``workers``, with None resolved to the number of cores."""
+        return self.workers or os.cpu_count() or 1
 
     def check(self, schema: dict[str, dict[str, Any]]) -> None:
         """Raise :class:`ArgumentError` for options that cannot work with ``schema``."""
@@ -71,6 +79,8 @@ class WriteOptions:
         check_batch_rows(self.batch_rows)
         for name in ("workers", "checkpoint_bytes"):
             value = getattr(self, name)
+            if name == "workers" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ArgumentError(f"{name} must be an int >= 1, got {value!r}")
         if self.compression not in (None, "zstd"):
@@ -239,7 +249,7 @@ def _batches(
     """``(position after it, batch)`` for the source's batches from number ``start`` on."""
     plan = source.plan(opts.batch_rows)
     if plan is not None:
-        for b, batch in prefetch(run_plan(plan, workers=opts.workers, start=start)):
+        for b, batch in prefetch(run_plan(plan, workers=opts.worker_count, start=start)):
             yield b + 1, batch or {}
         return
     for b, batch in enumerate(prefetch(source.iter_batches(opts.batch_rows))):
@@ -312,6 +322,6 @@ def _summary(
         bytes=total,
         seconds=seconds,
         problems=list(source.problems),
-        workers=opts.workers,
+        workers=opts.worker_count,
         resumed_at_row=resumed_at,
     )

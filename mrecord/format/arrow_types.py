@@ -28,7 +28,7 @@ import re
 from types import ModuleType
 from typing import Any
 
-from mrecord.errors import ConversionError
+from mrecord.errors import ConversionError, MissingDependencyError
 from mrecord.format.schema import NUMERIC_TYPES, Field
 
 __all__ = [
@@ -47,7 +47,7 @@ def import_pyarrow() -> ModuleType:
     try:
         import pyarrow
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "Arrow, Parquet and Hugging Face support needs pyarrow: "
             "pip install 'mrecord[arrow]'"
         ) from exc

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, SchemaError
+from mrecord.errors import ArgumentError, MissingDependencyError, SchemaError
 from mrecord.format.schema import FieldKind
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.reader.layout import dataset_layout, measured_numbers, memory_budget
@@ -121,7 +121,7 @@ def plot_shuffle_report(report: ShuffleReport, path: str | Path, title: str | No
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "plotting a shuffle report needs matplotlib: pip install 'mrecord[plot]'"
         ) from exc
     keys = [k for k in METRICS if any(m.values.get(k) for m in report.modes)]

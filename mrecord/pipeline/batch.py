@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord import config
+from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, OperationError, PipelineError
+from mrecord.errors import ArgumentError, OperationError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list, batch_column, map_column_order
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.map import check_workers
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
@@ -62,13 +63,13 @@ class BatchDataset(Dataset):
             batch_size if callable(batch_size) else None
         )
         if not isinstance(drop_remainder, bool):
-            raise TypeError(f"drop_remainder must be a bool, got {drop_remainder!r}")
+            raise WrongTypeError(f"drop_remainder must be a bool, got {drop_remainder!r}")
         if per_batch_map is not None and not callable(per_batch_map):
-            raise TypeError(f"per_batch_map must be callable, got {per_batch_map!r}")
+            raise WrongTypeError(f"per_batch_map must be callable, got {per_batch_map!r}")
         # with a size function, 1 stands for "varies" (get_batch_size)
         self.batch_size = 1 if callable(batch_size) else _check_batch_size(batch_size)
         self.drop_remainder = drop_remainder
-        self.num_parallel_workers = check_workers(num_parallel_workers)
+        self.num_parallel_workers = config.workers_or_default(check_workers(num_parallel_workers))
         self.per_batch_map = per_batch_map
         self.input_columns = as_name_list(input_columns, "input_columns")
         self.output_columns = as_name_list(output_columns, "output_columns")
@@ -216,9 +217,9 @@ class BatchDataset(Dataset):
 
 def _check_batch_size(batch_size: object) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+        raise WrongTypeError(f"batch_size must be an int, got {batch_size!r}")
     if not 1 <= batch_size <= 2**31 - 1:
-        raise ValueError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
+        raise ArgumentError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
     return batch_size
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.block import Block, BytesArray, ColumnValues
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.transforms import buffers
 
 __all__ = [
@@ -47,7 +47,7 @@ def as_name_list(value: str | Sequence[str] | None, argument: str) -> list[str] 
         raise ArgumentError(f"{argument} must name at least one column, got {value!r}")
     for name in names:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"{argument} must hold non-empty column names (str), got {name!r}")
+            raise WrongTypeError(f"{argument} must hold non-empty column names (str), got {name!r}")
     if len(set(names)) != len(names):
         raise ArgumentError(f"{argument} has duplicate column names: {names!r}")
     return names

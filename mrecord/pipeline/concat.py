@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mrecord.block import Block
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
 from mrecord.sampling import DistributedSampler, concat_shard_positions
@@ -33,11 +33,11 @@ class ConcatDataset(Dataset):
 
     def __init__(self, datasets: Sequence[Dataset]) -> None:
         if len(datasets) < 2:
-            raise TypeError(f"concat needs at least two datasets, got {list(datasets)!r}")
+            raise WrongTypeError(f"concat needs at least two datasets, got {list(datasets)!r}")
         flat: list[Dataset] = []
         for ds in datasets:
             if not isinstance(ds, Dataset):
-                raise TypeError(f"concat takes datasets, got {ds!r} ({type(ds).__name__})")
+                raise WrongTypeError(f"concat takes datasets, got {ds!r} ({type(ds).__name__})")
             flat.append(ds)
         super().__init__(flat)
         self._sampler: Any = None
@@ -45,7 +45,7 @@ class ConcatDataset(Dataset):
     def use_sampler(self, sampler: Any) -> None:
         """Split every child across shards with a ``DistributedSampler(k, s, shuffle=False)``."""
         if not isinstance(sampler, DistributedSampler):
-            raise TypeError(
+            raise WrongTypeError(
                 f"ConcatDataset.use_sampler takes a DistributedSampler, got {sampler!r}"
             )
         if sampler.shuffle is not False:

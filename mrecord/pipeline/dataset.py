@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import PipelineError, WrongTypeError
 from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
@@ -49,7 +49,7 @@ class Dataset:
         self._consumers: list[weakref.ReferenceType[Dataset]] = []
         for child in self.children:
             if not isinstance(child, Dataset):
-                raise TypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
+                raise WrongTypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
         self._resume: tuple[int, int] | None = None
 
@@ -281,7 +281,7 @@ class Dataset:
         """``apply_func(self)``, which must return a dataset (a reusable chain of ops)."""
         result = apply_func(self)
         if not isinstance(result, Dataset):
-            raise TypeError(
+            raise WrongTypeError(
                 f"apply_func must return a Dataset, got {type(result).__name__} from "
                 f"{apply_func!r}"
             )
@@ -375,9 +375,11 @@ class Dataset:
         from mrecord.sampling import Sampler
 
         if new_sampler is None:
-            raise TypeError("Input sampler can not be None.")
+            raise WrongTypeError("Input sampler can not be None.")
         if not isinstance(new_sampler, Sampler):
-            raise TypeError(f"Input sampler is not an instance of a sampler, got {new_sampler!r}")
+            raise WrongTypeError(
+                f"Input sampler is not an instance of a sampler, got {new_sampler!r}"
+            )
         self._use_sampler(new_sampler)
 
     def _use_sampler(self, sampler: Any) -> None:

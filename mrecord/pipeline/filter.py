@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord import config
+from mrecord.arguments import check_workers
 from mrecord.block import Block
-from mrecord.errors import OperationError, PipelineError
+from mrecord.errors import OperationError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list, split_block
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.map import CHUNK_ROWS, check_workers
+from mrecord.pipeline.map import CHUNK_ROWS
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
@@ -37,10 +39,10 @@ class FilterDataset(Dataset):
         num_parallel_workers: int | None = None,
     ) -> None:
         if not callable(predicate):
-            raise TypeError(f"predicate must be callable, got {predicate!r}")
+            raise WrongTypeError(f"predicate must be callable, got {predicate!r}")
         self.predicate = predicate
         self.input_columns = as_name_list(input_columns, "input_columns")
-        self.num_parallel_workers = check_workers(num_parallel_workers)
+        self.num_parallel_workers = config.workers_or_default(check_workers(num_parallel_workers))
         super().__init__([child])
 
     def resolved_input_columns(self) -> list[str]:

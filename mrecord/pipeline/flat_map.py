@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from mrecord.block import Block
-from mrecord.errors import OperationError, PipelineError
+from mrecord.errors import OperationError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.dataset import Dataset
 
@@ -26,7 +26,7 @@ class FlatMapDataset(Dataset):
 
     def __init__(self, child: Dataset, func: Callable[..., Dataset]) -> None:
         if not callable(func):
-            raise TypeError(f"flat_map needs a callable, got {func!r}")
+            raise WrongTypeError(f"flat_map needs a callable, got {func!r}")
         self.func = func
         self._names: list[str] | None = None
         super().__init__([child])

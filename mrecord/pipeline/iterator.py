@@ -28,7 +28,7 @@ import numpy as np
 
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import row_values, to_numpy
 from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
 from mrecord.pipeline.graph import build_graph
@@ -107,7 +107,7 @@ class BlockIterator:
 
     def __init__(self, dataset: Dataset, num_epochs: int = -1, start_epoch: int = 0) -> None:
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int):
-            raise TypeError(f"num_epochs must be an int, got {num_epochs!r}")
+            raise WrongTypeError(f"num_epochs must be an int, got {num_epochs!r}")
         if num_epochs == 0 or num_epochs < -1:
             raise ArgumentError(f"num_epochs must be -1 (any) or positive, got {num_epochs!r}")
         self.dataset = dataset

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord import config
+from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list, map_column_order, split_block
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
@@ -29,20 +31,9 @@ from mrecord.pool import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["CHUNK_ROWS", "MapDataset", "check_workers", "rechunk"]
+__all__ = ["CHUNK_ROWS", "MapDataset", "rechunk"]
 
 CHUNK_ROWS = 64
-
-
-def check_workers(value: int | None) -> int | None:
-    """Validate a ``num_parallel_workers`` argument (None: the config default)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"num_parallel_workers must be an int, got {value!r}")
-    if not 1 <= value <= 1024:
-        raise ValueError(f"num_parallel_workers must be in [1, 1024], got {value!r}")
-    return value
 
 
 class MapDataset(Dataset):
@@ -63,13 +54,13 @@ class MapDataset(Dataset):
             raise ArgumentError("operations must hold at least one operation, got []")
         for op in ops:
             if not callable(op):
-                raise TypeError(f"operations must be callables, got {op!r}")
+                raise WrongTypeError(f"operations must be callables, got {op!r}")
         if offload is not None and not isinstance(offload, bool):
-            raise TypeError(f"offload must be a bool or None, got {offload!r}")
+            raise WrongTypeError(f"offload must be a bool or None, got {offload!r}")
         self.operations: list[Any] = ops
         self.input_columns = as_name_list(input_columns, "input_columns")
         self.output_columns = as_name_list(output_columns, "output_columns")
-        self.num_parallel_workers = check_workers(num_parallel_workers)
+        self.num_parallel_workers = config.workers_or_default(check_workers(num_parallel_workers))
         self.python_multiprocessing = bool(python_multiprocessing)
         self.offload = offload
         super().__init__([child])

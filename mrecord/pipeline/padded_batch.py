@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.batch import BatchDataset
 from mrecord.pipeline.dataset import Dataset
 
@@ -34,28 +34,30 @@ def _check_pad_info(pad_info: object) -> dict[str, PadSpec] | None:
     if pad_info is None:
         return None
     if not isinstance(pad_info, Mapping):
-        raise TypeError(
+        raise WrongTypeError(
             f"pad_info must be a dict of column name to (shape, value), got {pad_info!r}"
         )
     checked: dict[str, PadSpec] = {}
     for name, spec in pad_info.items():
         if not isinstance(name, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
-            raise TypeError(
+            raise WrongTypeError(
                 f"pad_info entries must be column name: (shape, pad_value), got {name!r}: {spec!r}"
             )
         shape, value = spec
         if shape is not None:
             if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
-                raise TypeError(f"pad_info[{name!r}] shape must be a list or None, got {shape!r}")
+                raise WrongTypeError(
+                    f"pad_info[{name!r}] shape must be a list or None, got {shape!r}"
+                )
             for dim in shape:
                 bad = isinstance(dim, bool) or not isinstance(dim, int) or dim < 1
                 if dim is not None and bad:
-                    raise ValueError(
+                    raise ArgumentError(
                         f"pad_info[{name!r}] shape entries must be ints >= 1 or None, got {shape!r}"
                     )
             shape = tuple(shape)
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-            raise TypeError(f"pad_info[{name!r}] pad value must be a number, got {value!r}")
+            raise WrongTypeError(f"pad_info[{name!r}] pad value must be a number, got {value!r}")
         checked[name] = (shape, value)
     return checked
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list, is_hidden
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
@@ -23,7 +23,7 @@ class ProjectDataset(Dataset):
     def __init__(self, child: Dataset, columns: str | Sequence[str]) -> None:
         names = as_name_list(columns, "columns")
         if names is None:
-            raise TypeError("columns must name at least one column, got None")
+            raise WrongTypeError("columns must name at least one column, got None")
         self.columns = names
         super().__init__([child])
 

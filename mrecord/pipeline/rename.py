@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
@@ -29,7 +29,7 @@ class RenameDataset(Dataset):
         ins = as_name_list(input_columns, "input_columns")
         outs = as_name_list(output_columns, "output_columns")
         if ins is None or outs is None:
-            raise TypeError("rename needs input_columns and output_columns")
+            raise WrongTypeError("rename needs input_columns and output_columns")
         if len(ins) != len(outs):
             raise ArgumentError(
                 f"input_columns {ins!r} and output_columns {outs!r} must have the same length"

@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 
@@ -46,9 +46,9 @@ class RepeatDataset(Dataset):
         if count is None:
             count = -1
         if isinstance(count, bool) or not isinstance(count, int):
-            raise TypeError(f"count must be an int or None, got {count!r}")
+            raise WrongTypeError(f"count must be an int or None, got {count!r}")
         if count == 0 or count < -1:
-            raise ValueError(f"count must be -1 (forever) or positive, got {count!r}")
+            raise ArgumentError(f"count must be -1 (forever) or positive, got {count!r}")
         self.count = count
         super().__init__([child])
 

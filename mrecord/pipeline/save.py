@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, SchemaError
+from mrecord.errors import ArgumentError, SchemaError, WrongTypeError
 from mrecord.writer.file_writer import FileWriter
 
 if TYPE_CHECKING:
@@ -78,13 +78,13 @@ def save_dataset(
 
 def _check_arguments(file_name: Any, num_files: Any, file_type: Any) -> None:
     if not isinstance(file_name, str):
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument file_name with value {file_name!r} is not of type [<class 'str'>]"
         )
     if not file_name:
         raise ArgumentError("file_name must be a non-empty path, got ''")
     if isinstance(num_files, bool) or not isinstance(num_files, int):
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument num_files with value {num_files!r} is not of type [<class 'int'>]"
         )
     if not 1 <= num_files <= MAX_FILES:

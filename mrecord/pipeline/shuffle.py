@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.pipeline.columns import split_block
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
@@ -32,9 +33,9 @@ class ShuffleDataset(Dataset):
 
     def __init__(self, child: Dataset, buffer_size: int) -> None:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
-            raise TypeError(f"buffer_size must be an int, got {buffer_size!r}")
+            raise WrongTypeError(f"buffer_size must be an int, got {buffer_size!r}")
         if not 2 <= buffer_size <= 2**31 - 1:
-            raise ValueError(f"buffer_size must be in [2, 2147483647], got {buffer_size!r}")
+            raise ArgumentError(f"buffer_size must be in [2, 2147483647], got {buffer_size!r}")
         self.buffer_size = buffer_size
         super().__init__([child])
 

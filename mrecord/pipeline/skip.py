@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mrecord.arguments import check_count
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
-from mrecord.pipeline.take import check_count
 
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext

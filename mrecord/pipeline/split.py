@@ -16,7 +16,7 @@ import numpy as np
 
 from mrecord import config
 from mrecord.block import Block
-from mrecord.errors import PipelineError
+from mrecord.errors import PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def split_sizes(sizes: Sequence[int | float], total: int) -> list[int]:
     """
     values = list(sizes)
     if not values or isinstance(sizes, (str, bytes)):
-        raise TypeError(f"sizes must be a non-empty list of ints or floats, got {sizes!r}")
+        raise WrongTypeError(f"sizes must be a non-empty list of ints or floats, got {sizes!r}")
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         ints = [int(v) for v in values]
         if any(v <= 0 for v in ints):
@@ -44,7 +44,7 @@ def split_sizes(sizes: Sequence[int | float], total: int) -> list[int]:
             )
         return ints
     if not all(isinstance(v, float) for v in values):
-        raise TypeError(f"sizes must be all ints or all floats, got {sizes!r}")
+        raise WrongTypeError(f"sizes must be all ints or all floats, got {sizes!r}")
     if any(not 0 < v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
         raise PipelineError(f"split percentages must be in (0, 1] and sum to 1, got {values!r}")
     rows = [round(v * total) for v in values]
@@ -101,7 +101,7 @@ class SplitDataset(Dataset):
 def split(dataset: Dataset, sizes: Sequence[int | float], randomize: bool) -> list[Dataset]:
     """The parts of ``dataset`` (see :meth:`Dataset.split`)."""
     if not isinstance(randomize, bool):
-        raise TypeError(f"randomize must be a bool, got {randomize!r}")
+        raise WrongTypeError(f"randomize must be a bool, got {randomize!r}")
     total = dataset.get_dataset_size()
     if total < 0:
         raise PipelineError("split needs a dataset of known, finite size (not an endless repeat)")

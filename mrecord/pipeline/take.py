@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mrecord.arguments import check_count
 from mrecord.block import Block
 from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
@@ -13,18 +14,7 @@ from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
 if TYPE_CHECKING:
     from mrecord.pipeline.context import ExecContext
 
-__all__ = ["TakeDataset", "check_count"]
-
-
-def check_count(count: int, argument: str, allow_all: bool) -> int:
-    """Validate a row count argument (-1 allowed when ``allow_all``)."""
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"{argument} must be an int, got {count!r}")
-    low = -1 if allow_all else 0
-    if count < low or (allow_all and count == 0) or count > 2**31 - 1:
-        allowed = "-1 (all) or in [1, 2147483647]" if allow_all else "in [0, 2147483647]"
-        raise ValueError(f"{argument} must be {allowed}, got {count!r}")
-    return count
+__all__ = ["TakeDataset"]
 
 
 class TakeDataset(Dataset):

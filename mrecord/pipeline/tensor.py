@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import WrongTypeError
+
 __all__ = ["Tensor", "as_tensor"]
 
 
@@ -25,7 +27,7 @@ class Tensor(np.ndarray):  # type: ignore[type-arg]
 
     def __new__(cls, input_data: Any = None, dtype: Any = None) -> Tensor:
         if input_data is None:
-            raise TypeError("Tensor needs input_data (an array, a list or a number)")
+            raise WrongTypeError("Tensor needs input_data (an array, a list or a number)")
         return np.asarray(input_data, dtype=dtype).view(cls)
 
     def asnumpy(self) -> np.ndarray:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import PipelineError
+from mrecord.errors import PipelineError, WrongTypeError
 from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.effects import ColumnEffects
@@ -31,7 +31,7 @@ class ZipDataset(Dataset):
 
     def __init__(self, datasets: Sequence[Dataset]) -> None:
         if len(datasets) < 2:
-            raise TypeError(f"zip needs at least two datasets, got {list(datasets)!r}")
+            raise WrongTypeError(f"zip needs at least two datasets, got {list(datasets)!r}")
         super().__init__(list(datasets))
 
     def _validate(self) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, RawDataError
+from mrecord.errors import ArgumentError, RawDataError, WrongTypeError
 
 __all__ = ["USAGES", "check_dir", "check_usage", "gather"]
 
@@ -19,7 +19,7 @@ def check_usage(usage: object) -> str:
     if usage is None:
         return "all"
     if not isinstance(usage, str):
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument usage with value {usage!r} is not of type [<class 'str'>], "
             f"but got {type(usage)}."
         )
@@ -34,7 +34,7 @@ def check_usage(usage: object) -> str:
 def check_dir(dataset_dir: object, what: str) -> Path:
     """``dataset_dir`` as a Path to an existing folder."""
     if not isinstance(dataset_dir, (str, Path)):
-        raise TypeError(f"dataset_dir must be a path (str), got {dataset_dir!r}")
+        raise WrongTypeError(f"dataset_dir must be a path (str), got {dataset_dir!r}")
     root = Path(dataset_dir)
     if not root.is_dir():
         raise RawDataError(

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mrecord.block import BytesArray
-from mrecord.errors import DecodeError, RawDataError
+from mrecord.errors import ArgumentError, DecodeError, RawDataError, WrongTypeError
 from mrecord.rawdata.common import check_dir
 
 __all__ = ["ImageFolderListing", "load_image", "walk_image_folder"]
@@ -47,17 +47,17 @@ def _check_class_indexing(class_indexing: object) -> dict[str, int] | None:
     if class_indexing is None:
         return None
     if not isinstance(class_indexing, Mapping):
-        raise TypeError(
+        raise WrongTypeError(
             f"class_indexing must be a dict of folder name to int, got {class_indexing!r}"
         )
     for name, label in class_indexing.items():
         if not isinstance(name, str) or isinstance(label, bool) or not isinstance(label, int):
-            raise TypeError(
+            raise WrongTypeError(
                 f"class_indexing must map folder names (str) to labels (int), got "
                 f"{name!r}: {label!r}"
             )
         if label < 0:
-            raise ValueError(f"class_indexing labels must be >= 0, got {name!r}: {label!r}")
+            raise ArgumentError(f"class_indexing labels must be >= 0, got {name!r}: {label!r}")
     return dict(class_indexing)
 
 

@@ -21,11 +21,13 @@ See docs/RAY.md.
 
 from __future__ import annotations
 
+from mrecord.errors import MissingDependencyError
+
 try:
     import pyarrow  # noqa: F401
     import ray.data  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
+    raise MissingDependencyError(
         "mrecord.ray needs Ray Data, an optional dependency: pip install 'mrecord[ray]' "
         f"({exc})"
     ) from exc

@@ -43,6 +43,7 @@ from mrecord.errors import (
     MrecordError,
     RowValidationError,
     SchemaError,
+    WrongTypeError,
 )
 from mrecord.format.columnize import columns_from_columns
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
@@ -136,7 +137,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
                 f"compression_level must be an int in [1, 22], got {compression_level!r}"
             )
         if not isinstance(overwrite, bool):
-            raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
+            raise WrongTypeError(f"overwrite must be a bool, got {overwrite!r}")
         self._dir = target.parent
         self._name = target.name
         self._shard_num = shard_num

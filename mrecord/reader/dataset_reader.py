@@ -24,11 +24,13 @@ from mrecord.errors import (
     ForeignShardError,
     RowIndexError,
     SchemaError,
+    WrongTypeError,
 )
 from mrecord.format.schema import Field, FieldKind, Schema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
+from mrecord.storage.allocator import keep_freed_memory
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.probe import memory_budget
@@ -58,6 +60,7 @@ class DatasetReader:
     _identity: list[tuple[str, int, int]]  # set when pickled: the commit the copy must find
 
     def __init__(self, shards: list[ShardFile], columns: Sequence[str] | None = None):
+        keep_freed_memory()  # bytes values reuse freed memory (mrecord.storage.allocator)
         self._shards: list[ShardFile] | None = shards
         self._open_lock = threading.Lock()
         self._open_args: dict[str, Any] | None = None
@@ -147,7 +150,7 @@ class DatasetReader:
 
     def __getstate__(self) -> dict[str, Any]:
         if self._open_args is None:
-            raise TypeError(
+            raise WrongTypeError(
                 "a DatasetReader built from ShardFile objects cannot be pickled; "
                 "open it with DatasetReader.open(path) instead"
             )
@@ -159,6 +162,7 @@ class DatasetReader:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        keep_freed_memory()  # a spawned worker process starts with glibc's defaults
         self.__dict__.update(state)
         self._shards = None
         self._fixed_plans = {}
@@ -194,7 +198,7 @@ class DatasetReader:
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Row ``index`` as a dict (negative counts from the end); IndexError outside."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"DatasetReader indices must be ints, got {index!r}")
+            raise WrongTypeError(f"DatasetReader indices must be ints, got {index!r}")
         return self.read_row(int(index) + self.num_rows if index < 0 else int(index))
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, CorruptFileError
+from mrecord.errors import ArgumentError, CorruptFileError, RuntimeArgumentError, WrongTypeError
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.index_db import query_index_db
@@ -98,9 +98,9 @@ class MindPage:
         """Rows ``page*num_row ..`` of the category with this id (see read_category_info)."""
         cats = self._load_categories()
         if isinstance(category_id, bool) or not isinstance(category_id, int):
-            raise TypeError(f"category_id must be an int, got {category_id!r}")
-        if not 0 <= category_id < len(cats):
-            raise ArgumentError(
+            raise WrongTypeError(f"category_id must be an int, got {category_id!r}")
+        if not 0 <= category_id < len(cats):  # MindSpore: RuntimeError
+            raise RuntimeArgumentError(
                 f"category_id {category_id} is out of range: there are {len(cats)} categories"
             )
         return self.read_at_page_by_name(cats[category_id][0], page, num_row)
@@ -117,7 +117,7 @@ class MindPage:
         field = self._need_field()
         for name, value in (("page", page), ("num_row", num_row)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
+                raise WrongTypeError(f"{name} must be an int, got {value!r}")
         if page < 0 or num_row < 1:
             raise ArgumentError(
                 f"page must be >= 0 and num_row >= 1, got page={page}, num_row={num_row}"

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrecord.errors import ArgumentError, DatasetNotFoundError, RemoteStorageError
+from mrecord.errors import (
+    ArgumentError,
+    DatasetNotFoundError,
+    MissingDependencyError,
+    RemoteStorageError,
+)
 
 __all__ = ["RemoteFile", "remote_file", "unreachable"]
 
@@ -107,11 +112,11 @@ def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]
     try:
         import fsspec
     except ImportError as exc:
-        raise ImportError(f"reading {url!r} needs fsspec: {_EXTRA}") from exc
+        raise MissingDependencyError(f"reading {url!r} needs fsspec: {_EXTRA}") from exc
     try:
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             f"reading {url!r} needs a package fsspec names: {exc}. {_EXTRA} installs s3fs and "
             "the HTTP client; gs:// needs gcsfs"
         ) from exc

@@ -35,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ChecksumError, ChunkFormatError, CorruptFileError, DecompressionError
+from mrecord.errors import (
+    ArgumentError,
+    ChecksumError,
+    ChunkFormatError,
+    CorruptFileError,
+    DecompressionError,
+    WrongTypeError,
+)
 from mrecord.format.chunks import decode_var
 from mrecord.format.compression import CODEC_IDS, checksum, decompress
 from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE
@@ -66,10 +73,10 @@ class RangeBytes:
 
     def __getitem__(self, key: slice) -> bytes:
         if not isinstance(key, slice):
-            raise TypeError(f"RangeBytes takes slices, got {key!r}")
+            raise WrongTypeError(f"RangeBytes takes slices, got {key!r}")
         start, stop, step = key.indices(self.remote.size)
         if step != 1:
-            raise ValueError("RangeBytes slices must be contiguous")
+            raise ArgumentError("RangeBytes slices must be contiguous")
         if stop <= start:
             return b""
         return self.remote.read_range(start, stop)

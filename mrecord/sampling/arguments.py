@@ -8,14 +8,10 @@ implements them.
 
 from __future__ import annotations
 
-from mrecord.errors import ArgumentError, SamplerError
-from mrecord.sampling.samplers import (
-    INT32_MAX,
-    DatasetSampler,
-    Sampler,
-    int_type_error,
-    is_int,
-)
+from mrecord.arguments import INT32_MAX, is_int
+from mrecord.arguments import type_error as int_type_error
+from mrecord.errors import ArgumentError, SamplerError, WrongTypeError
+from mrecord.sampling.samplers import DatasetSampler, Sampler
 from mrecord.sampling.shuffle import (
     DEFAULT_ADAPTIVE_THRESHOLD,
     DEFAULT_PARTIAL_WINDOW,
@@ -49,7 +45,7 @@ def sampler_from_args(
         parse_shuffle(shuffle)  # raises MindSpore's TypeError
     if sampler is not None:
         if not isinstance(sampler, Sampler):
-            raise TypeError(
+            raise WrongTypeError(
                 f"sampler must be a mrecord sampler, got {sampler!r} ({type(sampler).__name__})"
             )
         if shuffle is not None:

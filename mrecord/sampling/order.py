@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, RowIndexError, WrongTypeError
 from mrecord.sampling.permutation import (
     ceil_sqrt,
     feistel_side,
@@ -89,13 +89,13 @@ def _as_positions(positions: object) -> IdArray:
     if arr.size == 0:
         return np.zeros(arr.shape, dtype=np.int64)
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"positions must be an integer array, got dtype {arr.dtype}")
+        raise WrongTypeError(f"positions must be an integer array, got dtype {arr.dtype}")
     return arr.astype(np.int64, copy=False)
 
 
 def _check_count(name: str, value: object, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+        raise WrongTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     if value < minimum or value >= _MAX_DOMAIN:
         raise ArgumentError(f"{name} must be in [{minimum}, 2**62), got {value!r}")
     return int(value)
@@ -123,7 +123,7 @@ class Order(ABC):
             lo, hi = int(pos.min()), int(pos.max())
             if lo < 0 or hi >= n:
                 bad = lo if lo < 0 else hi
-                raise IndexError(f"position {bad!r} is outside [0, {n}) of this {self!r}")
+                raise RowIndexError(f"position {bad!r} is outside [0, {n}) of this {self!r}")
         flat = pos.reshape(-1)
         return self._take(flat).reshape(pos.shape)
 
@@ -286,7 +286,7 @@ class WindowedPermutation(Order):
 def _check_counts(counts: Sequence[int] | npt.NDArray[Any]) -> IdArray:
     arr = np.asarray(counts)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise TypeError(f"file_row_counts must be a sequence of ints, got {counts!r}")
+        raise WrongTypeError(f"file_row_counts must be a sequence of ints, got {counts!r}")
     arr = arr.astype(np.int64)
     if arr.size and int(arr.min()) < 0:
         raise ArgumentError(f"file_row_counts must be >= 0, got {arr.tolist()!r}")

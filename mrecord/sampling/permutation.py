@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mrecord.errors import WrongTypeError
+
 __all__ = [
     "ROUNDS",
     "SMALL_ROUNDS",
@@ -63,7 +65,7 @@ def derive_key(*parts: int | str) -> int:
     h = hashlib.blake2b(digest_size=8, person=b"mrecord.order")
     for part in parts:
         if isinstance(part, bool) or not isinstance(part, (int, str)):
-            raise TypeError(f"key parts must be int or str, got {part!r}")
+            raise WrongTypeError(f"key parts must be int or str, got {part!r}")
         h.update(f"{type(part).__name__}:{part}\x00".encode())
     return int.from_bytes(h.digest(), "little")
 

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mrecord.errors import ArgumentError, SamplerError
+from mrecord.arguments import is_int, type_error
+from mrecord.errors import ArgumentError, SamplerError, UnsupportedArgumentError, WrongTypeError
 from mrecord.sampling.order import (
     ArrayOrder,
     ComposedOrder,
@@ -73,19 +74,8 @@ __all__ = [
 LabelsFn = Callable[[], npt.ArrayLike]
 """Returns the ``class_column`` value of every row (only PKSampler calls it)."""
 
-INT32_MAX = 2**31 - 1
-
-
-def is_int(value: object) -> bool:
-    """True for an int or numpy integer that is not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def int_type_error(name: str, value: object, expected: str = "int") -> TypeError:
-    """MindSpore's TypeError for an argument of the wrong type."""
-    return TypeError(
-        f"Argument {name} with value {value!r} is not of type [{expected}], but got {type(value)}."
-    )
+# One wording for a wrong type across mrecord (MindSpore's): the ground-floor checks.
+int_type_error = type_error
 
 
 def _check_num_samples(num_samples: object, *, positive: bool = False) -> int | None:
@@ -131,7 +121,7 @@ class Sampler(ABC):
     def add_child(self, sampler: Sampler) -> None:
         """Add a child: this sampler then samples from the child's output ids."""
         if not isinstance(sampler, Sampler):
-            raise TypeError(
+            raise WrongTypeError(
                 f"sampler must be a mrecord sampler (SequentialSampler, RandomSampler, ...), "
                 f"got {sampler!r} ({type(sampler).__name__})"
             )
@@ -273,7 +263,7 @@ class RandomSampler(Sampler):
 
     def __init__(self, replacement: bool = False, num_samples: int | None = None) -> None:
         if not isinstance(replacement, bool):
-            raise TypeError(
+            raise WrongTypeError(
                 f"replacement should be a boolean value, but got replacement: {replacement!r}."
             )
         super().__init__(num_samples)
@@ -301,11 +291,11 @@ def _check_indices(indices: object, owner: str) -> IdArray:
     if is_int(indices):
         indices = [indices]
     if not isinstance(indices, Iterable) or isinstance(indices, (str, bytes)):
-        raise TypeError(f"{owner}: indices must be a list of ints, got {indices!r}")
+        raise WrongTypeError(f"{owner}: indices must be a list of ints, got {indices!r}")
     values = list(indices)
     for i, item in enumerate(values):
         if not is_int(item):
-            raise TypeError(
+            raise WrongTypeError(
                 f"{owner}: Type of indices element must be int, but got list[{i}]: "
                 f"{item!r}, type: {type(item)}."
             )
@@ -365,7 +355,7 @@ class WeightedRandomSampler(Sampler):
         values = list(weights) if isinstance(weights, (list, tuple, np.ndarray)) else [weights]
         for i, w in enumerate(values):
             if isinstance(w, bool) or not isinstance(w, (Number, np.number)):
-                raise TypeError(
+                raise WrongTypeError(
                     f"type of weights element must be number, but got w[{i}]: {w!r}, "
                     f"type: {type(w)}."
                 )
@@ -379,7 +369,7 @@ class WeightedRandomSampler(Sampler):
         if not (arr > 0).any():
             raise ArgumentError("elements of weights should not be all zeros.")
         if not isinstance(replacement, bool):
-            raise TypeError(
+            raise WrongTypeError(
                 f"replacement should be a boolean value, but got replacement: {replacement!r}."
             )
         super().__init__(_check_num_samples(num_samples, positive=True))
@@ -434,9 +424,11 @@ class PKSampler(Sampler):
                 f"num_val should be a positive integer value, but got num_val: {num_val}."
             )
         if num_class is not None:
-            raise NotImplementedError("Not supported to specify num_class for PKSampler.")
+            raise UnsupportedArgumentError("Not supported to specify num_class for PKSampler.")
         if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle should be a boolean value, but got shuffle: {shuffle!r}.")
+            raise WrongTypeError(
+                f"shuffle should be a boolean value, but got shuffle: {shuffle!r}."
+            )
         if not isinstance(class_column, str):
             raise int_type_error("class_column", class_column, "<class 'str'>")
         super().__init__(num_samples)
@@ -599,7 +591,7 @@ class DistributedSampler(_ModeSampler):
         if not is_int(shard_id):
             raise int_type_error("shard_id", shard_id)
         if not isinstance(shuffle, (bool, Shuffle)):
-            raise TypeError(
+            raise WrongTypeError(
                 f"shuffle should be a boolean value or Shuffle enum, but got shuffle: {shuffle!r}."
             )
         if not is_int(offset):
@@ -663,7 +655,7 @@ def chain_sampler(new_sampler: Sampler, current: Sampler | None) -> Sampler:
     """``Dataset.add_sampler``: ``new_sampler`` with ``current`` as its child (so it samples
     the ids ``current`` gives); ``current`` None (sequential) gives ``new_sampler`` alone."""
     if not isinstance(new_sampler, Sampler):
-        raise TypeError(
+        raise WrongTypeError(
             f"add_sampler needs a mrecord sampler, got {new_sampler!r} "
             f"({type(new_sampler).__name__})"
         )

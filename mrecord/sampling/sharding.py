@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mrecord.arguments import require_int
 from mrecord.errors import SamplerError
 from mrecord.sampling.order import IdArray, Order, PaddedOrder, RangeOrder, ShardView, SliceOrder
 
@@ -46,12 +47,6 @@ __all__ = [
 _INT32_MAX = 2**31 - 1
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    return int(value)
-
-
 def check_shards(num_shards: object, shard_id: object) -> tuple[int, int]:
     """Validate ``num_shards`` and ``shard_id`` and return them.
 
@@ -59,8 +54,8 @@ def check_shards(num_shards: object, shard_id: object) -> tuple[int, int]:
     MindSpore's DistributedSampler) for ``num_shards < 1`` or ``shard_id`` outside
     ``[0, num_shards - 1]``.
     """
-    k = _check_int("num_shards", num_shards)
-    s = _check_int("shard_id", shard_id)
+    k = require_int(num_shards, "num_shards")
+    s = require_int(shard_id, "shard_id")
     if not 1 <= k <= _INT32_MAX:
         raise SamplerError(
             f"Input num_shards is not within the required interval of [1, {_INT32_MAX}]. "
@@ -105,8 +100,8 @@ def offset_shard_counts(n: int, num_shards: int, offset: int) -> IdArray:
 
     ``0 <= offset <= num_shards``; the counts sum to ``n``.
     """
-    k = _check_int("num_shards", num_shards)
-    off = _check_int("offset", offset)
+    k = require_int(num_shards, "num_shards")
+    off = require_int(offset, "offset")
     if k < 1:
         raise SamplerError(f"num_shards must be >= 1, got {num_shards!r}")
     if not 0 <= off <= k:
@@ -161,13 +156,13 @@ def split_order(
 
 def concat_offsets(child_sizes: Sequence[int], num_shards: int) -> list[int]:
     """Each child's offset: (sum of the sizes of the children before it) % num_shards."""
-    k = _check_int("num_shards", num_shards)
+    k = require_int(num_shards, "num_shards")
     if k < 1:
         raise SamplerError(f"num_shards must be >= 1, got {num_shards!r}")
     offsets: list[int] = []
     before = 0
     for i, size in enumerate(child_sizes):
-        n = _check_int(f"child_sizes[{i}]", size)
+        n = require_int(size, f"child_sizes[{i}]")
         if n < 0:
             raise SamplerError(f"child_sizes[{i}] must be >= 0, got {size!r}")
         offsets.append(before % k)

@@ -226,18 +226,18 @@ class _Journal:
         from mrecord.format.metadata import check_basename
 
         if not isinstance(doc, dict):
-            raise TypeError("journal is not a map")
+            raise MetadataError("journal is not a map")
         generation = doc.get("generation")
         if not isinstance(generation, int) or isinstance(generation, bool):
-            raise TypeError("journal generation is not an int")
+            raise MetadataError("journal generation is not an int")
         dataset_id = doc.get("dataset_id")
         if not isinstance(dataset_id, str):
-            raise TypeError("journal dataset_id is not a str")
+            raise MetadataError("journal dataset_id is not a str")
         appends = []
         for entry in doc.get("appends", []):
             name, base, length = entry
             if not (isinstance(base, int) and isinstance(length, int) and base >= 0 < length):
-                raise ValueError(f"journal append entry {entry!r} is malformed")
+                raise MetadataError(f"journal append entry {entry!r} is malformed")
             appends.append(TailAppend(check_basename(name), base, length))
         return cls(
             generation,
@@ -419,7 +419,7 @@ def read_journal(journal: Path) -> _Journal:
     try:
         data = journal.read_bytes()
         if len(data) > _MAX_JOURNAL_BYTES:
-            raise ValueError("journal is too large")
+            raise MetadataError("journal is too large")
         doc = msgpack.unpackb(data, raw=False, max_bin_len=len(data), max_str_len=len(data))
         return _Journal.from_doc(doc, journal)
     except (ValueError, KeyError, TypeError, MetadataError) as exc:

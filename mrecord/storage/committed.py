@@ -56,7 +56,9 @@ def open_committed(
     """
     paths, expand = resolve_files(dataset_files)
     recover = not lock_held
-    for attempt in range(_OPEN_RETRIES):
+    attempt = -1
+    while True:  # every path below returns, retries, or raises on the last attempt
+        attempt += 1
         try:
             shards = _open_shards(paths, expand, verify, recover)
         except CorruptFileError:
@@ -87,7 +89,6 @@ def open_committed(
         except BaseException:
             _close_all(shards)
             raise
-    raise AssertionError("unreachable")
 
 
 def _close_all(shards: list[ShardFile]) -> None:

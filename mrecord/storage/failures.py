@@ -19,7 +19,14 @@ from pathlib import Path
 
 from mrecord.errors import DiskFullError, StorageError, StoragePermissionError, UnreadableFileError
 
-__all__ = ["advice_for", "check_free_space", "sqlite_errno", "storage_error", "unreadable_error"]
+__all__ = [
+    "advice_for",
+    "check_free_space",
+    "found_failure",
+    "sqlite_errno",
+    "storage_error",
+    "unreadable_error",
+]
 
 _ADVICE = {
     errno_mod.ENOSPC: "free space on the device and retry",
@@ -66,6 +73,14 @@ def storage_error(
     return cls(message, errno=code, path=where, operation=operation)
 
 
+def found_failure(code: int, path: str | Path, detail: str | None = None) -> StorageError:
+    """A failure a check found before any system call failed (a folder where a data file
+    belongs, too little free space), shaped as the ``OSError`` the call would have raised
+    (``errno``, ``strerror``, ``filename``), so :func:`storage_error` turns it into the
+    typed error that names the operation and the dataset's state."""
+    return StorageError(detail or os.strerror(code), errno=code, path=str(path))
+
+
 def unreadable_error(exc: PermissionError, what: str, path: str | Path) -> UnreadableFileError:
     """A file that exists but may not be read: ``what`` is "data file" or "index"."""
     name = errno_mod.errorcode.get(exc.errno or 0, "")
@@ -97,7 +112,8 @@ def sqlite_errno(exc: sqlite3.Error) -> int | None:
 
 
 def check_free_space(directory: Path, needed: int) -> None:
-    """Raise ``OSError(ENOSPC)`` unless ``directory``'s file system has ``needed`` bytes free.
+    """Raise a :class:`StorageError` with ``ENOSPC`` unless ``directory``'s file system has
+    ``needed`` bytes free.
 
     Checked before a commit point, so a disk that is already too full fails the commit
     while nothing of it is visible rather than while it is being published.
@@ -108,8 +124,8 @@ def check_free_space(directory: Path, needed: int) -> None:
         return  # no answer: the writes themselves will tell
     free = st.f_bavail * st.f_frsize
     if free < needed:
-        raise OSError(
+        raise found_failure(
             errno_mod.ENOSPC,
+            directory,
             f"No space left on device ({free} bytes free, publishing needs {needed})",
-            str(directory),
         )

@@ -30,6 +30,7 @@ import crc32c
 import numpy as np
 
 from mrecord.errors import (
+    ArgumentError,
     ChecksumError,
     ChunkFormatError,
     CorruptFileError,
@@ -152,7 +153,7 @@ class ShardFile:
         self, path: Path, verify: str = "once", max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
     ):
         if verify not in VERIFY_POLICIES:
-            raise ValueError(f"verify must be one of {VERIFY_POLICIES}, got {verify!r}")
+            raise ArgumentError(f"verify must be one of {VERIFY_POLICIES}, got {verify!r}")
         self.path = Path(path)
         self.verify = verify
         self.max_chunk_bytes = max_chunk_bytes

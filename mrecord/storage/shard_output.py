@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import WriterStateError
 from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
@@ -214,7 +215,7 @@ class ShardOutput:
 
     def _need_fd(self) -> int:
         if self._fd is None:
-            raise ValueError(f"shard output {str(self.partial)!r} is closed")
+            raise WriterStateError(f"shard output {str(self.partial)!r} is closed")
         return self._fd
 
     def _wait_for_write(self) -> None:

@@ -1,8 +1,9 @@
 """One commit of a dataset, from taking its lock to publishing it: what every writer drives.
 
-``FileWriter`` (a new dataset and ``open_for_append``), the Ray sink and any other
-producer of shard files (a parallel converter) commit through a :class:`Transaction`,
-so the protocol of :mod:`mrecord.storage.commit` is driven in one place::
+``FileWriter`` (a new dataset and ``open_for_append``), the Ray sink, any other
+producer of shard files (a parallel converter) and ``reindex`` commit through a
+:class:`Transaction`, so the protocol of :mod:`mrecord.storage.commit` is driven in one
+place::
 
     txn = Transaction.begin(folder, "data.mrecord", action="create")   # lock, recover
     txn.claim(finals)                   # refuse existing files unless overwriting, clear litter
@@ -17,6 +18,13 @@ or, to add rows to a committed dataset::
     ... write each shard's tail to partial_path(shard.path) (ShardOutput(base_length=...)) ...
     txn.commit(dataset_id, generation, [StagedShard(..., base_length=E, tail_length=T), ...])
 
+or, to rebuild the ``.db`` files of a committed dataset from its data files (``reindex``)::
+
+    txn, shards = Transaction.begin_reindex(shard_file)  # lock, recover, the shards, verified
+    for shard in shards:                                  # one at a time: bounded memory
+        txn.stage_index(StagedShard(shard.path, shard.meta, index_values=..., index_only=True))
+    txn.commit(dataset_id, generation, staged)           # journal names the .db files only
+
 **At open** (:meth:`Transaction.begin`): the dataset's ``flock`` is taken (waiting up to
 half a second: a reader may be finishing someone's interrupted commit), an interrupted
 commit is rolled forward (:func:`~mrecord.storage.commit.recover_locked`), and
@@ -24,8 +32,10 @@ commit is rolled forward (:func:`~mrecord.storage.commit.recover_locked`), and
 
 **Commit** (:meth:`Transaction.commit`), in this order:
 
-1. each shard's data partial is already finished (fsync'ed) by its writer;
-2. each shard's ``.db`` is written to its partial name (the new rows only when appending);
+1. each shard's data partial is already finished (fsync'ed) by its writer (an index-only
+   commit has none: its data files stay as they are);
+2. each shard's ``.db`` is written to its partial name (the new rows only when appending),
+   unless :meth:`Transaction.stage_index` wrote it already;
 3. checks that would otherwise fail after the commit point: no folder where a final
    belongs; an appended shard still has its committed length; room for the tails;
 4. the journal is made durable: **the commit point**;
@@ -57,10 +67,10 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
 from mrecord.storage.committed import dataset_name_of, open_committed
-from mrecord.storage.failures import check_free_space, storage_error
+from mrecord.storage.failures import check_free_space, found_failure, storage_error
 from mrecord.storage.index_db import write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
-from mrecord.storage.shard import read_shard_metadata
+from mrecord.storage.shard import ShardFile, read_shard_metadata
 
 __all__ = ["CommittedShard", "StagedShard", "Transaction", "TransactionState"]
 
@@ -89,7 +99,8 @@ class StagedShard:
     ``final`` is the data file's name; its partial (``partial_path(final)``) holds the
     whole file, or when ``base_length`` is set, the ``tail_length`` bytes that go at
     ``base_length``. ``index_values`` are the index-field values of rows
-    ``first_new_row..meta.num_rows`` (what the ``.db`` partial gets).
+    ``first_new_row..meta.num_rows`` (what the ``.db`` partial gets). ``index_only``: the
+    data file is committed already and only its ``.db`` is replaced (``reindex``).
     """
 
     final: Path
@@ -98,6 +109,7 @@ class StagedShard:
     index_values: Mapping[str, Sequence[Any] | np.ndarray] = field(default_factory=dict)
     base_length: int | None = None
     tail_length: int = 0
+    index_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,7 +146,8 @@ class Transaction:
         # of 3 shards replaced by one of 2: its third), and that dataset's id.
         self._replaced: tuple[list[Path], set[str]] = ([], set())
         self.committed_generation: int | None = None
-        """The generation an append starts from (None for a new dataset)."""
+        """The generation an append or a reindex starts from (None for a new dataset)."""
+        self._staged_dbs: set[Path] = set()  # .db partials stage_index wrote already
 
     # -- open --------------------------------------------------------------------------------
 
@@ -183,6 +196,33 @@ class Transaction:
             txn.claim([s.path for s in shards], overwrite=True)
         return txn, shards
 
+    @classmethod
+    def begin_reindex(cls, shard_file: Path) -> tuple[Transaction, list[ShardFile]]:
+        """Lock the committed dataset of ``shard_file`` (any shard) to rebuild its ``.db``
+        files.
+
+        Returns the transaction and the dataset's committed shards, open and checked
+        (``verify="always"``, the ``.db`` files not consulted), read under the lock after
+        any interrupted commit was finished: an append cannot commit in between, so the
+        index is built from the generation that is committed. The caller closes them.
+        """
+        directory = shard_file.parent if str(shard_file.parent) else Path(".")
+        name = dataset_name_of(shard_file)
+        txn = cls.begin(directory, name, action="reindex")
+        shards: list[ShardFile] = []
+        try:
+            with txn._opening("rebuild index: failed on"):
+                shards = open_committed(
+                    shard_file, verify="always", check_index=False, lock_held=True
+                )
+                txn.committed_generation = max(s.meta.generation for s in shards)
+                txn.claim([s.path for s in shards], overwrite=True)
+        except BaseException:
+            for shard in shards:
+                shard.close()
+            raise
+        return txn, shards
+
     def claim(self, finals: Sequence[Path], *, overwrite: bool) -> None:
         """Name the data files this transaction writes, and clear the way for them.
 
@@ -195,7 +235,7 @@ class Transaction:
             both = [p for f in finals for p in (f, db_path(f))]
             folders = [p for p in both if p.is_dir()]
             if folders:
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folders[0]))
+                raise found_failure(errno.EISDIR, folders[0])
             existing = [p for p in both if p.exists()]
             if existing and not overwrite:
                 raise DatasetExistsError(
@@ -208,6 +248,20 @@ class Transaction:
             commit_mod.remove_partials(self._temp_finals())
 
     # -- commit ------------------------------------------------------------------------------
+
+    def stage_index(self, shard: StagedShard) -> None:
+        """Write ``shard``'s ``.db`` partial now (not at :meth:`commit`), so that a writer
+        holding each shard's index values in turn never holds them all. A failure aborts
+        the transaction (every partial removed, the lock released)."""
+        self._need_open("stage an index")
+        try:
+            _write_db(shard)
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, OSError) and not isinstance(exc, MrecordError):
+                raise self.storage_error(exc, "commit") from exc
+            raise
+        self._staged_dbs.add(shard.final)
 
     def commit(
         self,
@@ -229,8 +283,15 @@ class Transaction:
         tails = [s.base_length is not None for s in shards]
         if any(tails) and not all(tails):
             raise WriterStateError("a commit appends to every shard or to none")
+        index_only = [s.index_only for s in shards]
+        if any(index_only) and not all(index_only):
+            raise WriterStateError("a commit replaces the .db of every shard or of none")
         try:
-            writers = [functools.partial(_write_db, shard) for shard in shards]
+            writers = [
+                functools.partial(_write_db, shard)
+                for shard in shards
+                if shard.final not in self._staged_dbs
+            ]
             if run_all is None:
                 for write in writers:
                     write()
@@ -238,7 +299,16 @@ class Transaction:
                 run_all(writers)
             self._check_before_commit_point(shards)
             finals = [s.final for s in shards]
-            if shards and all(tails):
+            if shards and all(index_only):
+                # The data files are committed already: the journal names the .db files.
+                commit_mod.write_journal_and_publish(
+                    self.directory,
+                    self.dataset_name,
+                    dataset_id,
+                    generation,
+                    [db_path(f) for f in finals],
+                )
+            elif shards and all(tails):
                 commit_mod.write_journal_and_publish(
                     self.directory,
                     self.dataset_name,
@@ -328,7 +398,7 @@ class Transaction:
             final = shard.final
             if final.is_dir() or db_path(final).is_dir():
                 folder = final if final.is_dir() else db_path(final)
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(folder))
+                raise found_failure(errno.EISDIR, folder)
             if shard.base_length is not None and final.stat().st_size != shard.base_length:
                 raise StorageError(
                     f"{str(final)!r} changed since open_for_append (it is "
@@ -406,7 +476,8 @@ class Transaction:
             yield
         except OSError as exc:
             self._end(TransactionState.ABORTED)
-            if isinstance(exc, MrecordError):
+            # A found_failure() (a check, not a system call) has no operation yet: name it.
+            if isinstance(exc, MrecordError) and getattr(exc, "operation", True) is not None:
                 raise
             raise storage_error(
                 exc, operation=operation, path=self.directory, state=_UNTOUCHED

@@ -12,12 +12,12 @@ import numpy as np
 
 from mrecord import DatasetReader
 from mrecord.block import Block, BytesArray
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, MissingDependencyError, WrongTypeError
 
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised by the missing-torch test
-    raise ImportError(
+    raise MissingDependencyError(
         "mrecord.torch needs PyTorch: pip install 'mrecord[torch]' (torch>=2.13,<2.15)"
     ) from exc
 
@@ -56,7 +56,7 @@ def resolve_topology(rank: int | None, world_size: int | None) -> tuple[int, int
     w = world_size if world_size is not None else (dist_world or 1)
     for name, value in (("rank", r), ("world_size", w)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+            raise WrongTypeError(f"{name} must be an int, got {value!r}")
     if w < 1 or not 0 <= r < w:
         raise ArgumentError(f"need 0 <= rank < world_size, got rank={r!r}, world_size={w!r}")
     return r, w

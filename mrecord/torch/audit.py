@@ -23,6 +23,17 @@ from one checkpoint) are one run to the audit, and their repeats are duplicates:
     assert report.ok, report.summary()
 
 or from the shell: ``mrecord audit runs/audit``. No torch needed.
+
+**Rows skipped as damaged** (``on_error="skip"`` / ``"warn"``): the process that skipped
+them (a DataLoader worker, or the main process) appends one JSON line per damaged batch to
+``DIR/skipped-epoch{E:05d}-rank{R:05d}[-from...]-pid{P}.jsonl``: the stream positions and
+row ids left out, the row ids delivered in their place (or null where the batch was
+delivered shorter) and the damage (file, page, bytes). The audit counts a skip only where
+the loader delivered that position in the committed history (a worker reads ahead of what
+a killed run delivered), takes those rows out of the delivered ones and reports them as
+"N rows skipped as damaged (...)", never as missing, and never as a clean epoch
+(``ok`` is False: those rows were not delivered). Substituted rows are counted apart
+(``substituted``), not as duplicates.
 """
 
 from __future__ import annotations
@@ -37,11 +48,18 @@ import numpy as np
 
 from mrecord.errors import ArgumentError, CorruptFileError
 
-__all__ = ["AuditLog", "AuditReport", "EpochAudit", "audit"]
+__all__ = ["AuditLog", "AuditReport", "EpochAudit", "audit", "record_skips"]
 
 _META = "audit.json"
 _NAME = re.compile(r"epoch(\d+)-rank(\d+)(?:-from(\d+)\.(\d+))?\.ids")
+_SKIPPED = re.compile(r"skipped-epoch(\d+)-rank(\d+)(?:-from(\d+)\.(\d+))?-pid\d+\.jsonl")
 _NEVER = (1 << 62, 0)
+
+
+def _run_suffix(resumed_from: tuple[int, int] | None) -> str:
+    if resumed_from is None or resumed_from == (0, 0):
+        return ""
+    return f"-from{resumed_from[0]:05d}.{resumed_from[1]:012d}"
 
 
 class AuditLog:
@@ -66,12 +84,61 @@ class AuditLog:
     def record(self, epoch: int, positions: np.ndarray, ids: np.ndarray) -> None:
         """Append one batch's stream positions and row ids."""
         pairs = np.stack([positions, ids], axis=1).astype("<i8")
-        run = ""
-        if self.resumed_from is not None and self.resumed_from != (0, 0):
-            run = f"-from{self.resumed_from[0]:05d}.{self.resumed_from[1]:012d}"
+        run = _run_suffix(self.resumed_from)
         path = self.directory / f"epoch{epoch:05d}-rank{self.rank:05d}{run}.ids"
         with open(path, "ab") as f:
             f.write(pairs.tobytes())
+
+
+def record_skips(
+    directory: str | os.PathLike[str],
+    epoch: int,
+    rank: int,
+    resumed_from: tuple[int, int] | None,
+    positions: np.ndarray,
+    ids: np.ndarray,
+    substituted: np.ndarray | None,
+    errors: list[str],
+) -> None:
+    """Append one damaged batch's skipped rows (see the module docstring); called by the
+    process that read the batch."""
+    line = json.dumps(
+        {
+            "positions": [int(p) for p in positions],
+            "ids": [int(i) for i in ids],
+            "substituted": None if substituted is None else [int(i) for i in substituted],
+            "errors": sorted(set(errors)),
+        }
+    )
+    name = (
+        f"skipped-epoch{epoch:05d}-rank{rank:05d}{_run_suffix(resumed_from)}"
+        f"-pid{os.getpid()}.jsonl"
+    )
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with open(Path(directory) / name, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+@dataclass(frozen=True)
+class _Skips:
+    """Skip records of one run in one epoch."""
+
+    positions: np.ndarray
+    ids: np.ndarray
+    substituted: np.ndarray  # bool per record: a row was delivered in its place
+    errors: list[list[str]]
+
+
+def _read_skips(path: Path) -> list[dict[str, object]]:
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill: that batch was never delivered
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 @dataclass(frozen=True)
@@ -86,11 +153,17 @@ class EpochAudit:
     missing: list[int] = field(default_factory=list)
     replayed: int = 0
     """Records of a run beyond the point the next run resumed from (delivered again)."""
+    skipped: list[int] = field(default_factory=list)
+    """Row ids skipped as damaged (``on_error``), not delivered."""
+    substituted: int = 0
+    """Good rows delivered in the place of skipped ones (to keep the counts)."""
+    damage: list[str] = field(default_factory=list)
+    """The damage met: one text per damaged chunk (file, page, bytes)."""
 
     @property
     def ok(self) -> bool:
-        """Every row delivered exactly once (padding aside)."""
-        return not self.duplicates and not self.missing
+        """Every row delivered exactly once (padding aside); False when rows were skipped."""
+        return not self.duplicates and not self.missing and not self.skipped
 
     def summary(self) -> str:
         """One line: counts, and the first duplicates and misses."""
@@ -102,11 +175,21 @@ class EpochAudit:
         )
         if self.ok:
             return line + ": every row exactly once"
-        dup = dict(list(self.duplicates.items())[:10])
-        return (
-            line + f": {len(self.duplicates)} rows more than once (id: times) {dup!r}, "
-            f"{len(self.missing)} rows missing {self.missing[:10]!r}"
-        )
+        parts = []
+        if self.skipped:
+            where = "; ".join(self.damage[:3]) + ("; ..." if len(self.damage) > 3 else "")
+            parts.append(
+                f"{len(self.skipped)} rows skipped as damaged {self.skipped[:10]!r} ({where})"
+                + (f", {self.substituted} good rows delivered in their place"
+                   if self.substituted else "")
+            )
+        if self.duplicates or self.missing:
+            dup = dict(list(self.duplicates.items())[:10])
+            parts.append(
+                f"{len(self.duplicates)} rows more than once (id: times) {dup!r}, "
+                f"{len(self.missing)} rows missing {self.missing[:10]!r}"
+            )
+        return line + ": " + ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -149,6 +232,7 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
     num_rows = int(json.loads(meta_path.read_text())["num_rows"])
     # {epoch: {run (the resume point it started from): [pairs, ...]}}
     by_epoch: dict[int, dict[tuple[int, int], list[np.ndarray]]] = {}
+    skips: dict[int, dict[tuple[int, int], list[dict[str, object]]]] = {}
     for path in sorted(root.iterdir()):
         match = _NAME.fullmatch(path.name)
         if match:
@@ -156,12 +240,20 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
             by_epoch.setdefault(int(match.group(1)), {}).setdefault(run, []).append(
                 _read_pairs(path)
             )
+        match = _SKIPPED.fullmatch(path.name)
+        if match:
+            run = (int(match.group(3) or 0), int(match.group(4) or 0))
+            skips.setdefault(int(match.group(1)), {}).setdefault(run, []).extend(
+                _read_skips(path)
+            )
     runs = sorted({run for per_run in by_epoch.values() for run in per_run})
     ends = dict(zip(runs, [*runs[1:], _NEVER], strict=True))  # where the next run took over
     wanted = sorted(by_epoch) if epochs is None else list(epochs)
     results = []
     for epoch in wanted:
         kept, replayed = [np.zeros((0, 2), dtype=np.int64)], 0
+        skipped: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+        substituted, damage = 0, dict[str, None]()
         for run, parts in by_epoch.get(epoch, {}).items():
             pairs = np.concatenate(parts)
             end_epoch, end_position = ends[run]
@@ -172,8 +264,15 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
             else:
                 committed = np.ones(len(pairs), dtype=bool)
             replayed += int((~committed).sum())
-            kept.append(pairs[committed])
+            delivered = pairs[committed]
+            lost, subs, errors = _skipped_in(skips.get(epoch, {}).get(run, []), delivered)
+            delivered = delivered[~np.isin(delivered[:, 0], lost)]
+            skipped.append(_ids_at(pairs[committed], lost, num_rows))
+            substituted += subs
+            damage.update(dict.fromkeys(errors))
+            kept.append(delivered)
         pairs = np.concatenate(kept)
+        lost_ids = np.unique(np.concatenate(skipped))
         real = pairs[pairs[:, 0] < num_rows, 1]
         counts = np.bincount(real, minlength=num_rows) if len(real) else np.zeros(num_rows, int)
         dups = np.flatnonzero(counts > 1)
@@ -184,8 +283,41 @@ def audit(directory: str | os.PathLike[str], epochs: list[int] | None = None) ->
                 delivered=len(real),
                 padded=len(pairs) - len(real),
                 duplicates={int(i): int(counts[i]) for i in dups},
-                missing=np.flatnonzero(counts == 0).tolist(),
+                missing=np.setdiff1d(np.flatnonzero(counts == 0), lost_ids).tolist(),
                 replayed=replayed,
+                skipped=lost_ids.tolist(),
+                substituted=substituted,
+                damage=list(damage),
             )
         )
     return AuditReport(results)
+
+
+def _skipped_in(
+    records: list[dict[str, object]], delivered: np.ndarray
+) -> tuple[np.ndarray, int, list[str]]:
+    """(positions skipped, rows substituted, damage texts) of the records whose positions
+    were delivered (``delivered``: committed (position, id) pairs of one run)."""
+    positions: list[int] = []
+    substituted = 0
+    errors: list[str] = []
+    seen = set(delivered[:, 0].tolist()) if records else set()
+    for record in records:
+        pos = record.get("positions")
+        if not isinstance(pos, list):
+            continue
+        subs = record.get("substituted")
+        for k, p in enumerate(pos):
+            if p in seen:
+                positions.append(int(p))
+                substituted += isinstance(subs, list) and k < len(subs)
+                texts = record.get("errors")
+                if isinstance(texts, list):
+                    errors.extend(str(t) for t in texts)
+    return np.asarray(sorted(set(positions)), dtype=np.int64), substituted, errors
+
+
+def _ids_at(pairs: np.ndarray, positions: np.ndarray, num_rows: int) -> np.ndarray:
+    """Row ids at ``positions`` in ``pairs``, padded positions (``>= num_rows``) left out."""
+    at = pairs[np.isin(pairs[:, 0], positions) & (pairs[:, 0] < num_rows)]
+    return at[:, 1].astype(np.int64)

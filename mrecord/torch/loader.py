@@ -14,7 +14,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.torch._common import torch
 from mrecord.torch.audit import AuditLog
 from mrecord.torch.streaming import StreamingDataset
@@ -40,7 +40,7 @@ class StreamingDataLoader(torch.utils.data.DataLoader[Any]):
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, StreamingDataset):
-            raise TypeError(
+            raise WrongTypeError(
                 f"StreamingDataLoader needs a mrecord.torch.StreamingDataset, got "
                 f"{type(dataset).__name__}; use torch's DataLoader for other datasets"
             )

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.block import Block
 from mrecord.errors import ArgumentError, CheckpointError
 from mrecord.sampling import Shuffle, parse_shuffle
 from mrecord.torch._common import (
@@ -34,8 +35,10 @@ from mrecord.torch._common import (
     resolve_topology,
     torch,
 )
+from mrecord.torch.audit import record_skips
 from mrecord.torch.checkpoint import Checkpoint, fingerprint
 from mrecord.torch.plan import TAILS, RankPlan, StreamSpec, Tail, sample_rng
+from mrecord.torch.skips import SkipLog, scan_windows, substitutes
 from mrecord.torch.transport import collate, pack
 
 __all__ = ["StreamingDataset", "Transform"]
@@ -75,6 +78,12 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         verify, partial_window, adaptive_threshold: as for ``MindDataset``.
         storage_options: for a URL (``s3://...``): passed to fsspec, as for
             ``MindDataset`` (docs/REMOTE.md); DataLoader workers reopen with them.
+        on_error: a read that meets a damaged chunk (``ChecksumError``, ...):
+            ``"raise"`` (default) ends the pass with the error naming file, page and
+            bytes; ``"skip"`` leaves that chunk's rows out (``"warn"`` also warns once
+            per chunk), recorded in :attr:`skipped_rows`, :meth:`skip_report` and the
+            audit. Batch and sample counts never change (DDP lockstep): see
+            :mod:`mrecord.torch.skips` and docs/TORCH.md "Damaged data".
     """
 
     def __init__(
@@ -96,8 +105,10 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         partial_window: int = 1_000_000,
         adaptive_threshold: int = 100_000_000,
         storage_options: Mapping[str, Any] | None = None,
+        on_error: str = "raise",
     ) -> None:
         super().__init__()
+        self._skips = SkipLog(on_error)
         if tail not in TAILS:
             raise ArgumentError(f"tail must be one of {TAILS!r}, got {tail!r}")
         if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
@@ -270,25 +281,133 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         self._yielded = skip  # skipped samples count as yielded (torchdata resumes by count)
         per_read = 1
         reader = self._handle.reader
+        # Shards read from a store by range requests evict by next use: tell them the
+        # rows this worker reads in this pass, then in the next epoch's (as MindDataset).
+        reader.plan_reads(
+            lambda e: self._worker_ids(e, start, skip // b) if e == epoch else self._worker_ids(e),
+            epoch,
+        )
+
+        def read(ids: np.ndarray) -> Block:
+            return reader.read_rows(ids, bytes_as_arrays=views)
+
         first = 0
         while first < len(batches):
             group = batches[first : first + per_read]
             first += len(group)
             positions = np.concatenate([plan.batch_positions(i) for i in group])
-            block = reader.read_rows(self.spec.ids(order, positions), bytes_as_arrays=views)
+            ids = self.spec.ids(order, positions)
+            block, lost, errors = self._skips.read(read, ids)
             row_bytes = max(1, _nbytes(block) // max(1, len(block)))
             per_read = max(1, min(_READ_ROWS, _READ_BYTES // row_bytes) // b)
+            # kept_before[k]: rows of `block` before position k of the group
+            kept_before = np.concatenate([[0], np.cumsum(~lost)])
             offset = 0
             for i in group:
                 size = len(plan.batch_positions(i))
-                part = block.slice(offset, offset + size)
+                part = block.slice(int(kept_before[offset]), int(kept_before[offset + size]))
                 pos = positions[offset : offset + size]
+                gone = lost[offset : offset + size]
+                if gone.any():
+                    part, pos = self._around_damage(
+                        read, (block, ids[~lost]), part, pos, ids[offset : offset + size],
+                        gone, errors, offset, (plan, order, epoch, i),
+                    )
                 offset += size
-                yield from self._deliver(part, pos, epoch, skip % b if i == batches[0] else 0)
+                yield from self._deliver(
+                    part, pos, epoch, skip % b if i == batches[0] else 0, size
+                )
 
-    def _deliver(self, block: Any, positions: np.ndarray, epoch: int, skip: int) -> Iterator[Any]:
+    def _worker_ids(self, epoch: int, start: int = 0, skip_batches: int = 0) -> np.ndarray:
+        """The global ids this worker reads in a pass over ``epoch`` from stream position
+        ``start`` (its first ``skip_batches`` batches skipped), in read order."""
+        plan = self.plan(start)
+        worker, workers = self._worker
+        b = plan.batch_size
+        local = np.arange(plan.count, dtype=np.int64)
+        batch = local // b
+        mine = local[(batch % workers == worker) & (batch >= worker + skip_batches * workers)]
+        positions = plan.start + plan.rank + plan.world * mine
+        return self.spec.ids(self.spec.order(epoch), positions)
+
+    def _around_damage(
+        self,
+        read: Callable[[np.ndarray], Block],
+        group_rows: tuple[Block, np.ndarray],
+        part: Block,
+        positions: np.ndarray,
+        ids: np.ndarray,
+        gone: np.ndarray,
+        errors: dict[int, str],
+        offset: int,
+        where: tuple[RankPlan, Any, int, int],
+    ) -> tuple[Block, np.ndarray]:
+        """A batch some of whose rows were skipped as damaged: ``(block, positions)`` to
+        deliver, by the policy of :mod:`mrecord.torch.skips` (never fewer batches or
+        samples than the plan), recorded for the audit."""
+        plan, order, epoch, batch = where
+        group, group_ids = group_rows
+        messages = [errors.get(offset + int(k), "") for k in np.flatnonzero(gone)]
+        if self._emit_batches and len(part):
+            # A whole batch travels: it is delivered shorter, without the damaged rows.
+            self._audit_skips(epoch, positions[gone], ids[gone], None, messages)
+            return part, positions[~gone]
+        need = int(gone.sum())
+        if len(part) or len(group):
+            # Replace from the read's good rows, the batch's own first.
+            pool, pool_ids = (part, ids[~gone]) if len(part) else (group, group_ids)
+            pick = np.arange(need) % len(pool)
+            subs_block, found = pool.take(pick), pool_ids[pick]
+        else:
+            # No good row in this read: the rank's next readable samples, wrapping around.
+            count = plan.count
+            found = substitutes(
+                read,
+                scan_windows(
+                    count,
+                    (batch + 1) * plan.batch_size % max(1, count),
+                    lambda local: self.spec.ids(order, plan.start + plan.rank + plan.world * local),
+                ),
+                need,
+                f"rank {plan.rank}'s share of epoch {epoch}",
+            )
+            subs_block = read(found)
+        # The batch in its order: good rows where they were, substitutes where rows were lost.
+        merged = Block.concat([part, subs_block])
+        where_from = np.empty(len(gone), dtype=np.int64)
+        where_from[~gone] = np.arange(len(part))
+        where_from[gone] = len(part) + np.arange(need)
+        self._audit_skips(epoch, positions[gone], ids[gone], found, messages)
+        return merged.take(where_from), positions
+
+    def _audit_skips(
+        self,
+        epoch: int,
+        positions: np.ndarray,
+        ids: np.ndarray,
+        substituted: np.ndarray | None,
+        messages: list[str],
+    ) -> None:
+        if self.audit_dir is not None:
+            record_skips(
+                self.audit_dir, epoch, self.rank, self.resumed_from, positions, ids,
+                substituted, messages,
+            )
+
+    @property
+    def skipped_rows(self) -> list[int]:
+        """Row ids skipped as damaged so far (``on_error``), DataLoader workers included."""
+        return self._skips.skipped_rows
+
+    def skip_report(self) -> str:
+        """How many rows ``on_error`` skipped, naming the damaged files and pages."""
+        return self._skips.report()
+
+    def _deliver(
+        self, block: Any, positions: np.ndarray, epoch: int, skip: int, planned: int
+    ) -> Iterator[Any]:
         if self.transform is None and self._emit_batches:
-            self._yielded = (self._yielded or 0) + len(block)
+            self._yielded = (self._yielded or 0) + planned
             yield pack(block_batch(block))
             return
         samples = block_samples(block)
@@ -299,7 +418,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
                 for s, p in zip(samples, positions.tolist(), strict=True)
             ]
         if self._emit_batches:
-            self._yielded = (self._yielded or 0) + len(samples)
+            self._yielded = (self._yielded or 0) + planned
             yield collate(samples)
             return
         for sample in samples[skip:]:

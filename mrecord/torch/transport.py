@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mrecord.block import BytesArray
+from mrecord.errors import PipelineError
 from mrecord.torch._common import torch
 
 __all__ = ["Packed", "collate", "pack", "unpack"]
@@ -239,7 +240,7 @@ def _attach(token: str, ring: Any, slot_bytes: int) -> _Attached:
             _ATTACHED[token] = _Attached(ring, slot_bytes)
         attached = _ATTACHED.get(token)
     if attached is None:
-        raise RuntimeError(
+        raise PipelineError(
             f"a DataLoader batch refers to shared-memory ring {token!r}, which this process "
             "never received: batches of mrecord.torch must be unpickled in the order a worker "
             "sent them, once"

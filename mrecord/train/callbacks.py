@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.arguments import check_int_at_least
+from mrecord.errors import TrainingError, WrongTypeError
 
 __all__ = [
     "Callback",
@@ -178,12 +179,12 @@ class CallbackList(Callback):
         elif isinstance(callbacks, (list, tuple)):
             items = list(callbacks)
         else:
-            raise TypeError(
+            raise WrongTypeError(
                 f"callbacks must be a Callback or a list of Callbacks, got {callbacks!r}"
             )
         for i, cb in enumerate(items):
             if not isinstance(cb, Callback):
-                raise TypeError(
+                raise WrongTypeError(
                     f"callbacks[{i}] must be a Callback (subclass mrecord.train.Callback), "
                     f"got {cb!r} ({type(cb).__name__})"
                 )
@@ -242,12 +243,6 @@ def loss_value(outputs: Any) -> Any:
     return array.mean(dtype=array.dtype if array.dtype.kind == "f" else None)
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ArgumentError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 class LossMonitor(Callback):
     """Print ``epoch: E step: S, loss is L`` every ``per_print_times`` steps.
 
@@ -257,7 +252,7 @@ class LossMonitor(Callback):
     """
 
     def __init__(self, per_print_times: int = 1) -> None:
-        self._per_print_times = _check_int("per_print_times", per_print_times, 0)
+        self._per_print_times = check_int_at_least(per_print_times, "per_print_times", 0)
         self._last_print_step = 0
 
     def on_train_begin(self, run_context: RunContext) -> None:
@@ -270,7 +265,7 @@ class LossMonitor(Callback):
         loss = loss_value(p.net_outputs)
         step_in_epoch = (p.cur_step_num - 1) % max(p.batch_num, 1) + 1
         if isinstance(loss, (float, np.floating)) and not np.isfinite(loss):
-            raise ValueError(
+            raise TrainingError(
                 f"epoch: {p.cur_epoch_num} step: {step_in_epoch}. Invalid loss {loss!r}, "
                 "terminating training."
             )
@@ -290,7 +285,9 @@ class TimeMonitor(Callback):
     """
 
     def __init__(self, data_size: int | None = None, data_time: bool = False) -> None:
-        self._data_size = None if data_size is None else _check_int("data_size", data_size, 1)
+        self._data_size = (
+            None if data_size is None else check_int_at_least(data_size, "data_size", 1)
+        )
         self._data_time = bool(data_time)
         self._epoch_start = 0.0
         self._wait_start = 0.0

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.train.delivery import Delivery
 from mrecord.train.device_queue import DeviceQueue
 from mrecord.train.model import call_step
@@ -44,7 +44,7 @@ class DataSink:
         op_timeout: float | None = None,
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
+            raise WrongTypeError(f"fn must be callable, got {fn!r}")
         if isinstance(sink_size, bool) or not isinstance(sink_size, int) or sink_size < 1:
             raise ArgumentError(f"sink_size must be an int >= 1, got {sink_size!r}")
         self.fn = fn

@@ -26,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from mrecord.errors import MissingDependencyError
+
 __all__ = [
     "Delivery",
     "NumpyDelivery",
@@ -67,7 +69,7 @@ def import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "delivering batches as torch tensors needs torch: pip install mrecord[torch]"
         ) from exc
     return torch

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from mrecord.errors import ArgumentError, PipelineError
+from mrecord.arguments import check_int_at_least
+from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.train.callbacks import Callback, CallbackList, CallbackParams, RunContext
 from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
 from mrecord.train.device_queue import DeviceQueue
@@ -40,12 +41,7 @@ def call_step(step: Callable[..., Any], batch: Any) -> Any:
     return step(batch)
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ArgumentError(
-            f"For 'Model.train', {name!r} must be an int >= {minimum}, got {value!r}"
-        )
-    return value
+_WHERE = "For 'Model.train', "  # MindSpore's prefix for these messages
 
 
 class Model:
@@ -77,7 +73,7 @@ class Model:
         queue_capacity: int | None = None,
     ) -> None:
         if not callable(network):
-            raise TypeError(f"network must be a callable train step, got {network!r}")
+            raise WrongTypeError(f"network must be a callable train step, got {network!r}")
         if delivery is not None and device is not None:
             raise ArgumentError(f"give either device={device!r} or delivery={delivery!r}, not both")
         self.network = network
@@ -119,8 +115,8 @@ class Model:
         the producer down), and ``SinkTimeoutError`` when a batch does not arrive within
         ``op_timeout``.
         """
-        _check_int("epoch", epoch, 1)
-        _check_int("initial_epoch", initial_epoch, 0)
+        check_int_at_least(epoch, "'epoch'", 1, where=_WHERE)
+        check_int_at_least(initial_epoch, "'initial_epoch'", 0, where=_WHERE)
         if initial_epoch >= epoch:
             raise ArgumentError(
                 f"For 'Model.train', 'initial_epoch' ({initial_epoch}) must be less than "
@@ -135,8 +131,8 @@ class Model:
                 f"For 'Model.train', 'sink_size' must be -1 or positive, but got {sink_size!r}"
             )
         if not isinstance(dataset_sink_mode, bool):
-            raise TypeError(f"dataset_sink_mode must be a bool, got {dataset_sink_mode!r}")
-        _check_int("initial_step", initial_step, 0)
+            raise WrongTypeError(f"dataset_sink_mode must be a bool, got {dataset_sink_mode!r}")
+        check_int_at_least(initial_step, "'initial_step'", 0, where=_WHERE)
         source = BatchSource(train_dataset, name="train_dataset")
         cbs = CallbackList(callbacks)
         if dataset_sink_mode and sink_size > 0:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation, to_array
 from mrecord.transforms.type_cast import parse_dtype
 
@@ -24,7 +24,9 @@ class Concatenate(TensorOperation):
         self, axis: int = 0, prepend: np.ndarray | None = None, append: np.ndarray | None = None
     ) -> None:
         if isinstance(axis, bool) or not isinstance(axis, int):
-            raise TypeError(f"Argument axis with value {axis!r} is not of type [<class 'int'>]")
+            raise WrongTypeError(
+                f"Argument axis with value {axis!r} is not of type [<class 'int'>]"
+            )
         self.axis = axis
         self.prepend = None if prepend is None else np.asarray(prepend)
         self.append = None if append is None else np.asarray(append)
@@ -53,7 +55,7 @@ class PadEnd(TensorOperation):
 
     def __init__(self, pad_shape: Sequence[int | None], pad_value: Any = None) -> None:
         if not isinstance(pad_shape, (list, tuple)):
-            raise TypeError(f"pad_shape must be a list, got {pad_shape!r}")
+            raise WrongTypeError(f"pad_shape must be a list, got {pad_shape!r}")
         self.pad_shape = list(pad_shape)
         self.pad_value = pad_value
 
@@ -94,7 +96,7 @@ class Slice(TensorOperation):
             elif isinstance(s, (list, tuple)):
                 index.append([int(i) for i in s])
             else:
-                raise TypeError(f"Slice: unsupported slice {s!r}")
+                raise WrongTypeError(f"Slice: unsupported slice {s!r}")
         out = arr
         for axis, item in enumerate(index):  # one axis at a time: lists act independently
             out = out[(slice(None),) * axis + (item,)]
@@ -127,9 +129,9 @@ class Mask(TensorOperation):
 
     def __init__(self, operator: Relational, constant: Any, dtype: object = np.bool_) -> None:
         if not isinstance(operator, Relational):
-            raise TypeError(f"operator must be a Relational, got {operator!r}")
+            raise WrongTypeError(f"operator must be a Relational, got {operator!r}")
         if not isinstance(constant, (str, bytes, bool, int, float, np.generic)):
-            raise TypeError(f"constant must be a number or a string, got {constant!r}")
+            raise WrongTypeError(f"constant must be a number or a string, got {constant!r}")
         self.operator = operator
         self.constant = constant
         self.dtype = parse_dtype(dtype, "dtype")
@@ -140,7 +142,7 @@ class Mask(TensorOperation):
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         arr = to_array(arrays[0], "Mask")
         if (arr.dtype.kind in "US") != isinstance(self.constant, (str, bytes)):
-            raise TypeError(
+            raise WrongTypeError(
                 f"Mask: constant {self.constant!r} and the input's dtype {arr.dtype} differ in "
                 "kind (both numbers or both strings)"
             )

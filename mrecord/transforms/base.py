@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mrecord.errors import WrongTypeError
 from mrecord.transforms.seeding import (
     as_seed_array,
     next_eager_seed,
@@ -38,14 +39,14 @@ def to_array(value: object, op_name: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
     if isinstance(value, (bytes, bytearray, memoryview, str)):
-        raise TypeError(
+        raise WrongTypeError(
             f"{op_name}: the input should be a numpy array, got {type(value).__name__} "
             f"(decode encoded images with mrecord.vision.Decode first)"
         )
     try:
         return np.asarray(value)
     except (TypeError, ValueError) as exc:
-        raise TypeError(
+        raise WrongTypeError(
             f"{op_name}: the input should be a numpy array, got {type(value).__name__}"
         ) from exc
 
@@ -66,7 +67,7 @@ class TensorOperation:
     def __call__(self, *arrays: Any, seed: int | None = None) -> Any:
         """Apply the op to ``arrays`` (numpy); random ops use ``seed`` for their parameters."""
         if self.num_inputs >= 0 and len(arrays) != self.num_inputs:
-            raise TypeError(
+            raise WrongTypeError(
                 f"{type(self).__name__} takes {self.num_inputs} input array(s), got {len(arrays)}"
             )
         row_seed = 0
@@ -114,7 +115,7 @@ class BatchOperation(TensorOperation):
         arr = to_array(batch, type(self).__name__)
         if arr.ndim < 1:
             name = type(self).__name__
-            raise TypeError(f"{name}.apply_batch needs a batch (N, ...), got a scalar")
+            raise WrongTypeError(f"{name}.apply_batch needs a batch (N, ...), got a scalar")
         seed_arr = as_seed_array(seeds, arr.shape[0])
         self._check_row(arr.shape[1:], arr.dtype)
         return self._batch(arr, seed_arr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.seeding import derive_seed
 
@@ -32,15 +33,15 @@ class Compose(TensorOperation):
 
     def __init__(self, transforms: Sequence[Callable[..., Any]]) -> None:
         if not isinstance(transforms, (list, tuple)):
-            raise TypeError(
+            raise WrongTypeError(
                 f"Argument transforms with value {transforms!r} is not of type "
                 f"[<class 'list'>, <class 'tuple'>], but got {type(transforms)}."
             )
         if not transforms:
-            raise ValueError("transforms list is empty.")
+            raise ArgumentError("transforms list is empty.")
         for i, op in enumerate(transforms):
             if not callable(op):
-                raise TypeError(f"transforms[{i}] is not callable: {op!r}")
+                raise WrongTypeError(f"transforms[{i}] is not callable: {op!r}")
         self.transforms = list(transforms)
 
     @property
@@ -54,7 +55,7 @@ class Compose(TensorOperation):
     def __call__(self, *arrays: Any, seed: int | None = None) -> Any:
         """Apply every op in order to ``arrays``."""
         if not arrays:
-            raise TypeError("Compose takes at least 1 input array, got 0")
+            raise WrongTypeError("Compose takes at least 1 input array, got 0")
         values: tuple[Any, ...] = arrays
         for i, op in enumerate(self.transforms):
             if _is_random(op):

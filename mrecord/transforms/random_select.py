@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.compose import Compose
 from mrecord.transforms.seeding import derive_seed
@@ -17,15 +18,15 @@ __all__ = ["RandomApply", "RandomChoice"]
 
 def _checked_ops(transforms: object) -> list[Callable[..., Any]]:
     if not isinstance(transforms, (list, tuple)):
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument transforms with value {transforms!r} is not of type "
             f"[<class 'list'>, <class 'tuple'>], but got {type(transforms)}."
         )
     if not transforms:
-        raise ValueError("transforms list is empty.")
+        raise ArgumentError("transforms list is empty.")
     for i, op in enumerate(transforms):
         if not callable(op):
-            raise TypeError(f"transforms[{i}] is not callable: {op!r}")
+            raise WrongTypeError(f"transforms[{i}] is not callable: {op!r}")
     return list(transforms)
 
 

@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from mrecord import config
+from mrecord.errors import ArgumentError, WrongTypeError
 
 __all__ = [
     "as_seed_array",
@@ -64,7 +65,7 @@ def stream_salt(name: str) -> int:
 def normalize_seed(seed: object) -> int:
     """Check a per-row seed (a non-negative or negative int) and reduce it modulo 2**64."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
+        raise WrongTypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
     return int(seed) & _MASK64
 
 
@@ -75,10 +76,10 @@ def as_seed_array(seeds: object, n: int | None = None) -> np.ndarray:
     else:
         raw = np.asarray(seeds)
         if raw.dtype.kind not in "iu":
-            raise TypeError(f"seeds must be an array of integers, got dtype {raw.dtype}")
+            raise WrongTypeError(f"seeds must be an array of integers, got dtype {raw.dtype}")
         arr = raw.astype(np.uint64).reshape(-1)  # negative ints wrap modulo 2**64
     if n is not None and arr.shape[0] != n:
-        raise ValueError(f"seeds has {arr.shape[0]} entries for a batch of {n} rows")
+        raise ArgumentError(f"seeds has {arr.shape[0]} entries for a batch of {n} rows")
     return arr
 
 
@@ -164,3 +165,8 @@ def next_eager_seed() -> int:
 def reset_eager_seeds() -> None:
     """Restart the seedless eager sequence from ``config.get_seed()`` (as after ``set_seed``)."""
     _eager.reset()
+
+
+# config.reset() and config.set_seed() restart the seedless eager sequence (config cannot
+# import this module: it is below transforms in the layering).
+config.on_reset(reset_eager_seeds)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import RuntimeArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation, to_array
 from mrecord.transforms.validators import INT32_MAX, check_float, check_int, type_check
 
@@ -31,11 +31,13 @@ class OneHot(TensorOperation):
     def _compute(self, *arrays: Any, seed: int) -> np.ndarray:
         labels = to_array(arrays[0], "OneHot")
         if labels.dtype.kind not in "iu":
-            raise TypeError(f"OneHot: the input should be integer labels, got dtype {labels.dtype}")
+            raise WrongTypeError(
+                f"OneHot: the input should be integer labels, got dtype {labels.dtype}"
+            )
         bad = (labels < 0) | (labels >= self.num_classes)
         if np.any(bad):
             first = labels[bad].flat[0]
-            raise ArgumentError(
+            raise RuntimeArgumentError(  # MindSpore: RuntimeError
                 f"OneHot: label {int(first)!r} is outside [0, {self.num_classes}); "
                 f"check num_classes={self.num_classes!r}"
             )
@@ -63,7 +65,7 @@ class Fill(TensorOperation):
         try:
             value = np.asarray(self.fill_value).astype(arr.dtype)
         except (TypeError, ValueError) as exc:
-            raise TypeError(
+            raise WrongTypeError(
                 f"Fill: fill_value {self.fill_value!r} cannot be cast to the input's dtype "
                 f"{arr.dtype}"
             ) from exc

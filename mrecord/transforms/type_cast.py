@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import WrongTypeError
 from mrecord.transforms.base import BatchOperation
 
 __all__ = ["TypeCast", "parse_dtype"]
@@ -19,17 +20,19 @@ def parse_dtype(value: object, name: str = "data_type") -> np.dtype[Any]:
         try:
             dtype = np.dtype(value)
         except TypeError as exc:
-            raise TypeError(
+            raise WrongTypeError(
                 f"Argument {name} with value {value!r} is not a data type; "
                 f"use a numpy dtype such as np.int32 or 'float32'"
             ) from exc
     else:
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument {name} with value {value!r} is not of type [<class 'numpy.dtype'>, "
             f"<class 'type'>, <class 'str'>], but got {type(value)}."
         )
     if dtype.kind not in "biufcUS":
-        raise TypeError(f"Argument {name} must be a numeric, bool or string dtype, got {dtype}")
+        raise WrongTypeError(
+            f"Argument {name} must be a numeric, bool or string dtype, got {dtype}"
+        )
     return dtype
 
 

@@ -4,7 +4,8 @@ MindSpore raises ``TypeError("Argument prob with value '1' is not of type [<clas
 <class 'int'>], but got <class 'str'>.")`` and ``ValueError("Input prob is not within the
 required interval of [0.0, 1.0].")``; these helpers produce the same sentences, with the
 offending value shown with ``repr``. Range errors are :class:`mrecord.errors.ArgumentError`
-(a ``ValueError``).
+(a ``ValueError``). The int, interval and type checks are :mod:`mrecord.arguments`'
+(re-exported here); the float, size and pair checks are the transforms' own.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import numbers
 from collections.abc import Sequence
 from typing import cast
 
-from mrecord.errors import ArgumentError
+from mrecord.arguments import INT32_MAX, check_int, check_value, type_check
+from mrecord.errors import ArgumentError, WrongTypeError
 
 __all__ = [
     "FLOAT_MAX",
@@ -27,38 +29,7 @@ __all__ = [
     "type_check",
 ]
 
-INT32_MAX = 2_147_483_647
 FLOAT_MAX = 16_777_216.0
-
-
-def type_check(value: object, types: tuple[type, ...], name: str) -> None:
-    """Raise ``TypeError`` unless ``value`` is one of ``types`` (bool never counts as a number)."""
-    is_bool = isinstance(value, bool) and bool not in types
-    if is_bool or not isinstance(value, types):
-        listed = "[" + ", ".join(str(t) for t in types) + "]"
-        raise TypeError(
-            f"Argument {name} with value {value!r} is not of type {listed}, but got {type(value)}."
-        )
-
-
-def check_value(
-    value: float, low: float, high: float, name: str, *, left_open: bool = False
-) -> None:
-    """Raise ``ArgumentError`` unless ``low <= value <= high`` (``low < value`` if left_open)."""
-    too_low = value <= low if left_open else value < low
-    if too_low or value > high:
-        bracket = "(" if left_open else "["
-        raise ArgumentError(
-            f"Input {name} is not within the required interval of {bracket}{low}, {high}]."
-        )
-
-
-def check_int(value: object, name: str, low: int = 0, high: int = INT32_MAX) -> int:
-    """Check an int argument in ``[low, high]`` and return it."""
-    type_check(value, (int,), name)
-    number = int(cast(int, value))
-    check_value(number, low, high, name)
-    return number
 
 
 def check_float(
@@ -78,7 +49,7 @@ def check_size(value: object, name: str = "size") -> tuple[int, int] | int:
         return check_int(value, name, 1)
     seq = cast(Sequence[object], value)
     if len(seq) != 2:
-        raise TypeError(
+        raise WrongTypeError(
             f"{name} should be a single integer or a list/tuple (h, w) of length 2, got {value!r}."
         )
     h = check_int(seq[0], f"{name}[0]", 1)
@@ -93,7 +64,7 @@ def check_minmax_pair(
     type_check(value, (tuple, list), name)
     seq = cast(Sequence[object], value)
     if len(seq) != 2:
-        raise TypeError(f"{name} should be a list/tuple of length 2, got {value!r}.")
+        raise WrongTypeError(f"{name} should be a list/tuple of length 2, got {value!r}.")
     lo = check_float(seq[0], f"{name}[0]", low, high, left_open=left_open)
     hi = check_float(seq[1], f"{name}[1]", low, high, left_open=left_open)
     if lo > hi:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.vision.enums import Border
 
 __all__ = ["check_image", "check_image_shape", "pad_batch", "pad_image", "restore_dtype"]
@@ -30,7 +30,7 @@ def check_image_shape(
             f"got shape {shape!r}"
         )
     if dtype.kind not in "biuf":
-        raise TypeError(f"{op_name}: the input should be a numeric image, got dtype {dtype}")
+        raise WrongTypeError(f"{op_name}: the input should be a numeric image, got dtype {dtype}")
     if channels is not None:
         c = shape[2] if len(shape) == 3 else 1
         if c not in channels:

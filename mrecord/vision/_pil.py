@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from mrecord.errors import MissingDependencyError
+
 __all__ = ["pil_image"]
 
 
@@ -12,7 +14,7 @@ def pil_image(op_name: str) -> ModuleType:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow is a dev dependency
-        raise ImportError(
+        raise MissingDependencyError(
             f"{op_name} needs Pillow to decode images: pip install 'mrecord[vision]'"
         ) from exc
     return Image

@@ -95,21 +95,20 @@ def _resize_axis(img: np.ndarray, axis: int, n_out: int, inter: Inter) -> np.nda
     flat = img.reshape(height, width * chans)
     idx, w = _TAPS[inter](img.shape[axis], n_out)
     w32 = w.astype(np.float32)
-    out: np.ndarray | None = None
-    for k in range(idx.shape[1]):
+
+    def tap(k: int) -> np.ndarray:
         if axis == 0:
-            term = flat[idx[:, k]]
+            term: np.ndarray = flat[idx[:, k]]
             term *= w32[:, k, np.newaxis]
         else:
             cols = (idx[:, k, np.newaxis] * chans + np.arange(chans)).ravel()
             term = np.take(flat, cols, axis=1)
             term *= np.repeat(w32[:, k], chans)[np.newaxis, :]
-        if out is None:
-            out = term
-        else:
-            out += term
-    if out is None:  # every filter has at least one tap
-        raise AssertionError("empty resize filter")
+        return term
+
+    out = tap(0)  # every filter has at least one tap
+    for k in range(1, idx.shape[1]):
+        out += tap(k)
     shape = (n_out, width) if axis == 0 else (height, n_out)
     return out.reshape(*shape, *img.shape[2:])
 

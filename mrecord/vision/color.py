@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import BatchOperation
 from mrecord.transforms.validators import FLOAT_MAX, check_factor_range, check_minmax_pair
 from mrecord.vision import _color
@@ -28,7 +28,7 @@ def _check_rgb(op_name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> No
             f"{op_name}: the input should be an RGB image of shape <H, W, 3>, got shape {shape!r}"
         )
     if dtype.kind not in "uf":
-        raise TypeError(f"{op_name}: the input should be uint8 or float, got dtype {dtype}")
+        raise WrongTypeError(f"{op_name}: the input should be uint8 or float, got dtype {dtype}")
 
 
 class RandomColorAdjust(BatchOperation):

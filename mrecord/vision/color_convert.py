@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation, to_array
 from mrecord.vision._image import check_image
 
@@ -63,7 +63,7 @@ class ConvertColor(TensorOperation):
 
     def __init__(self, convert_mode: ConvertMode) -> None:
         if not isinstance(convert_mode, ConvertMode):
-            raise TypeError(f"convert_mode must be a ConvertMode, got {convert_mode!r}")
+            raise WrongTypeError(f"convert_mode must be a ConvertMode, got {convert_mode!r}")
         self.convert_mode = convert_mode
 
     def _params(self) -> dict[str, object]:
@@ -109,7 +109,7 @@ class Invert(TensorOperation):
         img = to_array(arrays[0], "Invert")
         check_image(img, "Invert")
         if img.dtype != np.uint8:
-            raise TypeError(f"Invert: the image must be uint8, got {img.dtype}")
+            raise WrongTypeError(f"Invert: the image must be uint8, got {img.dtype}")
         out: np.ndarray = np.uint8(255) - img
         return out
 
@@ -123,7 +123,7 @@ class Grayscale(TensorOperation):
 
     def __init__(self, num_output_channels: int = 1) -> None:
         if isinstance(num_output_channels, bool) or not isinstance(num_output_channels, int):
-            raise TypeError(
+            raise WrongTypeError(
                 f"num_output_channels must be an int, got {num_output_channels!r}"
             )
         if num_output_channels not in (1, 3):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import DecodeError
+from mrecord.errors import DecodeError, WrongTypeError
 from mrecord.transforms.base import TensorOperation
 from mrecord.transforms.validators import type_check
 from mrecord.vision._crop_box import crop_box_for_seed
@@ -33,11 +33,11 @@ def encoded_bytes(value: object, op_name: str) -> bytes:
         if value.dtype.kind == "S" and value.ndim == 0:
             return bytes(value.item())
         hint = " (it looks already decoded; remove Decode)" if value.ndim in (2, 3) else ""
-        raise TypeError(
+        raise WrongTypeError(
             f"{op_name}: the input should be encoded image bytes (bytes or a 1-D uint8 array), "
             f"got an array of shape {value.shape!r} and dtype {value.dtype}{hint}"
         )
-    raise TypeError(
+    raise WrongTypeError(
         f"{op_name}: the input should be encoded image bytes (bytes or a 1-D uint8 array), "
         f"got {type(value).__name__}"
     )

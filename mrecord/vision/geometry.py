@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import BatchOperation, TensorOperation, to_array
 from mrecord.transforms.validators import (
     FLOAT_MAX,
@@ -57,7 +57,9 @@ def parse_fill(fill_value: object) -> int | tuple[int, int, int]:
         return check_int(fill_value, "fill_value", 0, 255)
     values = cast(tuple[object, ...], fill_value)
     if len(values) != 3:
-        raise TypeError(f"fill_value should be a single integer or a 3-tuple, got {fill_value!r}.")
+        raise WrongTypeError(
+            f"fill_value should be a single integer or a 3-tuple, got {fill_value!r}."
+        )
     r, g, b = (check_int(v, "fill_value", 0, 255) for v in values)
     return (r, g, b)
 
@@ -78,7 +80,9 @@ def parse_padding(padding: object) -> tuple[int, int, int, int]:
     if len(seq) == 4:
         left, top, right, bottom = (check_int(v, "padding", 0) for v in seq)
         return (left, top, right, bottom)
-    raise TypeError(f"The size of the padding list or tuple should be 2 or 4, got {padding!r}.")
+    raise WrongTypeError(
+        f"The size of the padding list or tuple should be 2 or 4, got {padding!r}."
+    )
 
 
 def _check_inter(interpolation: object) -> Inter:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation, to_array
 from mrecord.transforms.validators import check_int, check_size
 from mrecord.vision._image import check_image, pad_image
@@ -24,7 +24,7 @@ def _as_hw(size: int | tuple[int, int]) -> tuple[int, int]:
 
 def _check_border(mode: object) -> Border:
     if not isinstance(mode, Border):
-        raise TypeError(f"Argument padding_mode with value {mode!r} is not of type Border")
+        raise WrongTypeError(f"Argument padding_mode with value {mode!r} is not of type Border")
     return mode
 
 
@@ -63,7 +63,7 @@ class Crop(TensorOperation):
 
     def __init__(self, coordinates: Sequence[int], size: int | Sequence[int]) -> None:
         if not isinstance(coordinates, (list, tuple)) or len(coordinates) != 2:
-            raise TypeError(f"coordinates must be (top, left), got {coordinates!r}")
+            raise WrongTypeError(f"coordinates must be (top, left), got {coordinates!r}")
         self.coordinates = (
             check_int(coordinates[0], "coordinates"),
             check_int(coordinates[1], "coordinates"),
@@ -106,7 +106,7 @@ class PadToSize(TensorOperation):
         elif isinstance(offset, (list, tuple)) and len(offset) == 2:
             self.offset = (check_int(offset[0], "offset"), check_int(offset[1], "offset"))
         else:
-            raise TypeError(f"offset must be None, an int or (top, left), got {offset!r}")
+            raise WrongTypeError(f"offset must be None, an int or (top, left), got {offset!r}")
         self.fill_value = parse_fill(fill_value)
         self.padding_mode = _check_border(padding_mode)
 
@@ -160,7 +160,7 @@ class ResizedCrop(TensorOperation):
         )
         self.size = check_size(size)
         if not isinstance(interpolation, Inter):
-            raise TypeError(f"interpolation must be an Inter, got {interpolation!r}")
+            raise WrongTypeError(f"interpolation must be an Inter, got {interpolation!r}")
         self.interpolation = interpolation
 
     def _params(self) -> dict[str, object]:

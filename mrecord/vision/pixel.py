@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import BatchOperation
 from mrecord.transforms.validators import check_float, type_check
 
@@ -34,7 +34,7 @@ class Rescale(BatchOperation):
 
     def _check_row(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
         if dtype.kind not in "biuf":
-            raise TypeError(f"Rescale: the input should be numeric, got dtype {dtype}")
+            raise WrongTypeError(f"Rescale: the input should be numeric, got dtype {dtype}")
 
     def _batch(self, batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         out: np.ndarray = batch.astype(np.float32)  # a new array: scaled in place
@@ -88,7 +88,7 @@ class Normalize(BatchOperation):
                 f"got shape {shape!r}"
             )
         if dtype.kind not in "biuf":
-            raise TypeError(f"Normalize: the input should be numeric, got dtype {dtype}")
+            raise WrongTypeError(f"Normalize: the input should be numeric, got dtype {dtype}")
         c = self._channels(shape)
         if len(self.mean) != 1 and len(self.mean) != c:
             raise ArgumentError(

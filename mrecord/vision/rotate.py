@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.base import TensorOperation, to_array
 from mrecord.vision._image import check_image
 from mrecord.vision.enums import Inter
@@ -48,13 +48,13 @@ class Rotate(TensorOperation):
         fill_value: int | tuple[int, int, int] = 0,
     ) -> None:
         if isinstance(degrees, bool) or not isinstance(degrees, (int, float)):
-            raise TypeError(f"Argument degrees with value {degrees!r} is not a number")
+            raise WrongTypeError(f"Argument degrees with value {degrees!r} is not a number")
         if resample not in (Inter.NEAREST, Inter.LINEAR):
             raise ArgumentError(
                 f"Rotate: resample must be Inter.NEAREST or Inter.LINEAR, got {resample!r}"
             )
         if not isinstance(expand, bool):
-            raise TypeError(f"Argument expand with value {expand!r} is not a bool")
+            raise WrongTypeError(f"Argument expand with value {expand!r} is not a bool")
         if center is not None and len(center) != 2:
             raise ArgumentError(f"Rotate: center must be (x, y), got {center!r}")
         self.degrees = float(degrees)

@@ -30,7 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError, SchemaError, WriterStateError
+from mrecord.errors import (
+    AppendTargetMissingError,
+    ArgumentError,
+    DatasetNotFoundError,
+    RuntimeArgumentError,
+    SchemaError,
+    WriterStateError,
+    WrongTypeError,
+)
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
@@ -103,11 +111,11 @@ class FileWriter:
         if not isinstance(file_name, (str, os.PathLike)) or not str(file_name):
             raise ArgumentError(f"file_name must be a non-empty path, got {file_name!r}")
         if isinstance(shard_num, bool) or not isinstance(shard_num, int):
-            raise TypeError(f"shard_num must be an int, got {shard_num!r}")
+            raise WrongTypeError(f"shard_num must be an int, got {shard_num!r}")
         if not 1 <= shard_num <= MAX_SHARDS:
             raise ArgumentError(f"shard_num must be in [1, {MAX_SHARDS}], got {shard_num!r}")
         if not isinstance(overwrite, bool):
-            raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
+            raise WrongTypeError(f"overwrite must be a bool, got {overwrite!r}")
         path = Path(file_name)
         if path.name.endswith(PARTIAL_SUFFIX) or path.name.endswith(DB_SUFFIX):
             raise ArgumentError(
@@ -154,7 +162,7 @@ class FileWriter:
         if self._schema is not None:
             raise WriterStateError("add_schema was already called; a dataset has one schema")
         if desc is not None and not isinstance(desc, str):
-            raise TypeError(f"desc must be a str, got {desc!r}")
+            raise WrongTypeError(f"desc must be a str, got {desc!r}")
         self._schema = parse_schema(content)
         self._desc = desc
         return 0
@@ -183,7 +191,7 @@ class FileWriter:
         """
         self._require(WriterState.OPEN, "set_header_size")
         if isinstance(header_size, bool) or not isinstance(header_size, int):
-            raise TypeError(f"header_size must be an int, got {header_size!r}")
+            raise WrongTypeError(f"header_size must be an int, got {header_size!r}")
         if not 16 * 1024 <= header_size <= 128 * 1024 * 1024:
             raise ArgumentError(
                 f"header_size must be in [16384, 134217728] (MindSpore's range), "
@@ -194,9 +202,9 @@ class FileWriter:
         """Set the target page size in bytes (default 1 MiB)."""
         self._require(WriterState.OPEN, "set_page_size")
         if isinstance(page_size, bool) or not isinstance(page_size, int):
-            raise TypeError(f"page_size must be an int, got {page_size!r}")
-        if not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:
-            raise ArgumentError(
+            raise WrongTypeError(f"page_size must be an int, got {page_size!r}")
+        if not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:  # MindSpore: RuntimeError
+            raise RuntimeArgumentError(
                 f"page_size must be in [{MIN_PAGE_SIZE}, {MAX_PAGE_SIZE}], got {page_size!r}"
             )
         self._page_size = page_size
@@ -226,7 +234,7 @@ class FileWriter:
             self._require(WriterState.OPEN, "write_raw_data")
         schema = self._need_schema("write_raw_data")
         if not isinstance(parallel_writer, bool):
-            raise TypeError(f"parallel_writer must be a bool, got {parallel_writer!r}")
+            raise WrongTypeError(f"parallel_writer must be a bool, got {parallel_writer!r}")
         columns = columns_from_rows(schema, raw_data)
         n = len(next(iter(columns.values())))
         try:
@@ -290,7 +298,15 @@ class FileWriter:
         shard's committed end and the ``.db`` gets the new rows only, so an append
         costs the rows added, not the dataset's size.
         """
-        txn, committed = Transaction.begin_append(Path(file_name))
+        try:
+            txn, committed = Transaction.begin_append(Path(file_name))
+        except DatasetNotFoundError as exc:
+            if isinstance(exc, AppendTargetMissingError):
+                raise
+            raise AppendTargetMissingError(
+                f"cannot append to {str(file_name)!r}: {exc}; open_for_append adds rows to a "
+                "committed dataset: write it with FileWriter(...).commit() first"
+            ) from exc
         head = committed[0].meta
         self = cls.__new__(cls)
         self._setup(

@@ -38,6 +38,7 @@ from mrecord.convert.mindrecord.header import (
     read_header_length,
 )
 from mrecord.errors import (
+    ArgumentError,
     ConversionError,
     CorruptFileError,
     DatasetNotFoundError,
@@ -347,7 +348,7 @@ class MindRecordDataset:
     def iter_batches(self, batch_rows: int = 1024) -> Iterator[dict[str, ColumnValues]]:
         """Yield every row in order, ``batch_rows`` at a time, as columns."""
         if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows!r}")
+            raise ArgumentError(f"batch_rows must be >= 1, got {batch_rows!r}")
         for shard in self.shards:
             for start in range(0, shard.num_rows, batch_rows):
                 stop = min(start + batch_rows, shard.num_rows)

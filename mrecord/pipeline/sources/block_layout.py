@@ -8,18 +8,27 @@ needed, the measured storage under the files, by the rules of
 
 Sizes measured in one process may differ in the next (a restarted job): for a resume
 that must be exact across restarts, pass ``block_rows`` and ``window_blocks``
-(``ds.block_layout`` shows the sizes chosen).
+(``ds.block_layout`` shows the sizes chosen). :func:`plan_layout_from` plans from facts
+gathered elsewhere: ``RemoteDataset`` gets them from its server.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mrecord.reader.dataset_reader import DatasetReader
-from mrecord.reader.layout import dataset_layout, measured_numbers, memory_budget
+from mrecord.reader.layout import DatasetLayout, dataset_layout, measured_numbers, memory_budget
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle._common import check_option
-from mrecord.sampling.shuffle.block import BlockLayout, choose_layout
+from mrecord.sampling.shuffle.block import BlockLayout, Measure, choose_layout
 
-__all__ = ["check_block_sizes", "plan_layout"]
+__all__ = [
+    "DatasetLayout",
+    "check_block_sizes",
+    "mode_and_shards",
+    "plan_layout",
+    "plan_layout_from",
+]
 
 
 def check_block_sizes(block_rows: int | None, window_blocks: int | None) -> None:
@@ -30,7 +39,7 @@ def check_block_sizes(block_rows: int | None, window_blocks: int | None) -> None
         check_option("window_blocks", window_blocks)
 
 
-def _mode_and_shards(sampler: Sampler) -> tuple[Shuffle | None, int]:
+def mode_and_shards(sampler: Sampler) -> tuple[Shuffle | None, int]:
     """The shuffle mode that orders the rows (the innermost sampler's) and its shards."""
     node: Sampler | None = sampler
     mode: Shuffle | None = None
@@ -49,19 +58,43 @@ def plan_layout(
     window_blocks: int | None = None,
 ) -> BlockLayout | None:
     """The layout ``sampler`` should read ``reader`` with (None: its mode needs none)."""
-    mode, shards = _mode_and_shards(sampler)
+    return plan_layout_from(
+        sampler,
+        lambda: dataset_layout(reader),
+        memory_budget,
+        lambda: measured_numbers(reader),
+        block_rows,
+        window_blocks,
+    )
+
+
+def plan_layout_from(
+    sampler: Sampler,
+    facts: Callable[[], DatasetLayout],
+    budget: Callable[[], int | None],
+    measure: Measure,
+    block_rows: int | None = None,
+    window_blocks: int | None = None,
+) -> BlockLayout | None:
+    """:func:`plan_layout` from facts gathered elsewhere (a ``RemoteDataset``: the server's
+    pages, memory budget and storage). Each callable is called only when its answer is
+    needed: ``facts`` not for other modes, nor for ADAPTIVE on several ranks (which
+    never picks BLOCK); ``budget`` on one rank; ``measure`` as ``choose_layout`` says."""
+    mode, shards = mode_and_shards(sampler)
     if mode not in (Shuffle.BLOCK, Shuffle.ADAPTIVE):
         return None
-    facts = dataset_layout(reader)
+    if mode is Shuffle.ADAPTIVE and shards != 1:
+        return None  # as choose_layout decides, without asking for the facts
+    layout = facts()
     return choose_layout(
         adaptive=mode is Shuffle.ADAPTIVE,
         num_shards=shards,
-        page_starts=facts.page_starts,
-        num_rows=facts.num_rows,
-        data_bytes=facts.data_bytes,
-        page_bytes=facts.page_bytes,
+        page_starts=layout.page_starts,
+        num_rows=layout.num_rows,
+        data_bytes=layout.data_bytes,
+        page_bytes=layout.page_bytes,
         block_rows=block_rows,
         window_blocks=window_blocks,
-        memory_budget=memory_budget() if shards == 1 else None,
-        measure=lambda: measured_numbers(reader),
+        memory_budget=budget() if shards == 1 else None,
+        measure=measure,
     )

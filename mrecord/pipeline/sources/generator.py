@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, OperationError, PipelineError
+from mrecord.errors import ArgumentError, OperationError, PipelineError, WrongTypeError
 from mrecord.pipeline.columns import as_name_list, column_from_values
-from mrecord.pipeline.map import check_workers
 from mrecord.pipeline.source import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.sources.schema import Schema
@@ -52,7 +52,9 @@ BLOCK_ROWS = 64
 def _refuse_processes(python_multiprocessing: bool, workers: int | None) -> None:
     """``python_multiprocessing=True`` is refused: sources are read on threads here."""
     if not isinstance(python_multiprocessing, bool):
-        raise TypeError(f"python_multiprocessing must be a bool, got {python_multiprocessing!r}")
+        raise WrongTypeError(
+            f"python_multiprocessing must be a bool, got {python_multiprocessing!r}"
+        )
     if python_multiprocessing and (workers or 1) > 1:
         raise ArgumentError(
             "GeneratorDataset(python_multiprocessing=True) is not supported: mrecord reads "
@@ -87,7 +89,7 @@ class GeneratorDataset(SourceDataset):
         super().__init__()
         if schema is not None:
             if not isinstance(schema, Schema):
-                raise TypeError(f"schema must be an mrecord.Schema, got {schema!r}")
+                raise WrongTypeError(f"schema must be an mrecord.Schema, got {schema!r}")
             if column_names is None:
                 column_names = schema.column_names()
             if column_types is None:
@@ -111,12 +113,12 @@ class GeneratorDataset(SourceDataset):
         if num_samples is not None and (
             isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0
         ):
-            raise ValueError(f"num_samples must be an int >= 0, got {num_samples!r}")
+            raise ArgumentError(f"num_samples must be an int >= 0, got {num_samples!r}")
         self.num_samples = num_samples or None
         self.random_access = _is_random_access(source)
         if not self.random_access:
             if not (callable(source) or isinstance(source, Iterable)):
-                raise TypeError(
+                raise WrongTypeError(
                     "source must be random-access (__getitem__ and __len__), a generator "
                     f"function or an iterable, got {source!r} ({type(source).__name__})"
                 )
@@ -150,7 +152,7 @@ class GeneratorDataset(SourceDataset):
             return None  # sequential: no sampler needed
         if sampler is not None and not isinstance(sampler, Sampler):
             if isinstance(sampler, (str, bytes)) or not isinstance(sampler, Iterable):
-                raise TypeError(
+                raise WrongTypeError(
                     f"sampler must be a sampler or an iterable of indices, got {sampler!r}"
                 )
             sampler = SubsetSampler(list(sampler))

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import WrongTypeError
 from mrecord.pipeline.sources.random_access import (
     RandomAccessSource,
     block_rows_for,
@@ -62,11 +63,11 @@ class ImageFolderDataset(RandomAccessSource):
         shard_id: int | None = None,
     ) -> None:
         if not isinstance(decode, bool):
-            raise TypeError(f"decode must be a bool, got {decode!r}")
+            raise WrongTypeError(f"decode must be a bool, got {decode!r}")
         if extensions is not None and (
             isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions)
         ):
-            raise TypeError(
+            raise WrongTypeError(
                 f"extensions must be a list of suffixes such as ['.jpg'], got {extensions!r}"
             )
         super().__init__(

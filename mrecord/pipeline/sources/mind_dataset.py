@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrecord.block import Block
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, RuntimeArgumentError
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
 from mrecord.pipeline.sources.random_access import (
@@ -258,11 +258,15 @@ def _check_padding_args(
 ) -> None:
     if padded_sample is not None:
         if num_padded is None:
-            raise RuntimeError("padded_sample is specified and requires num_padded as well.")
+            raise RuntimeArgumentError(
+                "padded_sample is specified and requires num_padded as well."
+            )
         if columns_list is None:
-            raise RuntimeError("padded_sample is specified and requires columns_list as well.")
+            raise RuntimeArgumentError(
+                "padded_sample is specified and requires columns_list as well."
+            )
     elif num_padded:
-        raise RuntimeError("num_padded is specified but padded_sample is not.")
+        raise RuntimeArgumentError("num_padded is specified but padded_sample is not.")
     if num_padded is not None and (
         isinstance(num_padded, bool) or not isinstance(num_padded, int) or num_padded < 0
     ):

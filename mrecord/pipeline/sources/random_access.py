@@ -23,15 +23,15 @@ go best fewer at a time than ``num_parallel_workers`` overrides ``_reads_in_flig
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mrecord import config
+from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, RowValidationError
+from mrecord.errors import ArgumentError, RowValidationError, WrongTypeError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import Schema
 from mrecord.pipeline.source import SourceDataset
@@ -63,17 +63,9 @@ def block_rows_for(bytes_per_row: int) -> int:
 
 
 def check_source_workers(num: int | None) -> int:
-    """A source's ``num_parallel_workers`` (None: ``config.get_num_parallel_workers()``)."""
-    if num is None:
-        return config.get_num_parallel_workers()
-    if isinstance(num, bool) or not isinstance(num, int):
-        raise TypeError(f"num_parallel_workers must be an int, got {num!r}")
-    if not 1 <= num <= (os.cpu_count() or 1) * 4:
-        raise ArgumentError(
-            f"Input num_parallel_workers is not within the required interval of "
-            f"[1, {(os.cpu_count() or 1) * 4}], got {num!r}."
-        )
-    return num
+    """A source's ``num_parallel_workers``: the worker rule of :mod:`mrecord.arguments`;
+    None is ``config.get_num_parallel_workers()`` read now, at construction, as ops do."""
+    return config.workers_or_default(check_workers(num))
 
 
 def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
@@ -108,7 +100,7 @@ def check_bool_shuffle(shuffle: object, sampler: object) -> bool | None:
     None means True (a global shuffle) unless a ``sampler`` is given, as in MindSpore.
     """
     if shuffle is not None and not isinstance(shuffle, bool):
-        raise TypeError(
+        raise WrongTypeError(
             f"Argument shuffle with value {shuffle} is not of type [<class 'bool'>], "
             f"but got {type(shuffle)}."
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.transforms.type_cast import parse_dtype
 
 __all__ = ["Schema", "SchemaColumn"]
@@ -43,7 +43,7 @@ class Schema:
     ) -> None:
         """Append a column ``name`` of dtype ``de_type`` and ``shape`` (both optional)."""
         if not isinstance(name, str) or not name:
-            raise TypeError(f"Schema.add_column: name must be a non-empty str, got {name!r}")
+            raise WrongTypeError(f"Schema.add_column: name must be a non-empty str, got {name!r}")
         if any(column.name == name for column in self.columns):
             raise ArgumentError(f"Schema.add_column: column {name!r} is already in the schema")
         dtype = None if de_type is None else parse_dtype(de_type, "de_type")

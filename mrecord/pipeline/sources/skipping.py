@@ -8,6 +8,10 @@ and they are dropped, recorded (``skipped_rows``, with the first errors) and, fo
 ``"warn"``, announced with a ``RuntimeWarning``. A block with no damage costs one read, as
 before; one damaged chunk of ``k`` rows costs about ``2 k log2(block)`` extra small reads.
 The default, ``"raise"``, never comes here.
+
+:func:`find_damaged` is the search itself (which of some rows cannot be read, and why),
+shared with the PyTorch adapter's datasets, which keep their own record of the
+skipped rows across DataLoader worker processes.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, CorruptFileError
 
-__all__ = ["ON_ERROR", "SkipDamaged", "check_on_error"]
+__all__ = ["ON_ERROR", "SkipDamaged", "check_on_error", "find_damaged"]
 
 ON_ERROR = ("raise", "skip", "warn")
 _KEPT_ERRORS = 10
@@ -74,10 +78,9 @@ class SkipDamaged:
             return self._read_rows(ids)
         except CorruptFileError:
             pass
-        good: list[np.ndarray] = []
-        bad: list[int] = []
-        first_error: list[str] = []
-        self._split(ids, good, bad, first_error)
+        kept, errors = find_damaged(self._read_rows, ids)
+        bad = [int(i) for i in ids[~kept]]
+        first_error = [next(iter(errors.values()))] if errors else []
         with self._lock:
             self._skipped.extend(bad)
             for message in first_error:
@@ -89,22 +92,40 @@ class SkipDamaged:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        kept = np.concatenate(good) if good else np.zeros(0, dtype=np.int64)
-        return self._read_rows(kept)
+        return self._read_rows(ids[kept])
 
-    def _split(
-        self, ids: np.ndarray, good: list[np.ndarray], bad: list[int], errors: list[str]
-    ) -> None:
-        try:
-            self._read_rows(ids)
-        except CorruptFileError as exc:
-            if len(ids) == 1:
-                bad.append(int(ids[0]))
-                if not errors:
-                    errors.append(str(exc))
-                return
-            half = len(ids) // 2
-            self._split(ids[:half], good, bad, errors)
-            self._split(ids[half:], good, bad, errors)
+
+def find_damaged(
+    read_rows: Callable[[np.ndarray], object], ids: np.ndarray
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Which of the rows ``ids`` can be read: ``(kept, errors)``.
+
+    ``kept`` is a boolean mask over ``ids``; ``errors`` maps the index (into ``ids``) of
+    each row that cannot be read to its error's text, which names the file, page and
+    bytes of the damaged chunk (so rows of one chunk share one text). The block is
+    halved until the failing reads are single rows.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    kept = np.ones(len(ids), dtype=bool)
+    errors: dict[int, str] = {}
+    _split(read_rows, ids, 0, kept, errors)
+    return kept, errors
+
+
+def _split(
+    read_rows: Callable[[np.ndarray], object],
+    ids: np.ndarray,
+    at: int,
+    kept: np.ndarray,
+    errors: dict[int, str],
+) -> None:
+    try:
+        read_rows(ids)
+    except CorruptFileError as exc:
+        if len(ids) == 1:
+            kept[at] = False
+            errors[at] = str(exc)
             return
-        good.append(ids)
+        half = len(ids) // 2
+        _split(read_rows, ids[:half], at, kept, errors)
+        _split(read_rows, ids[half:], at + half, kept, errors)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Protocol
 
+from mrecord.errors import UnknownNameError, WrongTypeError
 from mrecord.sampling.order import Order, RangeOrder
 from mrecord.sampling.shuffle._common import (
     DEFAULT_ADAPTIVE_THRESHOLD,
@@ -128,7 +129,7 @@ def parse_shuffle(shuffle: object) -> Shuffle | None:
         return None
     if isinstance(shuffle, Shuffle):
         return shuffle
-    raise TypeError(f"{_TYPE_MESSAGE} Got {shuffle!r}.")
+    raise WrongTypeError(f"{_TYPE_MESSAGE} Got {shuffle!r}.")
 
 
 def get_shuffle(name: str | Shuffle) -> ShuffleFn:
@@ -137,7 +138,7 @@ def get_shuffle(name: str | Shuffle) -> ShuffleFn:
     try:
         return SHUFFLES[key]
     except KeyError:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown shuffle mode {name!r}; known modes: {sorted(SHUFFLES)!r}"
         ) from None
 

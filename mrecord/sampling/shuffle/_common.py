@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.sampling.order import IdArray
 from mrecord.sampling.permutation import derive_key
 
@@ -35,11 +35,11 @@ DEFAULT_ADAPTIVE_THRESHOLD = 100_000_000
 def check_counts(file_row_counts: Counts) -> IdArray:
     """Validate per-file row counts; return them as an int64 array."""
     if isinstance(file_row_counts, (str, bytes)):
-        raise TypeError(f"file_row_counts must be a sequence of ints, got {file_row_counts!r}")
+        raise WrongTypeError(f"file_row_counts must be a sequence of ints, got {file_row_counts!r}")
     values = list(file_row_counts)
     for i, count in enumerate(values):
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
-            raise TypeError(
+            raise WrongTypeError(
                 f"file_row_counts[{i}] must be an int, got {count!r} ({type(count).__name__})"
             )
         if count < 0:
@@ -51,7 +51,7 @@ def check_seed_epoch(seed: object, epoch: object) -> tuple[int, int]:
     """Validate ``seed`` (int >= 0) and ``epoch`` (int >= 0)."""
     for name, value in (("seed", seed), ("epoch", epoch)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+            raise WrongTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
         if value < 0:
             raise ArgumentError(f"{name} must be >= 0, got {value!r}")
     return int(seed), int(epoch)  # type: ignore[call-overload]
@@ -60,7 +60,7 @@ def check_seed_epoch(seed: object, epoch: object) -> tuple[int, int]:
 def check_option(name: str, value: object) -> int:
     """Validate a positive row-count option such as ``partial_window``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+        raise WrongTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     if value < 1:
         raise ArgumentError(f"{name} must be >= 1 rows, got {value!r}")
     return int(value)

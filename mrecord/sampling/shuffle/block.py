@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from mrecord.errors import ArgumentError
+from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.sampling.order import IdArray, Order, PermutationOrder
 from mrecord.sampling.permutation import (
     ceil_sqrt,
@@ -132,7 +132,7 @@ class BlockLayout:
         if self.page_starts is not None:
             starts = np.asarray(self.page_starts)
             if starts.ndim != 1 or (starts.size and starts.dtype.kind not in "iu"):
-                raise TypeError(
+                raise WrongTypeError(
                     f"page_starts must be a 1-D integer array, got {self.page_starts!r}"
                 )
             arr = starts.astype(np.int64)

@@ -25,14 +25,22 @@ import numpy as np
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, DatasetServerError, SchemaError
 from mrecord.format.schema import Schema, parse_schema
+from mrecord.pipeline.sources.block_layout import (
+    DatasetLayout,
+    check_block_sizes,
+    mode_and_shards,
+    plan_layout_from,
+)
 from mrecord.pipeline.sources.mind_dataset import _check_padding_args
 from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
 from mrecord.sampling import Sampler, Shuffle
-from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW
+from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, BlockLayout
 from mrecord.serve.client.session import Session, default_session
 from mrecord.serve.client.transports.auto import CHOICES, AutoTransport
+from mrecord.serve.client.transports.base import NotOffered
 from mrecord.serve.client.transports.failover import FailoverTransport
 from mrecord.serve.client.transports.http import HttpTransport
+from mrecord.serve.protocol.layout import LAYOUT, STORAGE, LayoutAnswer, storage_from_json
 
 __all__ = ["TRANSPORTS", "RemoteDataset"]
 
@@ -75,6 +83,11 @@ class RemoteDataset(RandomAccessSource):
         padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
             ``padded_sample``, which needs ``columns_list``, so that the rows divide by
             ``num_shards``); the padded rows never travel.
+        block_rows, window_blocks: ``Shuffle.BLOCK``'s sizes, as for MindDataset. Page
+            boundaries, and the sizes left None, come from the server
+            (:mod:`~mrecord.serve.protocol.layout`: its pages, its memory budget and, on
+            one rank, its storage), so the order is the one ``MindDataset`` reads on the
+            server's host; a server too old to send them refuses BLOCK with an error.
     """
 
     def __init__(
@@ -99,10 +112,15 @@ class RemoteDataset(RandomAccessSource):
         padded_sample: Mapping[str, Any] | None = None,
         num_padded: int | None = None,
         cafile: str | None = None,
+        block_rows: int | None = None,
+        window_blocks: int | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ArgumentError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         _check_padding_args(padded_sample, num_padded, columns_list)  # MindDataset's rules
+        check_block_sizes(block_rows, window_blocks)
+        self._block_sizes = (block_rows, window_blocks)
+        self._layout: tuple[Sampler, BlockLayout | None] | None = None
         super().__init__(
             num_parallel_workers=num_parallel_workers,
             shuffle=shuffle,
@@ -175,6 +193,13 @@ class RemoteDataset(RandomAccessSource):
     def _source_column_names(self) -> list[str]:
         return list(self._columns)
 
+    def _block_layout(self) -> BlockLayout | None:
+        # Planned once per sampler, as MindDataset's: every epoch (and a resume) reads
+        # with the same blocks.
+        if self._layout is None or self._layout[0] is not self._sampler:
+            self._layout = (self._sampler, self._plan_layout())
+        return self._layout[1]
+
     def _reads_in_flight(self) -> int:
         return min(self._workers, self._transport.in_flight)
 
@@ -188,6 +213,12 @@ class RemoteDataset(RandomAccessSource):
         """How blocks arrive now: ``"local"`` (the server's same-host socket, shared
         memory) or ``"http"``."""
         return self._transport.name
+
+    @property
+    def block_layout(self) -> BlockLayout | None:
+        """The block layout ``Shuffle.BLOCK`` (or ADAPTIVE, when it picks BLOCK) reads
+        with, planned from the server's facts (None: the mode needs none)."""
+        return self._block_layout()
 
     @property
     def file_row_counts(self) -> list[int]:
@@ -206,6 +237,43 @@ class RemoteDataset(RandomAccessSource):
         self._transport.close()
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _plan_layout(self) -> BlockLayout | None:
+        """MindDataset's plan (``plan_layout_from``) over the server's layout answer."""
+        answer: list[LayoutAnswer] = []
+
+        def fetch() -> LayoutAnswer:
+            if not answer:
+                obj = self._transport.describe(LAYOUT)
+                answer.append(LayoutAnswer.from_json(obj, self._transport.where))
+            return answer[0]
+
+        def facts() -> DatasetLayout:
+            got = fetch()
+            if got.num_rows != self._total_rows():
+                raise DatasetServerError(
+                    f"{self._transport.where}: the layout answer counts {got.num_rows} rows, "
+                    f"the dataset {self._total_rows()}: was it rewritten under the server?"
+                )
+            starts = got.page_starts
+            return DatasetLayout(starts, got.num_rows, got.data_bytes, int(starts.size))
+
+        def measure() -> tuple[float, float] | None:
+            return storage_from_json(self._transport.describe(STORAGE), self._transport.where)
+
+        try:
+            return plan_layout_from(
+                self._sampler, facts, lambda: fetch().memory_budget, measure, *self._block_sizes
+            )
+        except NotOffered as exc:
+            if mode_and_shards(self._sampler)[0] is Shuffle.ADAPTIVE:
+                return None  # ADAPTIVE without BLOCK, as before the server sent layouts
+            raise DatasetServerError(
+                f"{self._transport.where} sends no block layout (a server older than "
+                "mrecord's layout answer): Shuffle.BLOCK through it would read another "
+                "order than MindDataset. Upgrade `mrecord serve` there, or choose another "
+                "shuffle mode"
+            ) from exc
 
     def _read_columns(self, ids: np.ndarray, columns: list[str]) -> Block:
         rows, cols = self._transport.read(ids, columns)

@@ -7,7 +7,9 @@
 - :mod:`~mrecord.serve.protocol.wire`: the binary block format (HTTP body, and the
   same-host header with places in the reader's segment and in shared files);
 - :mod:`~mrecord.serve.protocol.local`: the same-host transport's messages (Unix socket,
-  descriptors passed with ``SCM_RIGHTS``).
+  descriptors passed with ``SCM_RIGHTS``);
+- :mod:`~mrecord.serve.protocol.layout`: the block layout answers (page boundaries, memory
+  budget, storage) from which a reader plans ``Shuffle.BLOCK`` as ``MindDataset`` does.
 
 The server (:mod:`mrecord.serve.server`) and the client (:mod:`mrecord.serve.client`)
 each import this package; neither imports the other.

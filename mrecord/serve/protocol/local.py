@@ -119,7 +119,7 @@ def receive(sock: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], l
             )
             fds.extend(_descriptors(ancdata))
             if not data:
-                raise ConnectionError("the other side closed the connection")
+                raise DatasetServerError("the other side closed the connection")
             head += data
         (length,) = _LEN.unpack(head)
         _check_length(length)
@@ -129,7 +129,7 @@ def receive(sock: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], l
         while got_bytes < length:
             n = sock.recv_into(view[got_bytes:])
             if not n:
-                raise ConnectionError("the other side closed the connection mid-message")
+                raise DatasetServerError("the other side closed the connection mid-message")
             got_bytes += n
         message = _parse(body)
     except BaseException:

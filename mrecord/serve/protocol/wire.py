@@ -50,7 +50,7 @@ import msgpack
 import numpy as np
 
 from mrecord.block import BytesArray, ColumnValues
-from mrecord.errors import ArgumentError, DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError, FormatError
 
 __all__ = [
     "MAX_HEADER_BYTES",
@@ -333,7 +333,7 @@ def decode_block(buf: bytearray | bytes | memoryview) -> tuple[int, dict[str, Co
 def _decode(view: memoryview) -> tuple[int, dict[str, ColumnValues]]:
     (hlen,) = _LEN.unpack_from(view, 0)
     if hlen > MAX_HEADER_BYTES or 4 + hlen > len(view):
-        raise ValueError(f"header length {hlen} does not fit a {len(view)}-byte body")
+        raise FormatError(f"header length {hlen} does not fit a {len(view)}-byte body")
     header = msgpack.unpackb(view[4 : 4 + hlen], raw=False)
     pos = 4 + hlen
     placed = []
@@ -368,13 +368,13 @@ def _decode_columns(
         sizes = [int(s) for s in col["sizes"]]
         offsets = [int(o) for o in col["offsets"]]
         if len(offsets) != len(sizes):
-            raise ValueError(
+            raise FormatError(
                 f"column {col['name']!r} has {len(sizes)} sizes, {len(offsets)} offsets"
             )
         parts = []
         for at, size in zip(offsets, sizes, strict=True):
             if at < 0 or size < 0 or at + size > len(view):
-                raise ValueError(f"column {col['name']!r} runs past the end of the body")
+                raise FormatError(f"column {col['name']!r} runs past the end of the body")
             parts.append(view[at : at + size])
         if col.get("refs"):
             out[str(col["name"])] = _decode_refs(col, parts[0], n, view, files)
@@ -393,7 +393,7 @@ def _decode_refs(
     for where, start, length in zip(*refs.tolist(), strict=True):
         base = region if where < 0 else files[where]
         if start < 0 or length < 0 or start + length > len(base):
-            raise ValueError(f"column {col['name']!r}: a value runs past the end of its file")
+            raise FormatError(f"column {col['name']!r}: a value runs past the end of its file")
         value = base[start : start + length].view(BytesArray)
         if where < 0:  # the segment is writable memory; the files are mapped read-only
             value.flags.writeable = False
@@ -404,7 +404,7 @@ def _decode_refs(
 def _numeric(dtype: str) -> np.dtype[Any]:
     dt = np.dtype(dtype)
     if dt.kind not in _NUMERIC_KINDS:
-        raise ValueError(f"dtype {dtype!r} is not numeric")
+        raise FormatError(f"dtype {dtype!r} is not numeric")
     return dt
 
 
@@ -415,7 +415,7 @@ def _decode_column(col: dict[str, Any], parts: list[memoryview], n: int) -> Colu
         return np.frombuffer(parts[0], dtype=_numeric(col["dtype"])).reshape((n, *shape))
     offsets = np.frombuffer(parts[0], dtype="<i8")
     if len(offsets) != n + 1:
-        raise ValueError(f"column {col['name']!r} has {len(offsets)} offsets for {n} rows")
+        raise FormatError(f"column {col['name']!r} has {len(offsets)} offsets for {n} rows")
     bounds = offsets.tolist()
     if kind == "bytes":
         data = np.frombuffer(parts[1], dtype=np.uint8)
@@ -437,4 +437,4 @@ def _decode_column(col: dict[str, Any], parts: list[memoryview], n: int) -> Colu
             np.frombuffer(blob[a:b], dtype=dtype).reshape(shape)
             for a, b, shape in zip(bounds[:-1], bounds[1:], shapes, strict=True)
         ]
-    raise ValueError(f"unknown column kind {kind!r}")
+    raise FormatError(f"unknown column kind {kind!r}")

@@ -3,6 +3,8 @@ with), imported in one place with a helpful error."""
 
 from __future__ import annotations
 
+from mrecord.errors import MissingDependencyError
+
 try:
     import anyio
     import anyio.to_thread
@@ -15,7 +17,7 @@ try:
     from starlette.responses import JSONResponse, Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - the serve extra is in dev
-    raise ImportError(
+    raise MissingDependencyError(
         f"mrecord serve needs Starlette and uvicorn ({exc.name} is missing): "
         "pip install 'mrecord[serve]'"
     ) from exc

@@ -24,8 +24,10 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from mrecord.block import Block
+from mrecord.errors import SlowClientError
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.protocol.errors import ERROR_CODES
+from mrecord.serve.protocol.layout import LAYOUT, STORAGE
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_request, encode_block
@@ -119,6 +121,8 @@ def create_app(
         Route("/api/datasets/{name}/rows/{row_id}/{column}.png", api.thumbnail, methods=["GET"]),
         Route("/api/datasets/{name}/search", api.search, methods=["GET"]),
         Route("/api/datasets/{name}/stats", api.stats, methods=["GET"]),
+        Route(f"/api/datasets/{{name}}/{LAYOUT}", api.layout, methods=["GET"]),
+        Route(f"/api/datasets/{{name}}/{STORAGE}", api.storage, methods=["GET"]),
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
     ]
 
@@ -323,6 +327,16 @@ class _Api:
         return starlette.responses.JSONResponse(_finite(await self._run(ds.stats)))
 
     @_answers
+    async def layout(self, request: Request) -> Response:
+        ds = self._dataset(request)
+        return starlette.responses.JSONResponse(await self._run(ds.layout))
+
+    @_answers
+    async def storage(self, request: Request) -> Response:
+        ds = self._dataset(request)
+        return starlette.responses.JSONResponse(_finite(await self._run(ds.storage)))
+
+    @_answers
     async def rows(self, request: Request) -> Response:
         ds = self._dataset(request)
         q = request.query_params
@@ -480,7 +494,7 @@ class _BuffersResponse:
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
         if cancel.cancelled_caught:
             _log.warning("dropped a client that read nothing for %.0f s", self.timeout)
-            raise TimeoutError(f"the client read nothing for {self.timeout:.0f} s")
+            raise SlowClientError(f"the client read nothing for {self.timeout:.0f} s")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -24,7 +24,9 @@ from mrecord.maintenance.inspect import dataset_info
 from mrecord.maintenance.stats import compute_stats
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.reader.dataset_reader import DatasetReader
+from mrecord.reader.layout import dataset_layout, measured_numbers, memory_budget
 from mrecord.reader.mindpage import MindPage
+from mrecord.serve.protocol.layout import LayoutAnswer, storage_to_json
 
 __all__ = ["NAME_PATTERN", "ServedDataset", "open_datasets", "parse_dataset_args"]
 
@@ -73,9 +75,11 @@ class ServedDataset:
     _info_lock: threading.Lock = field(default_factory=threading.Lock)
     _stats_lock: threading.Lock = field(default_factory=threading.Lock)
     _page_lock: threading.Lock = field(default_factory=threading.Lock)
+    _layout_lock: threading.Lock = field(default_factory=threading.Lock)
     _info: dict[str, Any] | None = None
     _stats: dict[str, Any] | None = None
     _page: MindPage | None = None
+    _layout: LayoutAnswer | None = None
     _categories: dict[str, dict[str, Any]] = field(default_factory=dict)
     _verify_state: dict[str, Any] = field(default_factory=lambda: {"state": "running"})
 
@@ -141,6 +145,22 @@ class ServedDataset:
                 "problems": [_strip_paths(f"{type(exc).__name__}: {exc}", self.reader)],
             }
         self._verify_state = state
+
+    def layout(self) -> dict[str, Any]:
+        """The ``layout`` answer (:mod:`~mrecord.serve.protocol.layout`): page boundaries,
+        bytes and this process's memory budget, taken once (metadata only, no data read)."""
+        with self._layout_lock:
+            if self._layout is None:
+                facts = dataset_layout(self.reader)
+                self._layout = LayoutAnswer(
+                    facts.num_rows, facts.data_bytes, facts.page_starts, memory_budget()
+                )
+            return self._layout.to_json()
+
+    def storage(self) -> dict[str, float | None]:
+        """The ``storage`` answer: the device under the files, measured once per device
+        (``mrecord.storage.probe``; about half a second of direct I/O the first time)."""
+        return storage_to_json(measured_numbers(self.reader))
 
     def stats(self) -> dict[str, Any]:
         """``mrecord stats --json``'s content (every row read once, then kept)."""

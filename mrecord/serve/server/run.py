@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from mrecord.errors import ArgumentError, DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError, MissingDependencyError
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import available as local_available
 from mrecord.serve.server.app import create_app
@@ -46,7 +46,9 @@ def _uvicorn() -> Any:
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - the serve extra is in dev
-        raise ImportError("mrecord serve needs uvicorn: pip install 'mrecord[serve]'") from exc
+        raise MissingDependencyError(
+            "mrecord serve needs uvicorn: pip install 'mrecord[serve]'"
+        ) from exc
     return uvicorn
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.errors import DecodeError
+from mrecord.errors import DecodeError, MissingDependencyError
 
 __all__ = ["MAX_SOURCE_PIXELS", "ThumbnailCache", "thumbnail_png"]
 
@@ -26,7 +26,9 @@ def _pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow is in the serve extra
-        raise ImportError("thumbnails need Pillow: pip install 'mrecord[serve]'") from exc
+        raise MissingDependencyError(
+            "thumbnails need Pillow: pip install 'mrecord[serve]'"
+        ) from exc
     return Image
 
 

@@ -82,6 +82,10 @@ class AutoTransport(Transport):
         """The dataset's ``GET /api/datasets/NAME`` answer (retried as blocks are)."""
         return self._retrying(self._http.info)
 
+    def describe(self, part: str) -> dict[str, Any]:
+        """``GET /api/datasets/NAME/PART`` over HTTP (retried as the info is)."""
+        return self._retrying(lambda: self._http.describe(part))
+
     def choose(
         self, choice: str, info: dict[str, Any], *, connections: int, timeout: float
     ) -> None:

@@ -7,6 +7,8 @@ rows' columns (``MindDataset``'s values for the same rows). It raises
   same-host ``busy``): worth asking again shortly;
 - :class:`TransportUnavailable` when it cannot reach the server at all (connection refused
   or reset, a socket gone, an answer cut short);
+- :class:`NotOffered` for a path the server does not know (a server older than the
+  answer asked for);
 - the mrecord error of an error answer (:func:`~mrecord.serve.protocol.errors.error_for`):
   the request itself is wrong, and asking again would not help.
 
@@ -25,7 +27,13 @@ import numpy as np
 from mrecord.block import ColumnValues
 from mrecord.errors import DatasetServerError
 
-__all__ = ["ServerUnreachable", "Transport", "TransportBusy", "TransportUnavailable"]
+__all__ = [
+    "NotOffered",
+    "ServerUnreachable",
+    "Transport",
+    "TransportBusy",
+    "TransportUnavailable",
+]
 
 
 class TransportUnavailable(Exception):
@@ -39,6 +47,11 @@ class TransportBusy(TransportUnavailable):
 class ServerUnreachable(DatasetServerError):
     """A server stayed unreachable (or busy) through every retry: the failover policy
     (:mod:`~.failover`) moves to another server of the same dataset."""
+
+
+class NotOffered(DatasetServerError):
+    """The server has no such answer (``not_found``): it is older than the part of the
+    protocol asked for (e.g. the block layout, :mod:`~mrecord.serve.protocol.layout`)."""
 
 
 class Transport(abc.ABC):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.block import ColumnValues
-from mrecord.errors import DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError
 from mrecord.serve.client.transports.auto import AutoTransport
 from mrecord.serve.client.transports.base import ServerUnreachable, Transport
 
@@ -47,7 +47,7 @@ class FailoverTransport(Transport):
 
     def __init__(self, servers: list[AutoTransport]) -> None:
         if not servers:
-            raise ValueError("FailoverTransport needs at least one server")
+            raise ArgumentError("FailoverTransport needs at least one server")
         self._servers = servers
         self._current = 0
         self._lock = threading.Lock()
@@ -80,6 +80,12 @@ class FailoverTransport(Transport):
         self._identity = _identity(info)
         self._ready.add(self._current)
         return info
+
+    def describe(self, part: str) -> dict[str, Any]:
+        """``GET /api/datasets/NAME/PART`` from the first server that answers (the servers
+        serve the same files, so their layouts agree)."""
+        answer: dict[str, Any] = self._failing_over(lambda t: t.describe(part), check=True)
+        return answer
 
     def choose(
         self, choice: str, info: dict[str, Any], *, connections: int, timeout: float

@@ -24,7 +24,12 @@ import numpy as np
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError, InsecureTokenWarning
 from mrecord.serve.buffers import BufferPool
-from mrecord.serve.client.transports.base import Transport, TransportBusy, TransportUnavailable
+from mrecord.serve.client.transports.base import (
+    NotOffered,
+    Transport,
+    TransportBusy,
+    TransportUnavailable,
+)
 from mrecord.serve.protocol.errors import ErrorCode, error_for
 from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_block, encode_request
@@ -87,11 +92,16 @@ class HttpTransport(Transport):
 
     def info(self) -> dict[str, Any]:
         """``GET /api/datasets/NAME``: files, schema, mean row bytes, limits, the socket."""
-        status, body = self._request("GET", self._path, None)
+        return self.describe("")
+
+    def describe(self, part: str) -> dict[str, Any]:
+        """``GET /api/datasets/NAME/PART`` (``""``: the info), a JSON map; NotOffered when
+        the server has no such answer (one older than the part)."""
+        status, body = self._request("GET", f"{self._path}/{part}" if part else self._path, None)
         if status != 200:
             raise self._error(status, body)
-        info: dict[str, Any] = json.loads(body.tobytes())
-        return info
+        answer: dict[str, Any] = json.loads(body.tobytes())
+        return answer
 
     def read(self, ids: np.ndarray, columns: list[str]) -> tuple[int, dict[str, ColumnValues]]:
         status, body = self._request("POST", self._path + "/blocks", encode_request(ids, columns))
@@ -186,6 +196,8 @@ class HttpTransport(Transport):
             code, message = str(err["code"]), str(err["message"])
         except Exception:
             code, message = "unexpected", f"HTTP {status}: {body[:200].tobytes()!r}"
+        if code == ErrorCode.NOT_FOUND.value:  # a path this server does not know
+            return NotOffered(f"{self.where}: {message} [{code}]")
         return error_for(self.where, code, message)
 
 

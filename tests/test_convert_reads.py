@@ -1,0 +1,148 @@
+"""``imagefolder`` reads files ahead in a pool of I/O threads: a file that cannot be read
+is still named, and the default worker count is the number of cores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mrecord.convert import SOURCES, WriteOptions, write_source
+from mrecord.errors import ConversionError
+from mrecord.testing.rawdata import write_image_folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("resize", [None, (4, 4)])
+def test_file_gone_after_listing_is_named(
+    tmp_path: Path, workers: int, resize: tuple[int, int] | None
+) -> None:
+    """A file removed between the listing and its read fails the conversion naming it
+    (threads for the check, processes for --resize), and nothing is left at DST."""
+    write_image_folder(tmp_path / "src", {"a": 5, "b": 4})
+    dst = tmp_path / "out.mrecord"
+    with SOURCES["imagefolder"](tmp_path / "src", resize=resize) as source:
+        gone = sorted((tmp_path / "src" / "b").iterdir())[2]
+        gone.unlink()
+        with pytest.raises(ConversionError, match=rf"b/{gone.name}'?: cannot read"):
+            write_source(source, dst, WriteOptions(workers=workers, batch_rows=3))
+    assert not dst.exists()
+
+
+def test_file_gone_is_skipped_and_listed_with_skip(tmp_path: Path) -> None:
+    """With on_error='skip' the unreadable file is left out and listed in the summary."""
+    write_image_folder(tmp_path / "src", {"a": 6})
+    with SOURCES["imagefolder"](tmp_path / "src", on_error="skip") as source:
+        gone = sorted((tmp_path / "src" / "a").iterdir())[0]
+        gone.unlink()
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(batch_rows=4))
+    assert summary.rows == 5
+    assert any(gone.name in problem and "cannot read" in problem for problem in summary.problems)
+
+
+def test_default_workers_is_the_number_of_cores(tmp_path: Path) -> None:
+    """``WriteOptions()`` works on one piece per core, and says so in the summary."""
+    write_image_folder(tmp_path / "src", {"a": 3})
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions())
+    assert summary.workers == (os.cpu_count() or 1)
+    assert summary.rows == 3
+
+
+def test_check_images_none_stores_a_damaged_file_as_it_is(tmp_path: Path) -> None:
+    """``--check-images none`` stores the bytes unread; the default check fails
+    naming the damaged file; the flag is refused for other kinds."""
+    from click.testing import CliRunner
+
+    from mrecord import MindDataset
+    from mrecord.cli.main import cli
+
+    write_image_folder(tmp_path / "src", {"a": 3})
+    damaged = sorted((tmp_path / "src" / "a").iterdir())[1]
+    damaged.write_bytes(damaged.read_bytes()[:20])  # a truncated PNG
+    runner = CliRunner()
+    checked = runner.invoke(
+        cli,
+        [
+            "convert",
+            "imagefolder",
+            str(tmp_path / "src"),
+            str(tmp_path / "checked.mrecord"),
+            "--quiet",
+        ],
+    )
+    assert checked.exit_code == 3, checked.output
+    assert damaged.name in checked.output
+    unchecked = runner.invoke(
+        cli,
+        [
+            "convert",
+            "imagefolder",
+            str(tmp_path / "src"),
+            str(tmp_path / "raw.mrecord"),
+            "--quiet",
+            "--check-images",
+            "none",
+        ],
+    )
+    assert unchecked.exit_code == 0, unchecked.output
+    stored = [
+        bytes(row["image"])
+        for row in MindDataset(str(tmp_path / "raw.mrecord"), shuffle=False).create_dict_iterator(
+            output_numpy=True, num_epochs=1
+        )
+    ]
+    assert stored[1] == damaged.read_bytes()
+    refused = runner.invoke(
+        cli, ["convert", "csv", str(damaged), str(tmp_path / "x"), "--check-images", "none"]
+    )
+    assert refused.exit_code == 2 and "--check-images applies to imagefolder" in refused.output
+
+
+def _jpegs(tmp_path: Path, count: int) -> list[Path]:
+    """``count`` 48x40 JPEGs in class folder ``a`` (big enough to have real scan data)."""
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "src" / "a"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        pixels = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
+        paths.append(folder / f"{i:03d}.jpg")
+        Image.fromarray(pixels).save(paths[-1], quality=90)
+    return paths
+
+
+@pytest.mark.parametrize("check", [True, "structure", "decode"])
+def test_truncated_jpeg_is_caught_at_any_cut(tmp_path: Path, check: bool | str) -> None:
+    """Cut anywhere (in the header or in the scan), a JPEG fails the check naming it."""
+    paths = _jpegs(tmp_path, 6)
+    whole = paths[3].read_bytes()
+    for cut in (10, whole.find(b"\xff\xda") + 5, len(whole) // 2, len(whole) - 2):
+        paths[3].write_bytes(whole[:cut])
+        with (
+            SOURCES["imagefolder"](tmp_path / "src", check=check) as source,
+            pytest.raises(ConversionError, match=r"a/003\.jpg"),
+        ):
+            write_source(source, tmp_path / f"out{cut}.mrecord", WriteOptions(workers=1))
+
+
+def test_jpeg_with_bytes_after_its_end_is_accepted(tmp_path: Path) -> None:
+    """Trailing bytes after the end-of-image marker (some cameras append data) are kept,
+    as decoders accept them."""
+    paths = _jpegs(tmp_path, 2)
+    paths[1].write_bytes(paths[1].read_bytes() + b"trailing data")
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(workers=1))
+    assert summary.rows == 2
+
+
+def test_check_mode_is_validated() -> None:
+    """An unknown check mode is refused, naming the choices."""
+    from mrecord.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="structure"):
+        SOURCES["imagefolder"](".", check="fast")
