@@ -56,11 +56,12 @@ ENABLED = os.environ.get("MRECORD_READAHEAD", "1") != "0"
 """``MRECORD_READAHEAD=0`` turns hints off (to compare; reads are the same either way)."""
 
 _PAGE = mmap.PAGESIZE
-IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "32"))
+IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
 """Reads in flight at once, chunks checked and values read (the I/O depth; not capped by
-the core count: the threads wait on the disk, and CRC-32C releases the GIL). 32, the
-queue depth ``benchmarks/bench_beyond_ram.py`` measures the device's random-read limit
-at: fewer threads cannot reach that limit."""
+the core count: the threads wait on the disk, and CRC-32C releases the GIL). Not 32 (the
+queue depth the device's limit is measured at): with 32 threads a reader in a 96 MB
+memory group over 240 MB of 100 KB rows was OOM-killed (tests/test_beyond_ram.py; each
+thread's reads grow their own malloc arena), with 16 it is not."""
 _SAMPLE_PAGES = 64  # pages of each sampled range looked up
 _SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
 _CODEC_NONE = CODEC_IDS["none"]
