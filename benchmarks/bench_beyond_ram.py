@@ -409,6 +409,8 @@ def _rate(run: dict[str, Any] | None, epoch: int, key: str) -> str:
         return "-"
     if "error" in run:
         return "OOM-killed" if run["error"].startswith("OOM") else "error"
+    if run.get("hung"):
+        return "hung"  # nothing handed out for the epoch's time + 30 s
     epochs = run.get("epochs", [])
     if epoch >= len(epochs):
         return "-"
@@ -418,7 +420,7 @@ def _rate(run: dict[str, Any] | None, epoch: int, key: str) -> str:
 
 
 def _share(run: dict[str, Any] | None, limit: float) -> str:
-    if run is None or "error" in run or not run.get("epochs") or not limit:
+    if run is None or {"error", "hung"} & set(run) or not run.get("epochs") or not limit:
         return "-"
     return f"{run['epochs'][0]['rows_s'] / limit:.0%}"
 
@@ -450,7 +452,7 @@ def _print_table(report: dict[str, Any]) -> None:
         key = "random_rows_s" if run["mode"] in _RANDOM_MODES else "sequential_rows_s"
         limit = float(limits.get(key, 0.0))
         versus = "-"
-        if theirs and "error" not in theirs and "error" not in ours:
+        if theirs and not {"error", "hung"} & (set(theirs) | set(ours)):
             mine, other = ours["epochs"][0]["rows_s"], theirs["epochs"][0]["rows_s"]
             versus = f"{mine / other:.2f}x" if other else "-"
         cells = [
