@@ -179,6 +179,7 @@ def test_cold_big_values_read_with_direct_io_or_without_are_the_values(
         return calls[-1]
 
     monkeypatch.setattr("mrecord.reader.dataset_reader.read_direct", spy)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
     if not direct:
         monkeypatch.setattr(ShardFile, "direct_fd", lambda self: None)
     ids = np.random.default_rng(3).permutation(150)
@@ -189,3 +190,32 @@ def test_cold_big_values_read_with_direct_io_or_without_are_the_values(
                 got = [bytes(v) for v in block.columns["blob"]]
                 assert got == [_odd(int(i)) for i in part]
     assert calls and all(calls) if direct else calls and not any(calls)
+
+
+def test_data_that_fits_in_memory_is_read_through_the_page_cache(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Direct I/O would leave the page cache empty, and every epoch as cold as the first:
+    a dataset within the memory budget is read buffered (its next epoch is warm)."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    calls: list[object] = []
+
+    def refuse(*args: object) -> bool:
+        calls.append(args)
+        return False
+
+    monkeypatch.setattr(dataset_reader, "read_direct", refuse)
+    ids = np.arange(150)
+    monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 40)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+    assert got == [_odd(i) for i in range(150)] and calls == []
+    monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 20)  # 1 MB: beyond
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+    assert got == [_odd(i) for i in range(150)] and calls  # tried direct (refused: buffered)

@@ -75,6 +75,7 @@ class DatasetReader:
         self.num_rows = int(self.file_starts[-1])
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
+        self._beyond: bool | None = None  # files larger than the memory budget (asked once)
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -168,6 +169,7 @@ class DatasetReader:
         self._fixed_plans = {}
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
+        self._beyond = None  # this process's memory budget, asked again here
 
     @property
     def files(self) -> list[Path]:
@@ -420,6 +422,18 @@ class DatasetReader:
             self._fixed_plans[key] = _FixedPlan.build(self.shards[s], field)
         return self._fixed_plans[key]
 
+    def _beyond_memory(self) -> bool:
+        """Whether this reader's files are larger than the memory it may fill
+        (``memory_budget``, asked once): then the page cache cannot keep them for a next
+        epoch, and cold values are read with direct I/O, around it; otherwise through
+        it, so that the next epoch finds them in memory."""
+        beyond = self._beyond
+        if beyond is None:
+            budget = memory_budget()
+            size = sum(shard.size for shard in self.shards)
+            beyond = self._beyond = budget is not None and size > budget
+        return beyond
+
     def _gather_var(
         self,
         field: Field,
@@ -473,7 +487,7 @@ class DatasetReader:
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
             if copied:
-                _read_cold(shard, copied, result, bytes_as_arrays)
+                _read_cold(shard, copied, result, bytes_as_arrays, self._beyond_memory())
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
@@ -487,6 +501,7 @@ def _read_cold(
     values: list[tuple[int, Any, int, int, int | None]],
     result: list[Any],
     as_arrays: bool,
+    direct: bool,
 ) -> None:
     """``result[pos]`` = the bytes ``raw[a:b]`` of each value, read into one new buffer:
     with parallel ``pread``s of exactly their bytes (``base``: the chunk's file offset,
@@ -501,7 +516,7 @@ def _read_cold(
     buffer: np.ndarray | None = None
     starts: list[int] = []
     read = False
-    if plain and values and total >= DIRECT_MIN_BYTES * len(values):
+    if direct and plain and values and total >= DIRECT_MIN_BYTES * len(values):
         ranges = [(base + a, b - a) for _, _, a, b, base in values]  # type: ignore[operator]
         if not looks_resident(shard, ranges):  # e.g. chunks just checked: copy from memory
             nbytes, starts, places4 = direct_layout(ranges)
