@@ -210,12 +210,39 @@ def test_data_that_fits_in_memory_is_read_through_the_page_cache(
         return False
 
     monkeypatch.setattr(dataset_reader, "read_direct", refuse)
-    ids = np.arange(150)
+    ids = np.random.default_rng(5).permutation(150)  # a random order (file order: buffered)
     monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 40)
     with DatasetReader.open(odd_sizes, verify="never") as reader:
         got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
-    assert got == [_odd(i) for i in range(150)] and calls == []
+    assert got == [_odd(int(i)) for i in ids] and calls == []
     monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 20)  # 1 MB: beyond
     with DatasetReader.open(odd_sizes, verify="never") as reader:
         got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
-    assert got == [_odd(i) for i in range(150)] and calls  # tried direct (refused: buffered)
+    assert got == [_odd(int(i)) for i in ids] and calls  # tried direct (refused: buffered)
+
+
+def test_values_in_file_order_are_read_buffered_random_ones_direct(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shuffle=False's values follow each other in the file: the kernel's read-ahead
+    streams them buffered; a random order's values go direct (beyond memory)."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    calls: list[int] = []
+    real = readahead.read_direct
+
+    def spy(shard: object, buffer: np.ndarray, places: list[tuple[int, int, int, int]]) -> bool:
+        calls.append(len(places))
+        return real(shard, buffer, places)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset_reader, "read_direct", spy)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        for ids in (np.arange(40, 80), np.arange(40, 80)[::-1].copy()):
+            got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+            assert got == [_odd(int(i)) for i in ids]
+    assert calls == [40]  # only the reversed (not in file order) read went direct
