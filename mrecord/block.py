@@ -77,11 +77,6 @@ class Block:
         for values in zip(*cols, strict=True):
             yield dict(zip(names, values, strict=True))
 
-    def iter_tuples(self, names: Sequence[str] | None = None) -> Iterator[tuple[Any, ...]]:
-        """Yield every row as a tuple of the given columns (default: all, in order)."""
-        cols = [self.columns[name] for name in (names or list(self.columns))]
-        return zip(*cols, strict=True)
-
     def take(self, indices: np.ndarray | Sequence[int]) -> Block:
         """A new block with the rows at ``indices`` (in that order)."""
         idx = np.asarray(indices, dtype=np.int64)
@@ -138,14 +133,6 @@ class Block:
             for i, f in enumerate(schema.fields)
         }
         return Block(columns)
-
-    @staticmethod
-    def from_rows(rows: Sequence[dict[str, Any]], row_ids: np.ndarray | None = None) -> Block:
-        """Build a block from row dicts; every column becomes a list."""
-        names = list(rows[0]) if rows else []
-        cols: dict[str, ColumnValues] = {name: [row[name] for row in rows] for name in names}
-        ids = row_ids if row_ids is not None else np.full(len(rows), -1, dtype=np.int64)
-        return Block(cols, ids)
 
     @staticmethod
     def concat(blocks: Iterable[Block]) -> Block:

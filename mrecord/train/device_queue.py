@@ -261,11 +261,6 @@ class DeviceQueue:
         produced = p.worker.produced
         return QueueStats(produced, self._delivered, p.preprocess_s, p.push_s, self._wait_s)
 
-    @property
-    def is_running(self) -> bool:
-        """True while the producer thread is alive."""
-        return self._started and self._producer.worker.alive
-
     # -- life cycle ---------------------------------------------------------------
 
     def start(self) -> DeviceQueue:

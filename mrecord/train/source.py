@@ -52,11 +52,6 @@ class BatchSource:
         return self._dataset
 
     @property
-    def is_pipeline(self) -> bool:
-        """True when the dataset follows the pipeline contract (``create_tuple_iterator``)."""
-        return self._is_pipeline
-
-    @property
     def size(self) -> int | None:
         """Batches per epoch, or None when the dataset cannot say without a pass."""
         if self._is_pipeline:

@@ -44,11 +44,6 @@ class SlicePatches(TensorOperation):
         self.slice_mode = slice_mode
         self.fill_value = check_int(fill_value, "fill_value", 0, 255)
 
-    @property
-    def num_patches(self) -> int:
-        """How many patches (output columns) each image gives."""
-        return self.num_height * self.num_width
-
     def _params(self) -> dict[str, object]:
         return {
             "num_height": self.num_height,

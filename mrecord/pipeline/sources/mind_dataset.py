@@ -37,7 +37,7 @@ from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["MindDataset"]
 
