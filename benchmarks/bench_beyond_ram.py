@@ -1,48 +1,93 @@
-"""Reading from a cold disk, and a dataset larger than the reader's memory (issue 23).
+"""Reading from a cold disk, a slow volume, and a dataset larger than the reader's memory
+(issue 23).
 
-Usage (as root: it drops the page cache and makes memory cgroups)::
+Usage (as root: it drops the page cache and makes cgroups)::
 
-    python -m benchmarks.bench_beyond_ram [--quick] [--rows N] [--modes global,partial,none]
-        [--no-mindspore] [--mindspore-python PATH] [--json FILE]
+    python -m benchmarks.bench_beyond_ram [--quick] [--workloads images,tabular,varshape]
+        [--modes global,partial,block,none] [--devices local,cloud,hdd] [--[no-]fits]
+        [--seconds S] [--no-mindspore] [--mindspore-python PATH] [--dir DIR] [--json FILE]
 
-One run, side by side:
+One run, side by side, mrecord and MindSpore (in its own interpreter; "not installed" when
+there is none; MindSpore has no block mode, so BLOCK rows show "-" on its side):
 
-- the device's limits, measured here and now: random reads of the row size at queue
-  depth 32 (32 threads of ``pread``) and a sequential read, each from a cold cache;
-- ``MindDataset`` of mrecord and of MindSpore (in its own interpreter; "not installed"
-  when there is none) over the images workload (100 KB rows), per shuffle mode, in two
-  situations: cold page cache, data fits in memory; and cold, the reader in a cgroup v1
-  memory group of a third of the dataset's size;
-- per run: rows/s over the first 4,000 rows and over the whole first epoch, the group's
-  peak memory and ``memory.failcnt`` (how often it hit its limit).
+- workloads (``benchmarks.workloads``, both sides write the same rows to one shard):
+  ``images`` (100 KB bytes values, one row per step), ``tabular`` (76-byte rows, batches
+  of 256), ``varshape`` (float32[k, 3], k in 1..64, one row per step);
+- devices: ``local`` (the disk as it is), ``cloud`` (a blkio group throttling the disk's
+  ``major:minor`` to 3,000 IOPS / 250 MB/s) and ``hdd`` (200 IOPS / 150 MB/s);
+- memory: the reader in a cgroup v1 memory group of a third of the dataset (never less
+  than ``_MIN_GROUP``: the interpreter, numpy and the library take ~100 MB of it), and,
+  on the local device only, without a memory group (``fits``; not in ``--quick`` unless
+  ``--fits``);
+- modes: ``Shuffle.GLOBAL``, ``Shuffle.PARTIAL``, ``Shuffle.BLOCK``, ``shuffle=False``;
+- per run: rows/s over the first 4,000 rows and over the first epoch, the same for the
+  second epoch (same process: chunks checked in the first need no checksum again), each
+  epoch read for at most ``--seconds`` (``stopped`` when cut; the second epoch only
+  follows a whole first one); the group's peak memory (``memory.max_usage_in_bytes``)
+  and ``memory.failcnt`` (how often it hit its limit); an OOM kill is reported;
+- the limits, in the same run and under the same throttle (a child in the same groups):
+  random reads of the row size at queue depth 32 (32 threads of ``pread``,
+  ``POSIX_FADV_RANDOM``, no place read twice) and a sequential read (1 MiB ``pread``s,
+  32 in flight), each from a cold cache.
+  GLOBAL and PARTIAL are compared with the random limit, BLOCK and ``shuffle=False``
+  with the sequential one (rows/s = MB/s / mean row bytes).
 
-Before each step ``sync; echo 1 > /proc/sys/vm/drop_caches``. Every consumer reads one
-byte per 4 KiB page of each value (a view nobody reads measures nothing). The reader runs
-in a child process (``--child``), which the MindSpore interpreter can run too: it imports
-only numpy and the library it measures.
+Before each step ``sync; echo 1 > /proc/sys/vm/drop_caches``. Every consumer reads what it
+gets (:func:`benchmarks.measure.touch`: one byte per 4 KiB page of each value; a view
+nobody reads measures nothing). Readers run in child processes (``--child``), which the
+MindSpore interpreter runs too: the module imports only numpy and ``benchmarks`` at the
+top. Groups are named ``beyondram-<pid>-<n>`` and removed in ``finally``.
+
+``--quick``: images 6,000 rows (600 MB), tabular 4M rows (300 MB), varshape 600k rows
+(230 MB), each epoch at most 4 s, GLOBAL, BLOCK and ``shuffle=False`` in the memory group
+only (45 readers; the first run also writes the data, MindSpore's tabular rows take
+minutes). The full run: 24,000 /
+8M / 2M rows (2.4 GB / 610 MB / 780 MB), at most 20 s an epoch.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["device_limits", "main"]
+from benchmarks import workloads as W
+from benchmarks.measure import touch
+
+__all__ = ["DEVICES", "device_limits", "main"]
 
 REPO = Path(__file__).resolve().parent.parent
-_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
 _FIRST = 4000
-_ROW = 100_000
 _QUEUE_DEPTH = 32
+_MIN_GROUP = 200 << 20
+_BATCH = 256
+_GROUP_PREFIX = "beyondram"
+
+DEVICES: dict[str, tuple[int, int] | None] = {
+    "local": None,
+    "cloud": (3000, 250_000_000),
+    "hdd": (200, 150_000_000),
+}
+"""Device situations: (read IOPS, read bytes/s) of the blkio throttle, None: none."""
+
+_QUICK_ROWS = {"images": 6000, "tabular": 4_000_000, "varshape": 600_000}
+_FULL_ROWS = {"images": 24_000, "tabular": 8_000_000, "varshape": 2_000_000}
+_BATCHED = {"tabular"}
+_RANDOM_MODES = {"global", "partial"}
 
 
 def drop_caches() -> None:
@@ -51,164 +96,300 @@ def drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("1\n")
 
 
-def device_limits(path: Path, row_bytes: int = _ROW, reads: int = 6000) -> dict[str, float]:
-    """Random ``row_bytes`` reads at queue depth 32 (threads of ``pread``) and one
-    sequential read of ``path``, each from a cold page cache: rows/s and MB/s."""
+# -- the limits ----------------------------------------------------------------------------
+
+
+def _parallel_reads(fd: int, places: list[int], nbytes: int, seconds: float) -> tuple[int, float]:
+    """``pread``s of ``nbytes`` at ``places`` (in this order) from ``_QUEUE_DEPTH`` threads
+    until done or ``seconds`` have passed: (reads done, seconds taken)."""
+    todo = iter(places)
+    lock = threading.Lock()
+    done = [0]
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    def work() -> None:
+        while time.perf_counter() < deadline:
+            with lock:
+                offset = next(todo, None)
+            if offset is None:
+                return
+            os.pread(fd, nbytes, offset)
+            with lock:
+                done[0] += 1
+
+    threads = [threading.Thread(target=work) for _ in range(_QUEUE_DEPTH)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return done[0], time.perf_counter() - start
+
+
+def device_limits(path: Path, row_bytes: int, seconds: float = 3.0) -> dict[str, float]:
+    """What the device under ``path`` delivers to this process (throttled when it is in
+    a blkio group), each from a cold page cache, each for at most ``seconds``:
+
+    - random: ``row_bytes`` reads at queue depth 32 (threads of ``pread``,
+      ``POSIX_FADV_RANDOM``), each at its own page-aligned place, none read twice (a
+      read the page cache answers would measure memory, not the device);
+    - sequential: the file from its start in 1 MiB reads, 32 in flight (a reader that
+      streams at full bandwidth keeps a queue too; one read at a time measures latency).
+
+    Rows/s and MB/s of each."""
     size = path.stat().st_size
+    row_bytes = max(1, row_bytes)
+    stride = -(-row_bytes // 4096) * 4096  # whole pages: no two reads share one
     drop_caches()
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no kernel read-around
-        offsets = np.random.default_rng(0).integers(0, max(1, size - row_bytes), reads)
-        todo = iter((offsets - offsets % 4096).tolist())
-        lock = threading.Lock()
-
-        def work() -> None:
-            while True:
-                with lock:
-                    offset = next(todo, None)
-                if offset is None:
-                    return
-                os.pread(fd, row_bytes, offset)
-
-        start = time.perf_counter()
-        threads = [threading.Thread(target=work) for _ in range(_QUEUE_DEPTH)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        random_s = time.perf_counter() - start
+        slots = np.random.default_rng(0).permutation(max(1, (size - row_bytes) // stride))
+        random_n, random_s = _parallel_reads(fd, (slots * stride).tolist(), row_bytes, seconds)
         drop_caches()
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        start, done = time.perf_counter(), 0
-        while chunk := os.pread(fd, 8 << 20, done):
-            done += len(chunk)
-        seq_s = time.perf_counter() - start
+        piece = 1 << 20
+        seq_n, seq_s = _parallel_reads(fd, list(range(0, size, piece)), piece, seconds)
     finally:
         os.close(fd)
+    seq_bytes = min(size, seq_n * piece)
     return {
-        "random_rows_s": reads / random_s,
-        "random_mb_s": reads * row_bytes / random_s / 1e6,
-        "sequential_mb_s": done / seq_s / 1e6,
-        "sequential_rows_s": done / seq_s / row_bytes,
+        "row_bytes": row_bytes,
+        "random_rows_s": random_n / random_s,
+        "random_mb_s": random_n * row_bytes / random_s / 1e6,
+        "random_reads": random_n,
+        "sequential_mb_s": seq_bytes / seq_s / 1e6,
+        "sequential_rows_s": seq_bytes / seq_s / row_bytes,
     }
 
 
-# -- the reader, in a child process ------------------------------------------------------
+# -- the reader, in a child process ----------------------------------------------------------
 
 
-def _child(side: str, path: str, mode: str, rows: int) -> dict[str, Any]:
-    """Read the first epoch (or ``rows`` rows) of ``path`` and time it."""
+def _dataset(side: str, path: str, mode: str, verify: str = "once") -> Any:
     if side == "mrecord":
         from mrecord import MindDataset, Shuffle
 
-        shuffle: Any = {"global": Shuffle.GLOBAL, "partial": Shuffle.PARTIAL, "none": False}
-        ds = MindDataset(path, columns_list=["data", "label"], shuffle=shuffle[mode])
-    else:
-        import mindspore.dataset as msds
-
-        shuffle = {
-            "global": msds.Shuffle.GLOBAL,
-            "partial": msds.Shuffle.PARTIAL,
+        mine: dict[str, Any] = {
+            "global": Shuffle.GLOBAL,
+            "partial": Shuffle.PARTIAL,
+            "block": Shuffle.BLOCK,
             "none": False,
         }
-        ds = msds.MindDataset(path, columns_list=["data", "label"], shuffle=shuffle[mode])
-    start = time.perf_counter()
-    first = 0.0
-    n = total = 0
-    for data, _label in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
-        if isinstance(data, (bytes, np.bytes_)):  # MindSpore's bytes values
-            data = np.frombuffer(data, dtype=np.uint8)
-        total += int(np.asarray(data).view(np.uint8).reshape(-1)[::4096].sum())  # read it
-        n += 1
-        if n == _FIRST:
-            first = time.perf_counter() - start
-        if rows and n >= rows:
-            break
-    elapsed = time.perf_counter() - start
-    return {
-        "rows": n,
-        "first4000_rows_s": _FIRST / first if first else None,
-        "epoch_rows_s": n / elapsed,
-        "checksum_of_touched_bytes": total,
+        return MindDataset(path, shuffle=mine[mode], verify=verify)
+    msds = importlib.import_module("mindspore.dataset")  # its own interpreter
+    theirs: dict[str, Any] = {
+        "global": msds.Shuffle.GLOBAL,
+        "partial": msds.Shuffle.PARTIAL,
+        "none": False,
     }
+    return msds.MindDataset(path, shuffle=theirs[mode])
 
 
-def _run_reader(
-    python: str, side: str, path: Path, mode: str, limit: int | None, rows: int
+def _read(item: Any) -> int:
+    """Read every value of ``item`` (MindSpore's bytes values as arrays first)."""
+    values = [
+        np.frombuffer(v, dtype=np.uint8) if isinstance(v, (bytes, np.bytes_)) else v
+        for v in item
+    ]
+    return touch(values)
+
+
+def _read_bytes() -> float:
+    """Bytes this process has had read from storage so far (``/proc/self/io``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _system_seconds() -> float:
+    """CPU seconds this process has spent in the kernel so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+def _child(
+    side: str, path: str, mode: str, batched: bool, seconds: float, verify: str = "once"
 ) -> dict[str, Any]:
-    """Run the reader in a child, in a fresh memory group of ``limit`` bytes (None: no
-    group), after dropping the page cache; its numbers, peak memory and failcnt."""
-    group = _CGROUP_ROOT / f"mrecord-bench-{os.getpid()}" if limit else None
-    argv = [python, "-m", "benchmarks.bench_beyond_ram", "--child", side, "--path", str(path)]
-    argv += ["--mode", mode, "--rows", str(rows)]
+    """Read up to two epochs of ``path`` (each for at most ``seconds``) and time them.
+
+    A reader that hands out nothing for ``seconds`` + 30 s (thrashing in its group) is
+    cut by a watchdog, which prints what was read so far and ends the process."""
+    ds = _dataset(side, path, mode, verify)
+    size = ds.get_dataset_size()
+    if batched:
+        ds = ds.batch(_BATCH)
+    iterator = ds.create_tuple_iterator(num_epochs=2, output_numpy=True)
+    epochs: list[dict[str, Any]] = []
+    state = {"rows": 0, "first": 0.0, "start": 0.0, "read": 0.0, "cpu": 0.0, "sys": 0.0}
+
+    def summary(stopped: bool) -> dict[str, Any]:
+        elapsed = time.perf_counter() - state["start"]
+        rows, first = int(state["rows"]), state["first"]
+        return {
+            "disk_mb": (_read_bytes() - state["read"]) / 1e6,
+            "cpu_s": time.process_time() - state["cpu"],
+            "system_cpu_s": _system_seconds() - state["sys"],
+            "rows": rows,
+            "first4000_rows_s": rows and (_FIRST if first else rows) / (first or elapsed),
+            "rows_s": rows / elapsed,
+            "stopped": stopped,
+        }
+
+    def watchdog() -> None:
+        while True:
+            time.sleep(1.0)
+            if time.perf_counter() - state["start"] > seconds + 30:
+                epochs.append(summary(True))
+                print(json.dumps({"epoch_rows": size, "epochs": epochs, "hung": True}))
+                sys.stdout.flush()
+                os._exit(0)
+
+    total = 0
+    state["start"] = time.perf_counter()
+    threading.Thread(target=watchdog, daemon=True).start()
+    for _ in range(2):
+        state.update(rows=0, first=0.0, start=time.perf_counter(), read=_read_bytes())
+        state.update(cpu=time.process_time(), sys=_system_seconds())
+        stopped = False
+        for item in iterator:
+            total += _read(item)
+            state["rows"] += len(item[0]) if batched else 1
+            now = time.perf_counter()
+            if not state["first"] and state["rows"] >= _FIRST:
+                state["first"] = now - state["start"]
+            if now - state["start"] > seconds:
+                stopped = True
+                break
+        epochs.append(summary(stopped))
+        if stopped:
+            break
+    return {"epoch_rows": size, "epochs": epochs, "touched": total}
+
+
+# -- groups --------------------------------------------------------------------------------
+
+
+def device_of(directory: Path) -> str:
+    """``major:minor`` of the disk holding ``directory`` (throttles apply to the disk)."""
+    dev = os.stat(directory).st_dev
+    node = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if (node / "partition").exists():
+        return (node.resolve().parent / "dev").read_text().strip()
+    return f"{os.major(dev)}:{os.minor(dev)}"
+
+
+_serial = iter(range(1 << 30))
+
+
+@contextmanager
+def groups(device: str, throttle: tuple[int, int] | None, memory: int | None) -> Iterator[
+    list[Path]
+]:
+    """Fresh cgroup v1 groups ``beyondram-<pid>-<n>`` (blkio with ``throttle`` on
+    ``device``, memory of ``memory`` bytes; either may be absent): their directories,
+    removed on the way out whatever happens (after their processes have gone)."""
+    name = f"{_GROUP_PREFIX}-{os.getpid()}-{next(_serial)}"
+    made: list[Path] = []
+    try:
+        if throttle is not None:
+            group = _CGROUP_ROOT / "blkio" / name
+            group.mkdir()
+            made.append(group)
+            iops, bps = throttle
+            (group / "blkio.throttle.read_iops_device").write_text(f"{device} {iops}")
+            (group / "blkio.throttle.read_bps_device").write_text(f"{device} {bps}")
+        if memory is not None:
+            group = _CGROUP_ROOT / "memory" / name
+            group.mkdir()
+            made.append(group)
+            (group / "memory.limit_in_bytes").write_text(str(memory))
+        yield made
+    finally:
+        for group in made:
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def _in_groups(argv: list[str], made: list[Path]) -> list[str]:
+    """``argv`` run by a shell that first moves itself into ``made``."""
+    if not made:
+        return argv
+    moves = " && ".join(f"echo $$ > {g / 'cgroup.procs'}" for g in made)
+    return ["sh", "-c", f'{moves} && exec "$@"', "sh", *argv]
+
+
+def _memory_stats(made: list[Path]) -> dict[str, Any]:
+    for group in made:
+        if group.parent.name == "memory":
+            return {
+                "peak_mb": int((group / "memory.max_usage_in_bytes").read_text()) >> 20,
+                "failcnt": int((group / "memory.failcnt").read_text()),
+            }
+    return {}
+
+
+def _run_child(argv: list[str], made: list[Path], timeout: float) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
     env.setdefault("GLOG_v", "3")
+    drop_caches()
     try:
-        if group is not None:
-            group.mkdir()
-            (group / "memory.limit_in_bytes").write_text(str(limit))
-            procs = str(group / "cgroup.procs")
-            argv = ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *argv]
-        drop_caches()
-        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-        out: dict[str, Any]
-        if proc.returncode != 0:
-            killed = proc.returncode in (-9, 137)
-            out = {"error": ("OOM-killed: " if killed else "") + proc.stderr.strip()[-300:]}
-        else:
-            out = json.loads(proc.stdout.strip().splitlines()[-1])
-        if group is not None:
-            out["peak_mb"] = int((group / "memory.max_usage_in_bytes").read_text()) >> 20
-            out["failcnt"] = int((group / "memory.failcnt").read_text())
-        return out
-    finally:
-        if group is not None and group.exists():
-            group.rmdir()
+        proc = subprocess.run(
+            _in_groups(argv, made), cwd=REPO, env=env, capture_output=True, text=True,
+            check=False, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer in {timeout:.0f} s", **_memory_stats(made)}
+    out: dict[str, Any]
+    if proc.returncode != 0:
+        killed = proc.returncode in (-9, 137)
+        out = {"error": ("OOM-killed: " if killed else "") + proc.stderr.strip()[-300:]}
+    else:
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out.update(_memory_stats(made))
+    return out
 
 
-# -- the datasets ------------------------------------------------------------------------
+# -- the datasets ----------------------------------------------------------------------------
 
 
-def _images(rows: int) -> Any:
-    rng = np.random.default_rng(23)
-    for start in range(0, rows, 500):
-        n = min(500, rows - start)
-        sizes = rng.integers(90_000, 110_001, size=n)
-        yield [
-            {"data": rng.bytes(int(size)), "label": start + i} for i, size in enumerate(sizes)
-        ]
-
-
-_SCHEMA = {"data": {"type": "bytes"}, "label": {"type": "int32"}}
-
-
-def _write_mrecord(path: Path, rows: int) -> None:
-    from mrecord import FileWriter
-
-    writer = FileWriter(str(path), shard_num=1, overwrite=True)
-    writer.add_schema(_SCHEMA)
-    for batch in _images(rows):
-        writer.write_raw_data(batch)
-    writer.commit()
-
-
-def _write_mindrecord(python: str, path: Path, rows: int) -> str | None:
-    """Write the same rows with MindSpore's FileWriter; None, or why it failed."""
+def _write(python: str, side: str, workload: str, rows: int, path: Path) -> str | None:
+    """Write ``rows`` rows of ``workload`` with ``side``'s FileWriter; None or why not."""
+    scale = rows / W.get(workload).full_rows
+    module = "bench_format import write_mrecord" if side == "mrecord" else (
+        "mindspore_side import write_mindrecord as write_mrecord"
+    )
+    extra = ", True" if side == "mrecord" else ""
     code = (
-        "import sys; from benchmarks.bench_beyond_ram import _images, _SCHEMA\n"
-        "from mindspore.mindrecord import FileWriter\n"
-        f"w = FileWriter({str(path)!r}, shard_num=1, overwrite=True)\n"
-        "w.add_schema(_SCHEMA, 'images')\n"
-        f"for b in _images({rows}): w.write_raw_data(b)\n"
-        "w.commit()\n"
+        f"from benchmarks.{module}\n"
+        f"from pathlib import Path\n"
+        f"write_mrecord({workload!r}, {scale!r}, Path({str(path)!r}){extra})\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), GLOG_v="3")
     proc = subprocess.run(
         [python, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
-    return None if proc.returncode == 0 else proc.stderr.strip()[-300:]
+    if proc.returncode != 0:
+        return proc.stderr.strip()[-300:]
+    _done_mark(path).write_text("written\n")
+    return None
+
+
+def _done_mark(path: Path) -> Path:
+    return path.with_name(path.name + ".written")
+
+
+def _written(path: Path) -> bool:
+    """Whether ``path`` was written whole by an earlier run (a write cut short, by a
+    kill or a full disk, leaves no mark and is written again)."""
+    return path.exists() and _done_mark(path).exists()
 
 
 def _mindspore_python(option: str | None) -> tuple[str | None, str]:
@@ -220,92 +401,211 @@ def _mindspore_python(option: str | None) -> tuple[str | None, str]:
     return find_mindspore(option)
 
 
-def _rate(run: dict[str, Any], key: str) -> str:
-    value = run.get(key)
+# -- the table -------------------------------------------------------------------------------
+
+
+def _rate(run: dict[str, Any] | None, epoch: int, key: str) -> str:
+    if run is None:
+        return "-"
     if "error" in run:
-        return "error"
-    return "-" if value is None else f"{value:,.0f}"
+        return "OOM-killed" if run["error"].startswith("OOM") else "error"
+    if run.get("hung"):
+        return "hung"  # nothing handed out for the epoch's time + 30 s
+    epochs = run.get("epochs", [])
+    if epoch >= len(epochs):
+        return "-"
+    value = epochs[epoch][key]
+    cut = "*" if epochs[epoch]["stopped"] and key == "rows_s" else ""
+    return f"{value:,.0f}{cut}"
+
+
+def _share(run: dict[str, Any] | None, limit: float) -> str:
+    if run is None or {"error", "hung"} & set(run) or not run.get("epochs") or not limit:
+        return "-"
+    return f"{run['epochs'][0]['rows_s'] / limit:.0%}"
+
+
+def _disk(run: dict[str, Any]) -> str:
+    epochs = run.get("epochs", [])
+    return " / ".join(f"{e['disk_mb']:,.0f}" for e in epochs) or "-"
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    print()
+    print(
+        "rows/s; first epoch = first 4,000 rows / the epoch (* = cut at the time limit), "
+        "second epoch likewise; disk MB = what the reader had read from storage; "
+        "'limit' = the device's random-read limit of the row size "
+        "for GLOBAL/PARTIAL, its sequential limit for BLOCK/none, under the same throttle; "
+        "every value read; cold cache before each run"
+    )
+    head = (
+        "| workload | device | memory | mode | mrecord 1st epoch | mrecord 2nd epoch "
+        "| MindSpore 1st epoch | MindSpore 2nd epoch | limit | mrecord / limit "
+        "| mrecord / MindSpore | mrecord disk MB 1st / 2nd | mrecord peak MB / failcnt |"
+    )
+    print(head)
+    print("| --- | --- | --- | --- |" + " ---: |" * 9)
+    for run in report["runs"]:
+        ours, theirs = run["mrecord"], run.get("mindspore")
+        limits = run["limits"]
+        key = "random_rows_s" if run["mode"] in _RANDOM_MODES else "sequential_rows_s"
+        limit = float(limits.get(key, 0.0))
+        versus = "-"
+        if theirs and not {"error", "hung"} & (set(theirs) | set(ours)):
+            mine, other = ours["epochs"][0]["rows_s"], theirs["epochs"][0]["rows_s"]
+            versus = f"{mine / other:.2f}x" if other else "-"
+        cells = [
+            run["workload"], run["device"], run["memory"], run["mode"],
+            f"{_rate(ours, 0, 'first4000_rows_s')} / {_rate(ours, 0, 'rows_s')}",
+            f"{_rate(ours, 1, 'first4000_rows_s')} / {_rate(ours, 1, 'rows_s')}",
+            f"{_rate(theirs, 0, 'first4000_rows_s')} / {_rate(theirs, 0, 'rows_s')}",
+            f"{_rate(theirs, 1, 'first4000_rows_s')} / {_rate(theirs, 1, 'rows_s')}",
+            f"{limit:,.0f}", _share(ours, limit), versus, _disk(ours),
+            f"{ours.get('peak_mb', '-')} / {ours.get('failcnt', '-')}",
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def _situations(devices: list[str], fits: bool) -> list[tuple[str, bool]]:
+    """(device, memory-capped) pairs: the local device also uncapped when ``fits``."""
+    out = []
+    for device in devices:
+        if device == "local" and fits:
+            out.append((device, False))
+        out.append((device, True))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (see the module docstring); print a table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="6,000 rows (600 MB)")
-    parser.add_argument("--rows", type=int, default=None, help="rows (default 24,000: 2.4 GB)")
-    parser.add_argument("--modes", default="global,partial,none")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller data, 4 s an epoch")
+    parser.add_argument("--workloads", default="images,tabular,varshape")
+    parser.add_argument(
+        "--modes", default=None,
+        help="default global,partial,block,none (--quick: global,block,none)",
+    )
+    parser.add_argument("--devices", default="local,cloud,hdd")
+    parser.add_argument(
+        "--fits", action=argparse.BooleanOptionalAction, default=None,
+        help="also read without a memory group on the local device (default: not --quick)",
+    )
+    parser.add_argument("--seconds", type=float, default=None, help="cap per epoch")
+    parser.add_argument(
+        "--verify", default="once", choices=["once", "always", "never"],
+        help="mrecord's checksum policy (default once, the library's default)",
+    )
     parser.add_argument("--no-mindspore", action="store_true")
     parser.add_argument("--mindspore-python", default=None)
     parser.add_argument("--dir", type=Path, default=Path("bench_out/beyond_ram"))
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", choices=["mrecord", "mindspore"], help=argparse.SUPPRESS)
+    parser.add_argument("--limits", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--row-bytes", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(_child(args.child, args.path, args.mode, args.rows or 0)))
+    seconds = args.seconds or (4.0 if args.quick else 20.0)
+    if args.limits:
+        print(json.dumps(device_limits(Path(args.path), args.row_bytes, min(seconds, 3.0))))
         return 0
-    if os.geteuid() != 0 or not _CGROUP_ROOT.is_dir():
-        print("needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+    if args.child:
+        out = _child(args.child, args.path, args.mode, args.batched, seconds, args.verify)
+        print(json.dumps(out))
+        sys.stdout.flush()
+        os._exit(0)  # no waiting on a pipeline's teardown: the numbers are out
+    # A kill (SIGTERM) unwinds like an error: every group is removed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if os.geteuid() != 0 or not (_CGROUP_ROOT / "memory").is_dir():
+        print("needs root and the cgroup v1 memory and blkio controllers under /sys/fs/cgroup")
         return 2
-    rows = args.rows or (6000 if args.quick else 24000)
-    modes = args.modes.split(",")
+    workloads = args.workloads.split(",")
+    modes = (args.modes or ("global,block,none" if args.quick else "global,partial,block,none"))
+    modes = modes.split(",")
+    fits = not args.quick if args.fits is None else args.fits
+    devices = args.devices.split(",")
+    for name in devices:
+        if name not in DEVICES:
+            parser.error(f"unknown device {name!r}; choose from {sorted(DEVICES)}")
+    if any(DEVICES[d] for d in devices) and not (_CGROUP_ROOT / "blkio").is_dir():
+        print("the throttled devices need the cgroup v1 blkio controller at /sys/fs/cgroup/blkio")
+        return 2
     args.dir.mkdir(parents=True, exist_ok=True)
-    ours = args.dir / f"images{rows}.mrecord"
-    if not ours.exists():
-        print(f"writing {rows} image rows with mrecord ...", flush=True)
-        _write_mrecord(ours, rows)
+    device = device_of(args.dir)
     ms_python, ms_note = (None, "--no-mindspore") if args.no_mindspore else _mindspore_python(
         args.mindspore_python
     )
     print(ms_note, flush=True)
-    theirs = args.dir / f"images{rows}.mindrecord"
-    if ms_python is not None and not theirs.exists():
-        print(f"writing {rows} image rows with MindSpore ...", flush=True)
-        failed = _write_mindrecord(ms_python, theirs, rows)
-        if failed:
-            print(f"MindSpore's writer failed: {failed}")
-            ms_python = None
-    size = ours.stat().st_size
-    limits = device_limits(ours)
     report: dict[str, Any] = {
-        "rows": rows,
-        "dataset_mb": size >> 20,
-        "limits": limits,
+        "device": device,
+        "seconds_per_epoch": seconds,
         "mindspore": ms_note,
-        "loadavg_1min_at_start": os.getloadavg()[0],
+        "verify": args.verify,
+        "loadavg_at_start": os.getloadavg(),
+        "workloads": {},
         "runs": [],
     }
-    print(
-        f"device: random {_ROW:,} B at depth {_QUEUE_DEPTH}: {limits['random_rows_s']:,.0f} rows/s "
-        f"({limits['random_mb_s']:,.0f} MB/s); sequential {limits['sequential_mb_s']:,.0f} MB/s",
-        flush=True,
-    )
-    situations = [("cold, fits in memory", None), ("cold, cgroup of 1/3", size // 3)]
-    for situation, limit in situations:
-        for mode in modes:
-            run: dict[str, Any] = {"situation": situation, "mode": mode}
-            run["mrecord"] = _run_reader(sys.executable, "mrecord", ours, mode, limit, 0)
-            if ms_python is not None:
-                run["mindspore"] = _run_reader(ms_python, "mindspore", theirs, mode, limit, 0)
-            report["runs"].append(run)
-            print(json.dumps(run), flush=True)
-    print()
-    print(f"images, {rows:,} rows of ~100 KB ({size >> 20} MB), first epoch, every value read")
-    header = "| situation | mode | mrecord first 4,000 | mrecord epoch | MindSpore first 4,000 "
-    print(header + "| MindSpore epoch | device random limit | mrecord peak MB / failcnt |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for run in report["runs"]:
-        ours_run, theirs_run = run["mrecord"], run.get("mindspore", {})
-        ms = ["not installed"] * 2 if ms_python is None else [
-            _rate(theirs_run, "first4000_rows_s"),
-            _rate(theirs_run, "epoch_rows_s"),
-        ]
-        memory = f"{ours_run.get('peak_mb', '-')} / {ours_run.get('failcnt', '-')}"
+    me = [sys.executable, "-m", "benchmarks.bench_beyond_ram", "--seconds", str(seconds)]
+    me += ["--verify", args.verify]
+    timeout = 4 * seconds + 120
+    for workload in workloads:
+        rows = (_QUICK_ROWS if args.quick else _FULL_ROWS)[workload]
+        ours = args.dir / f"{workload}{rows}.mrecord"
+        theirs = args.dir / f"{workload}{rows}.mindrecord"
+        if not _written(ours):
+            print(f"writing {rows:,} {workload} rows with mrecord ...", flush=True)
+            failed = _write(sys.executable, "mrecord", workload, rows, ours)
+            if failed:
+                raise SystemExit(f"mrecord's writer failed: {failed}")
+        side_python = ms_python
+        if side_python is not None and not _written(theirs):
+            print(f"writing {rows:,} {workload} rows with MindSpore (minutes) ...", flush=True)
+            failed = _write(side_python, "mindspore", workload, rows, theirs)
+            if failed:
+                print(f"MindSpore's writer failed: {failed}")
+                side_python = None
+        size = ours.stat().st_size
+        row_bytes = size // rows
+        memory = max(_MIN_GROUP, size // 3)
+        report["workloads"][workload] = {"rows": rows, "mb": size >> 20, "group_mb": memory >> 20}
         print(
-            f"| {run['situation']} | {run['mode']} | {_rate(ours_run, 'first4000_rows_s')} "
-            f"| {_rate(ours_run, 'epoch_rows_s')} | {ms[0]} | {ms[1]} "
-            f"| {limits['random_rows_s']:,.0f} | {memory} |"
+            f"{workload}: {rows:,} rows, {size >> 20} MB, ~{row_bytes:,} B a row; "
+            f"memory group {memory >> 20} MB", flush=True,
         )
+        for device_name, capped in _situations(devices, fits):
+            throttle = DEVICES[device_name]
+            limit_argv = [*me, "--limits", "--path", str(ours), "--row-bytes", str(row_bytes)]
+            with groups(device, throttle, None) as made:
+                limits = _run_child(limit_argv, made, timeout)
+            for mode in modes:
+                began = time.perf_counter()
+                run: dict[str, Any] = {
+                    "workload": workload,
+                    "device": device_name,
+                    "memory": f"{memory >> 20} MB" if capped else "fits",
+                    "mode": mode,
+                    "limits": limits,
+                }
+                batched = ["--batched"] if workload in _BATCHED else []
+                child = [*me, "--child", "mrecord", "--path", str(ours), "--mode", mode]
+                with groups(device, throttle, memory if capped else None) as made:
+                    run["mrecord"] = _run_child(child + batched, made, timeout)
+                if side_python is not None and mode != "block":
+                    child = [side_python, *me[1:], "--child", "mindspore", "--path", str(theirs)]
+                    child += ["--mode", mode, *batched]
+                    with groups(device, throttle, memory if capped else None) as made:
+                        run["mindspore"] = _run_child(child, made, timeout)
+                run["wall_s"] = round(time.perf_counter() - began, 1)
+                report["runs"].append(run)
+                print(json.dumps(run), flush=True)
+    report["loadavg_at_end"] = os.getloadavg()
+    _print_table(report)
+    print(f"load average at start {report['loadavg_at_start']}, at end {report['loadavg_at_end']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

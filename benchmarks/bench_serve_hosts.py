@@ -2,7 +2,13 @@
 of the link.
 
 Run as root: ``python -m benchmarks.bench_serve_hosts [--scale 0.25] [--seconds 5]
-[--rates 1gbit,10gbit] [--clients 3]``.
+[--rates 1gbit,10gbit] [--clients 3] [--workload images|tabular] [--server-memory-mb N]``.
+
+``--workload tabular`` reads the ``vector`` column (float32[16]) of the ``tabular``
+workload instead of the images' ``data``. ``--server-memory-mb N`` puts the server in a
+memory cgroup (v1, ``hosts-bench-<pid>``, removed afterwards) of N MB after dropping the
+page cache: its reads are charged there, so a dataset larger than N is read beyond RAM
+(the server's read-ahead, fed by the clients' hints, is what keeps up).
 
 For each link rate (``tc tbf`` on both ends of every veth, :mod:`harness.netns`), one
 server host and ``--clients`` client hosts:
@@ -24,10 +30,14 @@ them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +81,18 @@ print(json.dumps({"mb_s": got / (now - start) / 1e6}))
 """
 
 
-def _write_images(scale: float, folder: Path) -> Path:
+COLUMNS = {"images": "data", "tabular": "vector"}
+"""The column each workload's readers read."""
+_CGROUP = Path("/sys/fs/cgroup/memory")
+
+
+def _write(workload: str, scale: float, folder: Path) -> Path:
     from mrecord import FileWriter
 
-    w = W.get("images")
-    path = folder / "images.mrecord"
+    w = W.get(workload)
+    path = folder / f"{workload}.mrecord"
     with FileWriter(str(path), shard_num=1, overwrite=True) as writer:
-        writer.add_schema(w.schema, "images")
+        writer.add_schema(w.schema, workload)
         for chunk in w.chunks(scale):
             writer.write_raw_data(chunk)
     return path
@@ -101,13 +116,13 @@ def _raw_tcp(c: Cluster, clients: int, seconds: float) -> list[float]:
     return out
 
 
-def _remote(c: Cluster, clients: int, seconds: float) -> list[dict[str, Any]]:
+def _remote(c: Cluster, clients: int, seconds: float, workload: str) -> list[dict[str, Any]]:
     spec = {
         "urls": [f"http://{c.server.ip}:{PORT}"],
-        "dataset": "images",
+        "dataset": workload,
         "token": TOKEN,
         "workers": 4,
-        "bench": {"column": "data", "seconds": seconds, "latency_blocks": 30},
+        "bench": {"column": COLUMNS[workload], "seconds": seconds, "latency_blocks": 30},
     }
     procs = [start_reader(c, host, spec) for host in c.clients[:clients]]
     results = [finish_reader(p, timeout=seconds + 300) for p in procs]
@@ -117,30 +132,80 @@ def _remote(c: Cluster, clients: int, seconds: float) -> list[dict[str, Any]]:
     return [r["bench"] for r in results]
 
 
-def bench_rate(rate: str, data: Path, clients: int, seconds: float) -> list[dict[str, Any]]:
+@contextlib.contextmanager
+def _memory_cgroup(pid: int, megabytes: int | None) -> Iterator[None]:
+    """Process ``pid`` in a v1 memory cgroup of ``megabytes`` (page cache dropped first);
+    the cgroup is removed afterwards, whatever happens. Nothing when None."""
+    if megabytes is None:
+        yield
+        return
+    group = _CGROUP / f"hosts-bench-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(megabytes << 20))
+        Path("/proc/sys/vm/drop_caches").write_text("1")
+        (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # back to the root group, so rmdir can work
+            (_CGROUP / "cgroup.procs").write_text(str(pid))
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def bench_rate(
+    rate: str,
+    data: Path,
+    clients: int,
+    seconds: float,
+    workload: str = "images",
+    server_memory_mb: int | None = None,
+) -> list[dict[str, Any]]:
     rows = []
     link = rate_bytes_per_s(rate) / 1e6
     with cluster(clients=clients, rate=rate) as c:
-        start_server(c, c.server, {"images": data}, extra=["--workers", "4"])
+        server = start_server(c, c.server, {workload: data}, extra=["--workers", "4"])
         c.popen(c.server, [sys.executable, "-c", _SENDER, c.server.ip, str(PORT + 1)])
-        _remote(c, 1, 2.0)  # warm the page cache and the server (and the sender starts)
-        for n in sorted({1, clients}):
-            raw = sum(_raw_tcp(c, n, seconds))
-            got = _remote(c, n, seconds)
-            mb_s = sum(g["mb_s"] for g in got)
-            row = {
-                "rate": rate,
-                "clients": n,
-                "link_MB_s": link,
-                "raw_tcp_MB_s": round(raw, 1),
-                "remote_MB_s": round(mb_s, 1),
-                "of_raw": round(mb_s / raw, 3),
-                "of_link": round(mb_s / link, 3),
-                "p50_ms_256": round(max(g["p50_ms"] for g in got), 1),
-                "p99_ms_256": round(max(g["p99_ms"] for g in got), 1),
-            }
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+        with _memory_cgroup(server.pid, server_memory_mb):
+            rows += _measure(c, rate, link, clients, seconds, workload, server_memory_mb)
+    return rows
+
+
+def _measure(
+    c: Cluster,
+    rate: str,
+    link: float,
+    clients: int,
+    seconds: float,
+    workload: str,
+    server_memory_mb: int | None,
+) -> list[dict[str, Any]]:
+    rows = []
+    if server_memory_mb is None:
+        _remote(c, 1, 2.0, workload)  # warm the page cache and the server (and the sender)
+    for n in sorted({1, clients}):
+        raw = sum(_raw_tcp(c, n, seconds))
+        got = _remote(c, n, seconds, workload)
+        mb_s = sum(g["mb_s"] for g in got)
+        row = {
+            "workload": workload,
+            "server_memory_mb": server_memory_mb,
+            "rate": rate,
+            "clients": n,
+            "link_MB_s": link,
+            "raw_tcp_MB_s": round(raw, 1),
+            "remote_MB_s": round(mb_s, 1),
+            "of_raw": round(mb_s / raw, 3),
+            "of_link": round(mb_s / link, 3),
+            "p50_ms_256": round(max(g["p50_ms"] for g in got), 1),
+            "p99_ms_256": round(max(g["p99_ms"] for g in got), 1),
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return rows
 
 
@@ -151,12 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--rates", default="1gbit,10gbit")
     p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--workload", choices=sorted(COLUMNS), default="images")
+    p.add_argument("--server-memory-mb", type=int, default=None)
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="mrh-bench-") as tmp:
-        data = _write_images(args.scale, Path(tmp))
+        data = _write(args.workload, args.scale, Path(tmp))
         for rate in args.rates.split(","):
-            rows += bench_rate(rate, data, args.clients, args.seconds)
+            rows += bench_rate(
+                rate, data, args.clients, args.seconds, args.workload, args.server_memory_mb
+            )
     print()
     print("| link | clients | raw TCP MB/s | RemoteDataset MB/s | of raw TCP | of link |"
           " p50 / p99 ms (256 rows) |")

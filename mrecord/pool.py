@@ -18,7 +18,7 @@
 Users: the pipeline's workers (``ctx.pool``: map, batch, filter, offload, the
 read-ahead of ``MindDataset`` and the other random-access sources, ``GeneratorDataset``,
 the reader service's client source), the converters (PNG encoding, image checks),
-the Ray datasink's publish step. ``mrecord.pipeline.workers.ProcessPool`` (worker
+the Ray datasink's publish step. ``mrecord.pipeline.engine.workers.ProcessPool`` (worker
 processes for Python-heavy maps) hands out the same :class:`Future` and runs through
 the same :func:`ordered_map`.
 

@@ -73,6 +73,22 @@ def run_bench(reader: Any, *, max_rows: int, batch_size: int, seed: int) -> list
     return results
 
 
+def read_places(
+    sizes: list[int], row_bytes: int, reads: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(file index, offset) of up to ``reads`` random reads of ``row_bytes`` over files of
+    ``sizes`` bytes: page-aligned, and no two on the same pages (a read the page cache
+    answers because an earlier one brought its pages in would measure memory, not the
+    device; fewer reads when the files hold fewer places)."""
+    stride = -(-max(1, row_bytes) // 4096) * 4096
+    slots = np.asarray([max(1, (size - row_bytes) // stride + 1) for size in sizes])
+    starts = np.concatenate([[0], np.cumsum(slots)])
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(int(starts[-1]), size=min(reads, int(starts[-1])), replace=False)
+    which = np.searchsorted(starts, picked, side="right") - 1
+    return which, (picked - starts[which]) * stride
+
+
 def device_limit(
     files: list[Path], sizes: list[int], row_bytes: int, depth: int = 32, reads: int = 2000
 ) -> float:
@@ -80,11 +96,8 @@ def device_limit(
     (of ``sizes`` bytes), ``depth`` threads of ``pread`` at once, no kernel read-ahead: the
     most a random-order reader can get from where the files are now (the disk when they
     are cold, memory when they are cached)."""
-    rng = np.random.default_rng(0)
-    which = rng.choice(len(files), size=reads, p=np.asarray(sizes) / max(1, sum(sizes)))
-    spans = np.maximum(np.asarray(sizes)[which] - row_bytes, 1)
-    offsets = rng.integers(0, spans)
-    offsets -= offsets % 4096
+    which, offsets = read_places(sizes, row_bytes, reads)
+    reads = len(which)
     fds = [os.open(f, os.O_RDONLY) for f in files]
     try:
         for fd in fds:

@@ -26,6 +26,22 @@ __all__ = ["serve"]
     help="Requests reading data at once (threads); the others wait their turn.",
 )
 @click.option(
+    "--client-workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Of --workers, how many one client (address) may hold at once; its other "
+    "requests wait in its own queue, so one client cannot starve the others. "
+    "[default: half of --workers, at least 1]",
+)
+@click.option(
+    "--client-max-requests",
+    type=click.IntRange(1, 65536),
+    default=64,
+    show_default=True,
+    help="Requests one client may have waiting or being answered; more get 503 busy "
+    "(retried by RemoteDataset).",
+)
+@click.option(
     "--max-connections",
     type=click.IntRange(1, 4096),
     default=64,
@@ -61,6 +77,8 @@ def serve(
     port: int,
     token: str | None,
     workers: int,
+    client_workers: int | None,
+    client_max_requests: int,
     max_connections: int,
     local_socket: str,
     tls_cert: str | None,
@@ -106,6 +124,8 @@ def serve(
         port=port,
         token=token,
         workers=workers,
+        client_workers=client_workers,
+        client_max_requests=client_max_requests,
         max_connections=max_connections,
         local_socket=socket_path,
         tls_cert=tls_cert,

@@ -16,27 +16,28 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import PipelineError, WrongTypeError
-from mrecord.pipeline.effects import READS_EVERYTHING, ColumnEffects
+from mrecord.pipeline.engine.context import close_iterator
+from mrecord.pipeline.engine.effects import READS_EVERYTHING, ColumnEffects
 
 # The op classes (MapDataset, BatchDataset, ...) and the iterators are imported inside the
 # methods that build them, not here: every op module subclasses Dataset, so importing them
 # at the top would be an import cycle. Type checkers see them through this block (grain's
 # dataset.py does the same).
 if TYPE_CHECKING:
-    from mrecord.pipeline.batch import BatchDataset, BatchInfo
-    from mrecord.pipeline.concat import ConcatDataset
-    from mrecord.pipeline.context import ExecContext
-    from mrecord.pipeline.filter import FilterDataset
-    from mrecord.pipeline.graph import Plan
-    from mrecord.pipeline.iterator import DictIterator, TupleIterator
-    from mrecord.pipeline.map import MapDataset
-    from mrecord.pipeline.project import ProjectDataset
-    from mrecord.pipeline.rename import RenameDataset
-    from mrecord.pipeline.repeat import RepeatDataset
-    from mrecord.pipeline.shuffle import ShuffleDataset
-    from mrecord.pipeline.skip import SkipDataset
-    from mrecord.pipeline.take import TakeDataset
-    from mrecord.pipeline.zip import ZipDataset
+    from mrecord.pipeline.engine.context import ExecContext
+    from mrecord.pipeline.engine.graph import Plan
+    from mrecord.pipeline.engine.iterator import DictIterator, TupleIterator
+    from mrecord.pipeline.ops.batch import BatchDataset, BatchInfo
+    from mrecord.pipeline.ops.concat import ConcatDataset
+    from mrecord.pipeline.ops.filter import FilterDataset
+    from mrecord.pipeline.ops.map import MapDataset
+    from mrecord.pipeline.ops.project import ProjectDataset
+    from mrecord.pipeline.ops.rename import RenameDataset
+    from mrecord.pipeline.ops.repeat import RepeatDataset
+    from mrecord.pipeline.ops.shuffle import ShuffleDataset
+    from mrecord.pipeline.ops.skip import SkipDataset
+    from mrecord.pipeline.ops.take import TakeDataset
+    from mrecord.pipeline.ops.zip import ZipDataset
 
 __all__ = ["Dataset"]
 
@@ -51,7 +52,9 @@ class Dataset:
             if not isinstance(child, Dataset):
                 raise WrongTypeError(f"expected a Dataset, got {child!r} ({type(child).__name__})")
             child._consumers.append(weakref.ref(self))
-        self._resume: tuple[int, int] | None = None
+        # A state given to set_state, for the next iterator to take (and clear). Positions
+        # themselves live in a run's context, never here (issue 25 §2).
+        self._next_state: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Weak references do not pickle; __setstate__ of each parent re-links its children.
@@ -95,6 +98,45 @@ class Dataset:
     def __repr__(self) -> str:
         return self._describe()
 
+    # ------------------------------------------------------------------ optional hooks
+    # Declared here with their defaults; the nodes that can do more override them.
+    def _add_sampler(self, new_sampler: Any) -> None:
+        """Make ``new_sampler`` sample the ids this node's sampler gives (``add_sampler``).
+
+        Only sources that sample by index can; the default refuses.
+        """
+        raise PipelineError(
+            f"{self!r} has no sampler to add to: add_sampler works on a source that "
+            "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
+        )
+
+    def _source_num_classes(self) -> int | None:
+        """The number of classes this node knows of (``num_classes``); None: it knows
+        none, and :meth:`num_classes` asks the node below."""
+        return None
+
+    def _iter_blocks_range(
+        self, ctx: ExecContext, epoch: int, start: int, stop: int
+    ) -> Iterator[Block]:
+        """Rows ``start:stop`` of this node's ``epoch`` (``ConcatDataset.use_sampler``).
+
+        The default runs the epoch and slices it, stopping once ``stop`` is reached; a
+        source that can read a slice of its order directly overrides it.
+        """
+        position = 0
+        blocks = self._execute(ctx, epoch)
+        try:
+            for block in blocks:
+                end = position + len(block)
+                lo, hi = max(start, position), min(stop, end)
+                if hi > lo:
+                    yield block.slice(lo - position, hi - position)
+                position = end
+                if position >= stop:
+                    break
+        finally:
+            close_iterator(blocks)
+
     # ------------------------------------------------------------------ resume (node state)
     def _child_positions(self, epoch: int, rows: int) -> list[tuple[int, int]]:
         """Where each child must start so that this node starts after ``rows`` output rows
@@ -122,11 +164,30 @@ class Dataset:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next run of ``state['epoch']`` start after ``state['rows']`` output rows.
+        """Make the next iterator created over this dataset (``create_dict_iterator``,
+        ``create_tuple_iterator``, or those of a pipeline built on it) start its epoch
+        ``state['epoch']`` after ``state['rows']`` output rows.
 
         ``state`` comes from :meth:`get_state` on the same pipeline; PipelineError when
-        it was taken from another pipeline shape.
+        it was taken from another pipeline shape. The iterator takes the positions into
+        its own run when it is created; iterators made before are not affected, and
+        the dataset keeps nothing (an iterator's ``load_state_dict`` does the same
+        without going through the dataset).
         """
+        self.resume_positions(state)  # refuse a state of another shape now
+        self._next_state = state
+
+    def resume_positions(self, state: dict[str, Any]) -> dict[int, tuple[int, int]]:
+        """Where each node under this one starts for ``state`` (from :meth:`get_state`):
+        ``{id(node): (epoch, rows)}`` for the nodes that skip rows; the iterator hands
+        them to its run's context. PipelineError when ``state`` is of another shape."""
+        positions: dict[int, tuple[int, int]] = {}
+        self._collect_positions(state, positions)
+        return positions
+
+    def _collect_positions(
+        self, state: dict[str, Any], positions: dict[int, tuple[int, int]]
+    ) -> None:
         if not isinstance(state, dict) or state.get("node") != type(self).__name__:
             got = state.get("node") if isinstance(state, dict) else state
             raise PipelineError(
@@ -137,18 +198,24 @@ class Dataset:
         children = state.get("children", [])
         if rows and len(children) != len(self.children):
             raise PipelineError(f"the saved state of {self!r} has {len(children)} children")
-        self._resume = (epoch, rows) if rows else None
+        if rows:
+            positions[id(self)] = (epoch, rows)
         for i, child in enumerate(self.children):
             at_start = {"node": type(child).__name__, "epoch": epoch, "rows": 0, "children": []}
-            child.set_state(children[i] if i < len(children) else at_start)
+            child._collect_positions(children[i] if i < len(children) else at_start, positions)
 
-    def _take_resume(self, epoch: int) -> int:
-        """Rows of ``epoch`` to skip, set by :meth:`set_state` (used once, then cleared)."""
-        resume = self._resume
-        if resume is None or resume[0] != epoch:
-            return 0
-        self._resume = None
-        return resume[1]
+    def _pending_positions(self, clear: bool = False) -> dict[int, tuple[int, int]]:
+        """The positions :meth:`set_state` left on this node and those below, for the
+        iterator being created; ``clear=True`` once it holds them (they are its run's)."""
+        positions: dict[int, tuple[int, int]] = {}
+        for child in self.children:
+            positions.update(child._pending_positions(clear))
+        state = self._next_state
+        if clear:
+            self._next_state = None
+        if state is not None:
+            positions.update(self.resume_positions(state))  # a state set higher up wins
+        return positions
 
     # ------------------------------------------------------------------ ops
     def map(
@@ -161,7 +228,7 @@ class Dataset:
         offload: bool | None = None,
     ) -> MapDataset:
         """Apply ``operations`` (one op or a list, in order) to ``input_columns`` row by row."""
-        from mrecord.pipeline.map import MapDataset
+        from mrecord.pipeline.ops.map import MapDataset
 
         return MapDataset(
             self,
@@ -186,7 +253,7 @@ class Dataset:
 
         ``batch_size`` may be a callable ``f(batch_info) -> int`` giving each batch's size.
         """
-        from mrecord.pipeline.batch import BatchDataset
+        from mrecord.pipeline.ops.batch import BatchDataset
 
         return BatchDataset(
             self,
@@ -200,19 +267,19 @@ class Dataset:
 
     def shuffle(self, buffer_size: int) -> ShuffleDataset:
         """Shuffle rows through a buffer of ``buffer_size`` rows (reshuffled every epoch)."""
-        from mrecord.pipeline.shuffle import ShuffleDataset
+        from mrecord.pipeline.ops.shuffle import ShuffleDataset
 
         return ShuffleDataset(self, buffer_size)
 
     def repeat(self, count: int | None = None) -> RepeatDataset:
         """Repeat the data ``count`` times (None or -1: forever)."""
-        from mrecord.pipeline.repeat import RepeatDataset
+        from mrecord.pipeline.ops.repeat import RepeatDataset
 
         return RepeatDataset(self, count)
 
     def project(self, columns: str | Sequence[str]) -> ProjectDataset:
         """Keep only ``columns``, in that order."""
-        from mrecord.pipeline.project import ProjectDataset
+        from mrecord.pipeline.ops.project import ProjectDataset
 
         return ProjectDataset(self, columns)
 
@@ -220,13 +287,13 @@ class Dataset:
         self, input_columns: str | Sequence[str], output_columns: str | Sequence[str]
     ) -> RenameDataset:
         """Rename ``input_columns`` to ``output_columns`` (same length)."""
-        from mrecord.pipeline.rename import RenameDataset
+        from mrecord.pipeline.ops.rename import RenameDataset
 
         return RenameDataset(self, input_columns, output_columns)
 
     def concat(self, datasets: Dataset | Sequence[Dataset]) -> ConcatDataset:
         """Rows of this dataset, then those of ``datasets`` (same columns)."""
-        from mrecord.pipeline.concat import ConcatDataset
+        from mrecord.pipeline.ops.concat import ConcatDataset
 
         others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
         return ConcatDataset([self, *others])
@@ -236,20 +303,20 @@ class Dataset:
 
     def zip(self, datasets: Dataset | Sequence[Dataset]) -> ZipDataset:
         """Rows side by side with those of ``datasets`` (column names must differ)."""
-        from mrecord.pipeline.zip import ZipDataset
+        from mrecord.pipeline.ops.zip import ZipDataset
 
         others = [datasets] if isinstance(datasets, Dataset) else list(datasets)
         return ZipDataset([self, *others])
 
     def take(self, count: int = -1) -> TakeDataset:
         """The first ``count`` rows of each epoch (-1: all)."""
-        from mrecord.pipeline.take import TakeDataset
+        from mrecord.pipeline.ops.take import TakeDataset
 
         return TakeDataset(self, count)
 
     def skip(self, count: int) -> SkipDataset:
         """Drop the first ``count`` rows of each epoch."""
-        from mrecord.pipeline.skip import SkipDataset
+        from mrecord.pipeline.ops.skip import SkipDataset
 
         return SkipDataset(self, count)
 
@@ -263,7 +330,7 @@ class Dataset:
 
         Its size is not known in advance: ``get_dataset_size`` then runs a pass.
         """
-        from mrecord.pipeline.filter import FilterDataset
+        from mrecord.pipeline.ops.filter import FilterDataset
 
         return FilterDataset(self, predicate, input_columns, num_parallel_workers)
 
@@ -273,7 +340,7 @@ class Dataset:
         fractions (summing to 1; rounded as MindSpore does). ``randomize`` assigns rows to
         parts at random (seeded by ``config.get_seed()``); each part keeps this dataset's
         row order. Each part reads this dataset in a nested pipeline of its own."""
-        from mrecord.pipeline.split import split
+        from mrecord.pipeline.ops.split import split
 
         return split(self, sizes, randomize)
 
@@ -290,7 +357,7 @@ class Dataset:
     def flat_map(self, func: Callable[..., Dataset]) -> Dataset:
         """Each row's values to ``func(*values)``, which returns a dataset; its rows
         replace the row (all such datasets must have the same columns)."""
-        from mrecord.pipeline.flat_map import FlatMapDataset
+        from mrecord.pipeline.ops.flat_map import FlatMapDataset
 
         return FlatMapDataset(self, func)
 
@@ -305,8 +372,8 @@ class Dataset:
         drop_remainder: bool = False,
     ) -> Dataset:
         """Batch rows of similar length together (MindSpore's rules; see
-        :class:`mrecord.pipeline.bucket.BucketBatchDataset`)."""
-        from mrecord.pipeline.bucket import BucketBatchDataset
+        :class:`mrecord.pipeline.ops.bucket.BucketBatchDataset`)."""
+        from mrecord.pipeline.ops.bucket import BucketBatchDataset
 
         return BucketBatchDataset(
             self,
@@ -323,23 +390,15 @@ class Dataset:
         """Sample the ids this source's sampler gives with ``new_sampler`` (MindSpore's
         ``add_sampler``: the current sampler becomes ``new_sampler``'s child). Sources
         that sample by index (MindDataset, a random-access GeneratorDataset) support it."""
-        add = getattr(self, "_add_sampler", None)
-        if add is None:
-            from mrecord.errors import PipelineError
-
-            raise PipelineError(
-                f"{self!r} has no sampler to add to: add_sampler works on a source that "
-                "samples by index (MindDataset, a GeneratorDataset with __getitem__/__len__)"
-            )
-        add(new_sampler)
+        self._add_sampler(new_sampler)
 
     def num_classes(self) -> int | None:
         """Number of classes the source knows of (as MindSpore: None when it knows none)."""
         node: Dataset | None = self
         while node is not None:
-            known = getattr(node, "_source_num_classes", None)
+            known = node._source_num_classes()
             if known is not None:
-                return known()  # type: ignore[no-any-return]
+                return known
             node = node.children[0] if node.children else None
         return None
 
@@ -356,7 +415,7 @@ class Dataset:
         the batch's largest; columns not named are padded to the largest with 0;
         ``{}`` pads every column; None pads nothing (a plain batch).
         """
-        from mrecord.pipeline.padded_batch import PaddedBatchDataset
+        from mrecord.pipeline.ops.padded_batch import PaddedBatchDataset
 
         return PaddedBatchDataset(
             self,
@@ -401,10 +460,10 @@ class Dataset:
         its ``.db``, committed atomically by :class:`mrecord.FileWriter`; an existing
         dataset is refused (``DatasetExistsError``, a ``RuntimeError``). Column types are
         converted as MindSpore does (bool and small ints → int32, float16 → float32, a
-        uint8 array → bytes; see :mod:`mrecord.pipeline.save`). As with MindSpore, save
+        uint8 array → bytes; see :mod:`mrecord.pipeline.ops.save`). As with MindSpore, save
         before ``batch``/``repeat`` and with ``shuffle=False`` to keep the row order.
         """
-        from mrecord.pipeline.save import save_dataset
+        from mrecord.pipeline.ops.save import save_dataset
 
         save_dataset(self, file_name, num_files, file_type)
 
@@ -417,7 +476,7 @@ class Dataset:
         Values are :class:`mrecord.Tensor` (numpy arrays with MindSpore's ``asnumpy()``);
         ``output_numpy=True`` gives plain numpy arrays.
         """
-        from mrecord.pipeline.iterator import DictIterator
+        from mrecord.pipeline.engine.iterator import DictIterator
 
         return DictIterator(self, num_epochs=num_epochs, output_numpy=output_numpy)
 
@@ -431,7 +490,7 @@ class Dataset:
 
         Values as in :meth:`create_dict_iterator`.
         """
-        from mrecord.pipeline.iterator import TupleIterator
+        from mrecord.pipeline.engine.iterator import TupleIterator
 
         return TupleIterator(
             self, columns=columns, num_epochs=num_epochs, output_numpy=output_numpy
@@ -443,7 +502,7 @@ class Dataset:
     # ------------------------------------------------------------------ metadata
     def get_col_names(self) -> list[str]:
         """Column names of the rows this dataset yields."""
-        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.engine.graph import build_graph
 
         build_graph(self)
         return self._column_names()
@@ -456,9 +515,9 @@ class Dataset:
         Below an endless ``repeat()`` the size is that of one pass of the repeated
         data, as MindSpore reports it (``ds.repeat().batch(2)`` of 5 rows: 3).
         """
-        from mrecord.pipeline.graph import build_graph
-        from mrecord.pipeline.iterator import count_rows
-        from mrecord.pipeline.repeat import one_pass_sizes
+        from mrecord.pipeline.engine.graph import build_graph
+        from mrecord.pipeline.engine.iterator import count_rows
+        from mrecord.pipeline.ops.repeat import one_pass_sizes
 
         build_graph(self)
         size = self._num_rows()
@@ -470,7 +529,7 @@ class Dataset:
 
     def get_batch_size(self) -> int:
         """The batch size of the nearest ``batch`` below this node (1 without one)."""
-        from mrecord.pipeline.batch import BatchDataset
+        from mrecord.pipeline.ops.batch import BatchDataset
 
         node: Dataset | None = self
         while node is not None:
@@ -481,7 +540,7 @@ class Dataset:
 
     def get_repeat_count(self) -> int:
         """The count of the nearest ``repeat`` below this node (1 without one, -1 forever)."""
-        from mrecord.pipeline.repeat import RepeatDataset
+        from mrecord.pipeline.ops.repeat import RepeatDataset
 
         node: Dataset | None = self
         while node is not None:
@@ -491,12 +550,9 @@ class Dataset:
         return 1
 
     def _first_row(self) -> list[Any]:
-        from mrecord.pipeline.iterator import TupleIterator
+        from mrecord.pipeline.engine.iterator import first_row
 
-        with TupleIterator(self, num_epochs=1) as it:
-            for row in it:
-                return list(row)
-        return []
+        return first_row(self)
 
     def output_shapes(self) -> list[list[int]]:
         """Shape of each column of the first row (reads one row, as MindSpore does)."""
@@ -511,6 +567,6 @@ class Dataset:
 
         ``print(ds.plan())`` shows it; offloaded ops are marked on their map.
         """
-        from mrecord.pipeline.graph import build_graph
+        from mrecord.pipeline.engine.graph import build_graph
 
         return build_graph(self).plan()

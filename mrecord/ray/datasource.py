@@ -14,6 +14,12 @@ rows are read in file order, so no two tasks decode the same page); each range i
 
 Only the requested columns are ever gathered (``columns=``, or Ray's projection pushdown
 from ``ds.select_columns``).
+
+A dataset of ``mrecord serve`` (a ``RemoteDataset``, or its
+``http(s)://HOST:PORT/api/datasets/NAME`` URL: :mod:`mrecord.serve.client.served`) is
+planned the same way from the server's description (row counts, bytes per row; no page
+boundaries, so ranges are not snapped to pages) and each read task asks the server for
+its row ids: the same rows, in the same order, as from the files.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from mrecord.errors import ArgumentError
 from mrecord.format.schema import StoredSchema
 from mrecord.ray._arrow import block_to_table
 from mrecord.sampling import shuffle_order
+from mrecord.serve.client.served import ServedSpec, served_spec
+from mrecord.serve.client.served import read_rows as read_served_rows
 
 __all__ = ["DEFAULT_BLOCK_BYTES", "MRecordDatasource", "read_mrecord"]
 
@@ -47,8 +55,9 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
     """A Ray ``Datasource`` over the shards of one mrecord dataset (see the module docstring).
 
     ``paths`` is one shard file (its siblings come from its metadata) or a list of shard
-    files; ``shuffle`` a :class:`mrecord.Shuffle` mode (or ``None`` for file order) computed
-    with ``seed`` (default ``mrecord.config.get_seed()``) and ``epoch``.
+    files, or a served dataset (module docstring; ``storage_options``: its connection
+    arguments, ``token=`` ...); ``shuffle`` a :class:`mrecord.Shuffle` mode (or ``None``
+    for file order) computed with ``seed`` (default ``mrecord.config.get_seed()``) and ``epoch``.
     """
 
     def __init__(
@@ -60,6 +69,7 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
         shuffle: Shuffle | str | None = None,
         seed: int | None = None,
         epoch: int = 0,
+        storage_options: dict[str, Any] | None = None,
     ):
         super().__init__()  # type: ignore[no-untyped-call]
         self._projection_map: dict[str, str] | None = None
@@ -67,6 +77,20 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
         self._seed = config.get_seed() if seed is None else seed
         self._epoch = epoch
         self._verify = verify
+        self._served = served_spec(paths, storage_options)
+        if self._served is not None:
+            self._plan_served(self._served, columns)
+        else:
+            self._plan_files(paths, columns, verify)
+        # Fail here, on the driver, not in every task.
+        shuffle_order(self._mode, self._counts, self._seed, self._epoch)
+
+    def _plan_files(
+        self,
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        columns: Sequence[str] | None,
+        verify: str,
+    ) -> None:
         with DatasetReader.open(paths, columns=columns, verify=verify) as reader:
             self._schema: StoredSchema = reader.schema
             self._columns = list(reader.column_names)
@@ -75,8 +99,21 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
             self._num_rows = reader.num_rows
             self._page_bounds = _page_bounds(reader)
             self._column_bytes = _column_bytes(reader, self._columns)
-        # Fail here, on the driver, not in every task.
-        shuffle_order(self._mode, self._counts, self._seed, self._epoch)
+
+    def _plan_served(self, spec: ServedSpec, columns: Sequence[str] | None) -> None:
+        ds = spec.open(columns)
+        try:
+            self._schema = ds.schema
+            names = [f.name for f in self._schema.fields]
+            self._columns = names if columns is None else list(columns)
+            self._files = [f"{spec.where}#{name}" for name in ds.file_names]
+            self._counts = list(ds.file_row_counts)
+            self._num_rows = sum(self._counts)
+            self._page_bounds = np.array([0, self._num_rows], dtype=np.int64)
+            per_row = ds.row_bytes
+            self._column_bytes = {c: int(per_row[c] * self._num_rows) for c in self._columns}
+        finally:
+            ds.close()
 
     # -- Ray's Datasource API ---------------------------------------------------------------
 
@@ -108,20 +145,37 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
         rows_per_block = max(1, int(target // max(row_bytes, 1.0)))
         tasks = []
         for start, stop in self._ranges(parallelism):
-            read_fn = functools.partial(
-                _read_range,
-                tuple(self._files),
-                tuple(self._counts),
-                tuple(columns),
-                self._verify,
-                None if self._mode is None else self._mode.value,
-                int(self._seed),
-                int(self._epoch),
-                start,
-                stop,
-                rows_per_block,
-                target,
-            )
+            read_fn: Any
+            if self._served is not None:
+                read_fn = functools.partial(
+                    _read_served_range,
+                    self._served,
+                    self._schema,
+                    tuple(self._counts),
+                    tuple(columns),
+                    None if self._mode is None else self._mode.value,
+                    int(self._seed),
+                    int(self._epoch),
+                    start,
+                    stop,
+                    rows_per_block,
+                    target,
+                )
+            else:
+                read_fn = functools.partial(
+                    _read_range,
+                    tuple(self._files),
+                    tuple(self._counts),
+                    tuple(columns),
+                    self._verify,
+                    None if self._mode is None else self._mode.value,
+                    int(self._seed),
+                    int(self._epoch),
+                    start,
+                    stop,
+                    rows_per_block,
+                    target,
+                )
             meta = BlockMetadata(
                 num_rows=stop - start,
                 size_bytes=int(row_bytes * (stop - start)),
@@ -236,6 +290,32 @@ def _read_range(
             yield from _bounded(block_to_table(block, reader.schema, columns), max_block_bytes)
 
 
+def _read_served_range(
+    spec: ServedSpec,
+    schema: StoredSchema,
+    counts: tuple[int, ...],
+    columns: tuple[str, ...],
+    mode: str | None,
+    seed: int,
+    epoch: int,
+    start: int,
+    stop: int,
+    rows_per_block: int,
+    max_block_bytes: int,
+) -> Iterator[pa.Table]:
+    """A read task of a served dataset: positions ``start:stop`` of the read order, asked
+    of the server (its own connections, opened in the task's process)."""
+    order = shuffle_order(None if mode is None else Shuffle(mode), counts, seed, epoch)
+    ids = order.take(np.arange(start, stop, dtype=np.int64))
+    ds = spec.open(columns)
+    try:
+        for a in range(0, len(ids), rows_per_block):
+            block = read_served_rows(ds, ids[a : a + rows_per_block], columns)
+            yield from _bounded(block_to_table(block, schema, columns), max_block_bytes)
+    finally:
+        ds.close()
+
+
 def _bounded(table: pa.Table, max_bytes: int) -> Iterator[pa.Table]:
     """``table`` cut in halves until each piece is at most ``max_bytes`` (or one row)."""
     if table.num_rows <= 1 or table.nbytes <= max_bytes:
@@ -256,6 +336,7 @@ def read_mrecord(
     shuffle: Shuffle | str | None = None,
     seed: int | None = None,
     epoch: int = 0,
+    storage_options: dict[str, Any] | None = None,
 ) -> ray.data.Dataset:
     """An mrecord dataset as a ``ray.data.Dataset`` (one row per record).
 
@@ -267,9 +348,18 @@ def read_mrecord(
     own order for ``seed``/``epoch``: only row ids are permuted, on the driver's plan; set
     ``DataContext.get_current().execution_options.preserve_order = True`` to receive the
     blocks in exactly that order (otherwise each block keeps it, blocks arrive as done).
+    ``paths`` may name a dataset of ``mrecord serve`` instead (a ``RemoteDataset`` or
+    ``http(s)://HOST:PORT/api/datasets/NAME``; ``storage_options``: ``token``, ``cafile``,
+    ``timeout``, ``retries``, ``transport``): the read tasks ask the server for the same rows.
     """
     source = MRecordDatasource(
-        paths, columns=columns, verify=verify, shuffle=shuffle, seed=seed, epoch=epoch
+        paths,
+        columns=columns,
+        verify=verify,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        storage_options=storage_options,
     )
     dataset: ray.data.Dataset = ray.data.read_datasource(
         source, override_num_blocks=override_num_blocks, ray_remote_args=ray_remote_args

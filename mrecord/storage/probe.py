@@ -7,12 +7,14 @@ Throttles (a blkio cgroup, a cloud volume's limits) show up in both numbers. The
 is cached per device (``st_dev``) for the life of the process. File systems without
 direct I/O (tmpfs, some network file systems) give ``None``: not measured.
 
-:func:`memory_budget` is what this process may still fill: its memory cgroup's limit (v1
-``memory.limit_in_bytes``, v2 ``memory.max``) less its own resident memory, or the
-kernel's ``MemAvailable`` when that is smaller.
+:func:`memory_budget` is what this process may still fill (the one rule every window is
+cut from): each memory cgroup's limit above it (v1 ``memory.limit_in_bytes``, v2
+``memory.max``) less the anonymous memory charged to that group, or the kernel's
+``MemAvailable`` when that is smaller.
 
 The numbers feed ``mrecord.sampling.shuffle.block`` (the block shuffle's sizes and
-``Shuffle.ADAPTIVE``'s choice), which only does arithmetic on them.
+``Shuffle.ADAPTIVE``'s choice), which only does arithmetic on them, and the read-ahead
+windows (``MindDataset``'s blocks in flight).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["StorageProfile", "clear_probe_cache", "memory_budget", "probe_storage"]
+__all__ = [
+    "MIN_BUDGET",
+    "StorageProfile",
+    "budget_from",
+    "clear_probe_cache",
+    "memory_budget",
+    "probe_storage",
+]
 
 _IO = 4096
 _BIG_IO = 1 << 20
@@ -135,26 +144,124 @@ def _rate(fd: int, slots: int, io_size: int, threads: int, seconds: float) -> fl
     return total / max(1e-9, time.perf_counter() - start)
 
 
+MIN_BUDGET = 16 << 20
+"""The least :func:`memory_budget` answers when it knows a limit (a window of a few rows)."""
+
+
 def memory_budget() -> int | None:
-    """Bytes this process may still fill: its memory cgroup limit less its resident
-    memory (the interpreter, numpy and the rest count against the same limit), or
-    ``MemAvailable`` when smaller. ``None`` when neither is readable (not Linux).
+    """Bytes this process may still fill, page cache included: the one budget every
+    read-ahead window and block size is cut from (``mrecord.storage.readahead``,
+    ``MindDataset``'s blocks in flight, ``Shuffle.BLOCK``'s sizes).
+
+    The rule (:func:`budget_from`): the smallest of
+
+    - for every memory cgroup the process is in, its own group and each one above it up
+      to the root (v1 ``memory.limit_in_bytes``, v2 ``memory.max``): the group's limit
+      less the anonymous memory charged to it (``memory.stat``: v1 ``total_rss``, v2
+      ``anon``), which counts the interpreter, numpy and every other process of the group;
+      this process's own anonymous memory when the stat is unreadable (page cache, the
+      shard maps included, is not subtracted: the kernel reclaims it for the window);
+    - the machine's ``MemAvailable``;
+
+    and at least ``MIN_BUDGET``. ``None`` when neither a limit nor ``MemAvailable`` can be
+    read (not Linux).
     """
-    limit = _cgroup_limit()
-    room = None if limit is None else max(0, limit - (_resident() or 0))
-    limits = [v for v in (room, _mem_available()) if v is not None]
-    return min(limits) if limits else None
+    return budget_from(
+        _read_text(Path("/proc/self/cgroup")),
+        _read_text(Path("/proc/meminfo")),
+        _resident(),
+        _V1_MEMORY_ROOT,
+        _v2_root(),
+    )
+
+
+_V1_MEMORY_ROOT = Path("/sys/fs/cgroup/memory")
+
+
+def _v2_root() -> Path:
+    """Where the unified (v2) hierarchy is mounted: ``/sys/fs/cgroup``, or its
+    ``unified`` folder on a hybrid host (v1 controllers beside an empty v2 tree)."""
+    hybrid = Path("/sys/fs/cgroup/unified")
+    return hybrid if (hybrid / "cgroup.procs").exists() else Path("/sys/fs/cgroup")
+
+
+def budget_from(
+    proc_cgroup: str | None,
+    meminfo: str | None,
+    own_anon: int | None,
+    v1_root: Path,
+    v2_root: Path,
+) -> int | None:
+    """:func:`memory_budget`'s rule over what it read: ``/proc/self/cgroup``'s text,
+    ``/proc/meminfo``'s text, this process's anonymous resident bytes, and the mount
+    points of the v1 memory hierarchy and of the v2 one (tests give their own)."""
+    rooms = _group_rooms(proc_cgroup, own_anon, v1_root, v2_root)
+    available = _meminfo_field(meminfo, "MemAvailable")
+    if available is not None:
+        rooms.append(available)
+    return max(MIN_BUDGET, min(rooms)) if rooms else None
+
+
+def _group_rooms(
+    proc_cgroup: str | None, own_anon: int | None, v1_root: Path, v2_root: Path
+) -> list[int]:
+    """Each limited group's limit less what is charged to it (see :func:`memory_budget`)."""
+    rooms: list[int] = []
+    for line in (proc_cgroup or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, where = parts
+        if "memory" in controllers.split(","):
+            root, limit_name, anon_name = v1_root, "memory.limit_in_bytes", "total_rss"
+        elif controllers == "":
+            root, limit_name, anon_name = v2_root, "memory.max", "anon"
+        else:
+            continue
+        group = root / where.lstrip("/")
+        while True:
+            limit = _read_int(group / limit_name)
+            if limit is not None:
+                anon = _stat_field(group / "memory.stat", anon_name)
+                used = anon if anon is not None else own_anon or 0
+                rooms.append(max(0, limit - used))
+            if group == root or root not in group.parents:
+                break
+            group = group.parent
+    return rooms
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _stat_field(path: Path, name: str) -> int | None:
+    """Field ``name`` of a cgroup ``memory.stat`` file (bytes), None when unreadable."""
+    for line in (_read_text(path) or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def _meminfo_field(meminfo: str | None, name: str) -> int | None:
+    for line in (meminfo or "").splitlines():
+        if line.startswith(name + ":"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (ValueError, IndexError):
+                return None
+    return None
 
 
 def _resident() -> int | None:
-    """This process's resident memory (``VmRSS``), bytes."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    """This process's anonymous resident memory (``RssAnon``; ``VmRSS`` on kernels
+    without it), bytes. Mapped file pages are page cache, which the kernel reclaims."""
+    status = _read_text(Path("/proc/self/status"))
+    return _meminfo_field(status, "RssAnon") or _meminfo_field(status, "VmRSS")
 
 
 def _read_int(path: Path) -> int | None:
@@ -168,34 +275,3 @@ def _read_int(path: Path) -> int | None:
     return value if value < _UNLIMITED else None
 
 
-def _cgroup_limit() -> int | None:
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    limits = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, group = parts
-        group = group.lstrip("/")
-        if "memory" in controllers.split(","):
-            value = _read_int(Path("/sys/fs/cgroup/memory") / group / "memory.limit_in_bytes")
-            if value is not None:
-                limits.append(value)
-        elif controllers == "":
-            value = _read_int(Path("/sys/fs/cgroup") / group / "memory.max")
-            if value is not None:
-                limits.append(value)
-    return min(limits) if limits else None
-
-
-def _mem_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None

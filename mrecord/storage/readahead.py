@@ -31,7 +31,6 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
@@ -40,10 +39,14 @@ from mrecord.format.schema import FieldKind
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
+    "DIRECT_MIN_BYTES",
     "ENABLED",
     "IO_THREADS",
+    "aligned_buffer",
+    "direct_layout",
     "hint_rows",
-    "memory_budget",
+    "looks_resident",
+    "read_direct",
     "read_into",
     "row_ranges",
     "verify_chunks",
@@ -54,8 +57,11 @@ ENABLED = os.environ.get("MRECORD_READAHEAD", "1") != "0"
 
 _PAGE = mmap.PAGESIZE
 IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
-"""Chunks read and checksummed at once (I/O depth; not capped by the core count: the
-threads wait on the disk, and CRC-32C releases the GIL)."""
+"""Reads in flight at once, chunks checked and values read (the I/O depth; not capped by
+the core count: the threads wait on the disk, and CRC-32C releases the GIL). Not 32 (the
+queue depth the device's limit is measured at): with 32 threads a reader in a 96 MB
+memory group over 240 MB of 100 KB rows was OOM-killed (tests/storage/test_beyond_ram.py; each
+thread's reads grow their own malloc arena), with 16 it is not."""
 _SAMPLE_PAGES = 64  # pages of each sampled range looked up
 _SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
 _CODEC_NONE = CODEC_IDS["none"]
@@ -279,6 +285,75 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     return all([f.result() for f in futures])
 
 
+DIRECT_MIN_BYTES = 32 << 10
+"""Cold values at least this long on average are read with direct I/O (``read_direct``):
+each read is rounded out to whole pages, so shorter values would read mostly padding."""
+
+
+def direct_layout(
+    places: list[tuple[int, int]],
+) -> tuple[int, list[int], list[tuple[int, int, int, int]]]:
+    """Where ``(offset, length)`` file ranges go in one buffer read with direct I/O:
+    (bytes the buffer needs, each range's start in it, ``read_direct``'s places). Each
+    range gets its own page-aligned slot holding the whole pages around it; the range
+    starts ``offset % page`` bytes into its slot."""
+    starts: list[int] = []
+    reads: list[tuple[int, int, int, int]] = []
+    at = 0
+    for offset, length in places:
+        lead = offset % _PAGE
+        span = -(-(lead + length) // _PAGE) * _PAGE
+        starts.append(at + lead)
+        reads.append((at, offset - lead, span, lead + length))
+        at += span
+    return at, starts, reads
+
+
+def aligned_buffer(nbytes: int) -> np.ndarray:
+    """A ``uint8`` array of ``nbytes`` starting on a page boundary (direct I/O wants it)."""
+    raw = np.empty(nbytes + _PAGE, dtype=np.uint8)
+    skip = -raw.ctypes.data % _PAGE
+    return raw[skip : skip + nbytes]
+
+
+def read_direct(
+    shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int, int, int]]
+) -> bool:
+    """Read ``(at, offset, span, need)``: ``span`` file bytes from ``offset`` into
+    ``buffer[at:at + span]`` (all page-aligned, ``buffer`` from :func:`aligned_buffer`),
+    each read needing at least ``need`` bytes (the file may end inside the last page),
+    with ``O_DIRECT`` ``pread``s on the I/O threads, all in flight at once. False when the
+    shard has no direct descriptor or a read failed or came back short: the caller then
+    reads another way. Direct reads see what the disk holds, which for a committed shard
+    is what the map shows (the kernel writes back dirty pages of a range before a direct
+    read of it)."""
+    fd = shard.direct_fd()
+    if fd is None:
+        return False
+    view = buffer.data.cast("B")
+
+    def read(batch: list[tuple[int, int, int, int]]) -> bool:
+        try:
+            return all(os.preadv(fd, [view[a : a + n]], off) >= need for a, off, n, need in batch)
+        except OSError:
+            return False  # EINVAL: alignment refused here; the caller reads buffered
+
+    if len(places) <= 2 or IO_THREADS <= 1:
+        return read(places)
+    step = max(1, len(places) // (8 * IO_THREADS))
+    pool = _io_pool()
+    futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
+    return all([f.result() for f in futures])
+
+
+def looks_resident(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+    """Whether a sample of ``ranges`` (``(offset, length)`` of ``shard``) is all in the
+    page cache (``mincore``; False when that cannot be told): then a buffered read of
+    them copies from memory, and a direct read would go to the disk again (chunks this
+    read has just checked under ``verify="once"``)."""
+    return _looks_warm(shard, ranges)
+
+
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     """Whether every page of a few of ``ranges`` (up to ``_SAMPLE`` of them, spread over
     the list; up to ``_SAMPLE_PAGES`` pages each) is in memory (``mincore``); False when
@@ -310,60 +385,3 @@ def _load_mincore() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 _mincore = _load_mincore()
-
-
-def memory_budget() -> int:
-    """The bytes this process may still use, page cache included: the smallest of its
-    memory cgroup's limit (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, walking up
-    the hierarchy) and the machine's memory, less what the process holds now (at least
-    16 MiB). A read-ahead window is sized from it, so that what is read ahead is not
-    evicted before it is read, nor the process killed for it."""
-    return max(16 << 20, _memory_limit() - _resident())
-
-
-def _resident() -> int:
-    try:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _memory_limit() -> int:
-    limits = [_meminfo_total()]
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        _, controllers, where = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            root, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
-        elif controllers == "":
-            root, name = Path("/sys/fs/cgroup"), "memory.max"
-        else:
-            continue
-        group = root / where.lstrip("/")
-        while True:
-            limits.append(_read_limit(group / name))
-            if group == root or root not in group.parents:
-                break
-            group = group.parent
-    return min(limits)
-
-
-def _read_limit(path: Path) -> int:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return 1 << 62
-    return 1 << 62 if text in ("", "max") else int(text)
-
-
-def _meminfo_total() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 1 << 62

@@ -197,6 +197,8 @@ class ShardFile:
         self._col_offsets: dict[int, list[int]] = {}
         self._fd: int | None = None  # for verify_arriving's preads, opened on first use
         self._fd_tried = False
+        self._direct_fd: int | None = None  # O_DIRECT reads of cold values, on first use
+        self._direct_tried = False
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -361,6 +363,18 @@ class ShardFile:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         return fd
 
+    def direct_fd(self) -> int | None:
+        """A descriptor of the mapped file opened with ``O_DIRECT`` (opened once, closed
+        with the shard; None: not a local file, replaced, or a file system without direct
+        I/O). Its reads go from the disk to the caller's page-aligned buffer: no page cache
+        to fill, charge to a memory cgroup and reclaim, no copy (the cold values' path,
+        ``mrecord.storage.readahead.read_direct``)."""
+        fd = self._direct_fd
+        if fd is None and self._stat is not None and not self._direct_tried:
+            self._direct_tried = True
+            fd = self._direct_fd = self.open_mapped_file(direct=True)
+        return fd
+
     def map_address(self) -> int | None:
         """The address of a local file's memory map (for ``mincore``), else None."""
         if not isinstance(self._mm, mmap.mmap) or self._mm.closed:
@@ -484,14 +498,20 @@ class ShardFile:
             return None
         return self._offsets[page][col]
 
-    def open_mapped_file(self) -> int | None:
+    def open_mapped_file(self, direct: bool = False) -> int | None:
         """A new read-only descriptor of the file this shard mapped (the caller closes
         it), or None: not a local file, or its path now names another file (replaced)
-        or a shorter one."""
+        or a shorter one; with ``direct``, opened ``O_DIRECT`` (None where the file
+        system or the platform has no direct I/O)."""
         if self._stat is None:
             return None
+        flags = os.O_RDONLY | _NONBLOCK
+        if direct:
+            if not hasattr(os, "O_DIRECT"):
+                return None
+            flags |= os.O_DIRECT
         try:
-            fd = os.open(self.path, os.O_RDONLY | _NONBLOCK)
+            fd = os.open(self.path, flags)
         except OSError:
             return None
         now = os.fstat(fd)
@@ -561,6 +581,9 @@ class ShardFile:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+        direct, self._direct_fd = self._direct_fd, None
+        if direct is not None:
+            os.close(direct)
         self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from mrecord import DatasetReader
 from mrecord.block import Block, BytesArray
 from mrecord.errors import ArgumentError, MissingDependencyError, WrongTypeError
+from mrecord.serve.client.served import ServedSpec, served_spec
+from mrecord.serve.client.served import read_rows as read_served_rows
 
 try:
     import torch
@@ -24,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-torch 
 __all__ = [
     "DatasetFiles",
     "ReaderHandle",
+    "RowReader",
     "block_batch",
     "block_samples",
     "in_worker",
@@ -31,7 +34,9 @@ __all__ = [
     "torch",
 ]
 
-DatasetFiles = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+DatasetFiles = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Any
+"""Shard files (a path, a URL, a list), or a served dataset: a ``RemoteDataset`` or its
+``http(s)://HOST:PORT/api/datasets/NAME`` URL(s) (:mod:`mrecord.serve.client.served`)."""
 
 
 def _env_int(name: str) -> int | None:
@@ -85,8 +90,85 @@ def in_worker() -> bool:
     return True
 
 
+class RowReader(Protocol):
+    """What the torch datasets read through: a ``DatasetReader`` or a served dataset."""
+
+    @property
+    def files(self) -> Sequence[Any]:
+        """The shard files (paths or names), in file order."""
+
+    @property
+    def file_row_counts(self) -> Sequence[int]:
+        """Rows per shard file."""
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the dataset."""
+
+    def read_rows(
+        self,
+        ids: np.ndarray | Sequence[int],
+        columns: Sequence[str] | None = None,
+        *,
+        bytes_as_arrays: bool = False,
+    ) -> Block:
+        """The rows at global ``ids``, in that order (``columns``: the reader's by default)."""
+
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """The coming row orders (``order_of(e)``: epoch ``e``'s ids), for storage that
+        evicts by next use; others ignore them."""
+
+
+class ServedReader:
+    """A dataset of ``mrecord serve`` read as a :class:`RowReader`: same row ids, same
+    values as ``DatasetReader`` on the server's files (the order is the caller's)."""
+
+    def __init__(self, spec: ServedSpec, columns: Sequence[str] | None) -> None:
+        self._ds = spec.open(columns)
+        names = [f.name for f in self._ds.schema.fields]
+        self._columns = names if columns is None else list(columns)
+        self.files: list[str] = self._ds.file_names
+        self.file_row_counts: list[int] = self._ds.file_row_counts
+        self.num_rows = sum(self.file_row_counts)
+        self._coming: np.ndarray | None = None
+        """This pass's ids in read order (``plan_reads``), and how far reads got in it."""
+        self._at = 0
+
+    def read_rows(
+        self,
+        ids: np.ndarray | Sequence[int],
+        columns: Sequence[str] | None = None,
+        *,
+        bytes_as_arrays: bool = False,
+    ) -> Block:
+        """The rows at global ``ids`` (as many requests as the server's limits need)."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        self._hint_next(ids)
+        chosen = self._columns if columns is None else list(columns)
+        return read_served_rows(
+            self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
+        )
+
+    def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
+        """Remember this pass's ids in read order: each read then tells the server the
+        rows of the read after it (``RemoteDataset.hint``), which it reads ahead while
+        this one travels."""
+        self._coming = np.asarray(order_of(epoch), dtype=np.int64).reshape(-1)
+        self._at = 0
+
+    def _hint_next(self, ids: np.ndarray) -> None:
+        coming, at, n = self._coming, self._at, len(ids)
+        if coming is None or not np.array_equal(coming[at : at + n], ids):
+            return  # not the planned order (a skip after damage): no guess
+        self._at = at + n
+        following = coming[at + n : at + 2 * n]
+        if len(following):
+            self._ds.hint(following)
+
+
 class ReaderHandle:
-    """A DatasetReader opened once per process (DataLoader workers reopen theirs)."""
+    """A reader opened once per process (DataLoader workers reopen theirs): a
+    ``DatasetReader`` over files, or a :class:`ServedReader` over a served dataset."""
 
     def __init__(
         self,
@@ -95,31 +177,44 @@ class ReaderHandle:
         verify: str,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        self._served = served_spec(files, storage_options)
+        if self._served is not None:
+            files, storage_options = self._served.where, None
         self._args = (files, None if columns is None else list(columns), verify)
         self._storage_options = None if storage_options is None else dict(storage_options)
         self._pid = os.getpid()
-        self._reader: DatasetReader | None = DatasetReader.open(
-            files, columns=self._args[1], verify=verify, storage_options=self._storage_options
+        self._reader: RowReader | None = self._open()
+
+    def _open(self) -> RowReader:
+        files, columns, verify = self._args
+        if self._served is not None:
+            return ServedReader(self._served, columns)
+        return DatasetReader.open(
+            files, columns=columns, verify=verify, storage_options=self._storage_options
         )
 
     @property
-    def reader(self) -> DatasetReader:
+    def served(self) -> ServedSpec | None:
+        """The served dataset read, or None for files."""
+        return self._served
+
+    @property
+    def reader(self) -> RowReader:
         """This process's reader."""
         if self._reader is None or self._pid != os.getpid():
-            files, columns, verify = self._args
-            self._reader = DatasetReader.open(
-                files, columns=columns, verify=verify, storage_options=self._storage_options
-            )
+            self._reader = self._open()
             self._pid = os.getpid()
         return self._reader
 
     def fingerprint_parts(self) -> tuple[list[str], list[int]]:
-        """Shard basenames and row counts, in file order."""
+        """Shard basenames and row counts, in file order (the same for the server's files
+        read through the service: a checkpoint resumes on either)."""
         reader = self.reader
         return [Path(f).name for f in reader.files], [int(n) for n in reader.file_row_counts]
 
     def __getstate__(self) -> dict[str, Any]:
         return {
+            "_served": self._served,
             "_args": self._args,
             "_storage_options": self._storage_options,
             "_pid": -1,

@@ -17,7 +17,7 @@ import pytest
 from mrecord import GeneratorDataset, MindDataset, arguments, config
 from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.map import MapDataset
+from mrecord.pipeline.ops.map import MapDataset
 from mrecord.testing.mixed import write_mixed
 
 RULE = r"^Input num_parallel_workers is not within the required interval of \[1, 1024\]\.$"

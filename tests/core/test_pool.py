@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrecord.pipeline.context import PipelineStopped
+from mrecord.pipeline.engine.context import PipelineStopped
 from mrecord.pool import PoolStopped, ThreadPool, call, ordered_map, single_thread_executor
 
 _WAIT_S = 30.0  # generous bound on waits for another thread; never reached when things work

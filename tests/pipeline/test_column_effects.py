@@ -11,8 +11,8 @@ from mrecord import config
 from mrecord.block import Block
 from mrecord.errors import OffloadError
 from mrecord.pipeline import Dataset, NumpySlicesDataset
-from mrecord.pipeline.context import ExecContext
-from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
+from mrecord.pipeline.engine.context import ExecContext
+from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 
 
 class AddOne:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mrecord import NumpySlicesDataset
-from mrecord.pipeline.columns import row_values, to_numpy
+from mrecord.pipeline.engine.columns import row_values, to_numpy
 
 
 def test_row_values_equal_to_numpy_of_each_value() -> None:

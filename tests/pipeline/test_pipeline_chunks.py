@@ -19,7 +19,7 @@ from mrecord import config, vision
 from mrecord.block import Block
 from mrecord.errors import OperationError
 from mrecord.pipeline import Dataset, GeneratorDataset, NumpySlicesDataset
-from mrecord.pipeline.map import CHUNK_ROWS, rechunk
+from mrecord.pipeline.engine.chunks import CHUNK_ROWS, rechunk
 
 
 @pytest.fixture(autouse=True)

@@ -55,8 +55,8 @@ def test_generator_dataset_uses_the_seed_taken_when_the_iterator_was_made() -> N
 
 def test_a_source_reads_the_seed_from_the_context_it_is_given(small: str) -> None:
     """The source contract: ``_iter_blocks(ctx, epoch)`` orders rows by ``ctx.seed``."""
-    from mrecord.pipeline.context import ExecContext
-    from mrecord.pipeline.graph import build_graph
+    from mrecord.pipeline.engine.context import ExecContext
+    from mrecord.pipeline.engine.graph import build_graph
 
     def order(ds: MindDataset, seed: int) -> list[int]:
         ctx = ExecContext(build_graph(ds))

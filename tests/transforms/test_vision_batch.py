@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 from mrecord import vision
 from mrecord.errors import ArgumentError
-from mrecord.pipeline.op_chain import is_batchable, is_offloadable
+from mrecord.pipeline.engine.op_chain import is_batchable, is_offloadable
 from mrecord.transforms.seeding import uniforms
 from mrecord.vision._crop_box import crop_box_for_seed, random_resized_crop_box
 

@@ -18,8 +18,8 @@ from hypothesis.extra import numpy as hnp
 from mrecord import vision
 from mrecord.errors import ArgumentError, OperationError
 from mrecord.pipeline import NumpySlicesDataset
-from mrecord.pipeline.op_chain import ChainSpec
-from mrecord.pipeline.seeds import op_seeds
+from mrecord.pipeline.engine.op_chain import ChainSpec
+from mrecord.pipeline.engine.seeds import op_seeds
 from mrecord.transforms import TypeCast
 from mrecord.transforms.fusion import fused_run
 

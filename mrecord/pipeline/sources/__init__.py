@@ -1,4 +1,4 @@
-"""Pipeline sources built on :class:`~mrecord.pipeline.source.SourceDataset`."""
+"""Pipeline sources built on :class:`~mrecord.pipeline.sources.base.SourceDataset`."""
 
 from __future__ import annotations
 

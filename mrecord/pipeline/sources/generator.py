@@ -28,8 +28,8 @@ import numpy as np
 from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import as_name_list, column_from_values
-from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.engine.columns import as_name_list, column_from_values
+from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pipeline.sources.random_access import replace_sampler
 from mrecord.pipeline.sources.schema import Schema
 from mrecord.pool import ThreadPool, ordered_map
@@ -42,7 +42,7 @@ from mrecord.sampling import (
 )
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["GeneratorDataset"]
 

@@ -37,13 +37,19 @@ from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["MindDataset"]
 
 _TARGET_VIEWED_BYTES = 64 << 20
 _MIN_VIEWED_BLOCK_ROWS = 16
 _VIEW_BYTES = 96  # a uint8 array viewing one bytes value of the map
+_MAX_IN_FLIGHT = 8
+ROWS_IN_FLIGHT = 64
+"""Rows whose blocks a ``MindDataset`` keeps reading at once when its blocks are small
+(big values, little memory): twice the queue depth the device's random-read limit is
+measured at (``benchmarks/bench_beyond_ram.py``), as a block's reads are in flight only
+part of its time."""
 
 
 class MindDataset(RandomAccessSource):
@@ -124,7 +130,7 @@ class MindDataset(RandomAccessSource):
         )
         self._padded = self._padded_block(padded_sample) if padded_sample is not None else None
         self._count_rows()
-        self._block_rows = _block_rows(self._reader, self._workers)
+        self._block_rows, self._in_flight = _block_rows(self._reader, self._workers)
         self._on_error = check_on_error(on_error)
         self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
 
@@ -174,6 +180,9 @@ class MindDataset(RandomAccessSource):
         ids = np.arange(self._reader.num_rows, dtype=np.int64)
         return np.asarray(self._reader.read_rows(ids, columns=[column]).columns[column])
 
+    def _reads_in_flight(self) -> int:
+        return self._in_flight
+
     def _describe(self) -> str:
         files = [f.name for f in self._reader.files]
         shown = files if len(files) <= 3 else [*files[:2], "...", files[-1]]
@@ -192,17 +201,24 @@ class MindDataset(RandomAccessSource):
         return padded_block(self._reader.schema, self._reader.column_names, sample)
 
 
-def _block_rows(reader: DatasetReader, workers: int) -> int:
-    """Rows per block: about 4 MiB of values copied per block (``block_rows_for``).
+def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
+    """(rows per block, blocks read at once): about 4 MiB of values copied per block
+    (``block_rows_for``), and enough blocks at once to keep ``ROWS_IN_FLIGHT`` rows'
+    reads in flight when the data is cold.
 
     Bytes values are handed out as zero-copy views of the map (``bytes_as_arrays``):
     they cost a view object each, not their length; their data only bounds a block at
     ``_TARGET_VIEWED_BYTES`` (what a block keeps the consumer pointed at). Big blocks
     mean fewer hand-offs between the read-ahead threads and the consumer. The blocks
-    read ahead (``workers + 2`` with the one being consumed) are also the read-ahead
-    window of the storage layer, whose bytes must still be in memory when the consumer
-    reads them: all of them together stay within an eighth of the memory this process
-    may still use (``memory_budget``, its memory cgroup's limit when it has one).
+    read ahead (those in flight and two more: the one being consumed, the one done
+    and waiting) are also the read-ahead window of the storage layer, whose bytes must
+    still be in memory when the consumer reads them: all of them together stay within
+    an eighth of the memory this process may still use (``memory_budget``, its memory
+    cgroup's limit when it has one). When that makes blocks of big values small, more
+    of them are read at once (up to ``_MAX_IN_FLIGHT``; their threads wait on the disk,
+    not on a core): a cold block waits for a few round trips to the disk (chunk heads,
+    fixed columns, values), so ``num_parallel_workers`` blocks of a few dozen rows keep
+    the device's queue mostly empty.
     """
     copied = viewed = 0
     for shard in reader.shards:
@@ -216,9 +232,20 @@ def _block_rows(reader: DatasetReader, workers: int) -> int:
                     else:
                         copied += raw
     rows = max(1, reader.num_rows)
-    target = min(_TARGET_VIEWED_BYTES, memory_budget() // (8 * (workers + 2)))
-    by_views = target // max(1, viewed // rows)
-    return min(block_rows_for(copied // rows), max(_MIN_VIEWED_BLOCK_ROWS, by_views))
+    budget = memory_budget()  # None: not known (not Linux)
+    by_copies = block_rows_for(copied // rows)
+    viewed_per_row = max(1, viewed // rows)
+
+    def block(in_flight: int) -> int:
+        target = _TARGET_VIEWED_BYTES
+        if budget is not None:
+            target = min(target, budget // (8 * (in_flight + 2)))
+        return min(by_copies, max(_MIN_VIEWED_BLOCK_ROWS, target // viewed_per_row))
+
+    in_flight = workers
+    while in_flight < _MAX_IN_FLIGHT and in_flight * block(in_flight) < ROWS_IN_FLIGHT:
+        in_flight += 1
+    return block(in_flight), in_flight
 
 
 def _check_padding_args(

@@ -34,13 +34,13 @@ from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError, WrongTypeError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import StoredSchema
-from mrecord.pipeline.source import SourceDataset
+from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = [
     "RandomAccessSource",
@@ -168,6 +168,11 @@ class RandomAccessSource(SourceDataset):
         source whose reads are quicker with fewer threads at once says so here."""
         return self._workers
 
+    def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """The row ids of the blocks to read, in order; a source may look ahead in them
+        (``RemoteDataset`` tells its server the coming rows). Default: as they are."""
+        return chunks
+
     def _column_values(self, column: str) -> np.ndarray:
         """Every row's value of a scalar ``column`` (PKSampler's class column)."""
         ids = np.arange(self._total_rows(), dtype=np.int64)
@@ -221,12 +226,12 @@ class RandomAccessSource(SourceDataset):
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         order = self._order(ctx.seed, epoch)
-        skip = self._take_resume(epoch)  # mid-epoch resume: start at this position
+        skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
         # Small first blocks, doubling: the first rows come out after a short read, and
         # the read-ahead threads are busy before the consumer waits on a full block.
         first = max(_MIN_BLOCK_ROWS, size // 8)
-        chunks = order.iter_chunks(size, start=skip, first_size=first)
+        chunks = self._lookahead(order.iter_chunks(size, start=skip, first_size=first))
         workers = self._reads_in_flight()
         if workers <= 1:
             for ids in chunks:

@@ -17,7 +17,10 @@ server's same-host socket) and what is retried is the transport's business
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import collections
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,7 @@ from mrecord.pipeline.sources.mind_dataset import _check_padding_args
 from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, BlockLayout
+from mrecord.serve.client.served import ServedSpec
 from mrecord.serve.client.session import Session, default_session
 from mrecord.serve.client.transports.auto import CHOICES, AutoTransport
 from mrecord.serve.client.transports.base import NotOffered
@@ -78,6 +82,10 @@ class RemoteDataset(RandomAccessSource):
             The rows and values are the same either way.
         cafile: for ``https://``: the certificate(s) to trust instead of the system's (a
             self-signed server's certificate file).
+        read_ahead_hints: over HTTP, tell the server the row ids of the blocks coming
+            after those in flight (``POST .../hint``; the order is known in advance), so
+            that its storage reads them ahead, beyond RAM too, while blocks travel. Sent
+            from a thread of their own; they never change what is read.
         session: what this reader shares with others of the process (receive buffers,
             shared memory, same-host connections); default: the process's own.
         padded_sample, num_padded: as for MindDataset (``num_padded`` copies of
@@ -112,6 +120,7 @@ class RemoteDataset(RandomAccessSource):
         padded_sample: Mapping[str, Any] | None = None,
         num_padded: int | None = None,
         cafile: str | None = None,
+        read_ahead_hints: bool = True,
         block_rows: int | None = None,
         window_blocks: int | None = None,
     ) -> None:
@@ -156,7 +165,11 @@ class RemoteDataset(RandomAccessSource):
         self._transport: AutoTransport | FailoverTransport = (
             servers[0] if len(servers) == 1 else FailoverTransport(servers)
         )
+        self.served = ServedSpec(tuple(urls), dataset, token, cafile, timeout, retries, transport)
+        """How to open this dataset again in another process (a DataLoader worker, a Ray
+        task): what ``mrecord.torch`` and ``mrecord.ray`` take it by."""
         info = self._transport.info()
+        self._info = info
         self._files = [int(f["rows"]) for f in info["files"]]
         names = [f["name"] for f in info["schema"]]
         if columns_list is None:
@@ -172,6 +185,8 @@ class RemoteDataset(RandomAccessSource):
         if padded_sample is not None:
             self._padded = padded_block(_schema(info), self._columns, padded_sample)
         self._transport.choose(transport, info, connections=connections, timeout=timeout)
+        self._hints = read_ahead_hints
+        self._hinter: tuple[int, ThreadPoolExecutor] | None = None
         self._count_rows()
 
     # -- what a random-access source provides --------------------------------------------------
@@ -203,6 +218,19 @@ class RemoteDataset(RandomAccessSource):
     def _reads_in_flight(self) -> int:
         return min(self._workers, self._transport.in_flight)
 
+    def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        if not self._hints or self._transport.name != "http":
+            return chunks
+        return hinting(chunks, self._reads_in_flight() + 2, self._send_hint)
+
+    def _send_hint(self, ids: np.ndarray) -> None:
+        ids = ids[ids < self._total_rows()]  # padded samples never travel
+        if not len(ids):
+            return
+        if self._hinter is None or self._hinter[0] != os.getpid():  # none, or a fork's
+            self._hinter = (os.getpid(), ThreadPoolExecutor(1, "mrecord-hint"))
+        self._hinter[1].submit(self._transport.hint, ids, list(self._columns))
+
     def _describe(self) -> str:
         return f"RemoteDataset({self._transport.where}, sampler={self._sampler!r})"
 
@@ -225,6 +253,26 @@ class RemoteDataset(RandomAccessSource):
         """Rows per shard file on the server, in file order."""
         return list(self._files)
 
+    @property
+    def file_names(self) -> list[str]:
+        """The shard files' names on the server (no folders), in file order."""
+        return [str(f["file"]) for f in self._info["files"]]
+
+    @property
+    def schema(self) -> StoredSchema:
+        """The dataset's schema (every column, in the files' order)."""
+        return _schema(self._info)
+
+    @property
+    def row_bytes(self) -> dict[str, float]:
+        """Mean raw bytes per row of each column (from the server's description)."""
+        return {str(k): float(v) for k, v in self._info["row_bytes"].items()}
+
+    @property
+    def block_rows(self) -> int:
+        """Rows per request this reader sends (within the server's limits)."""
+        return self._block_rows
+
     def read_rows(
         self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
     ) -> Block:
@@ -232,8 +280,19 @@ class RemoteDataset(RandomAccessSource):
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         return self._read_columns(ids, list(columns) if columns else self._columns)
 
+    def hint(self, ids: np.ndarray | Sequence[int]) -> None:
+        """Tell the server rows ``ids`` will be read soon, so that it reads them ahead
+        (over HTTP, from a thread of its own; through the same-host socket nothing is
+        needed). For readers that call :meth:`read_rows` themselves (``mrecord.torch``);
+        the pipeline's iterator hints by itself (``read_ahead_hints``)."""
+        if self._hints and self._transport.name == "http":
+            self._send_hint(np.asarray(ids, dtype=np.int64).reshape(-1))
+
     def close(self) -> None:
         """Close the HTTP connections."""
+        if self._hinter is not None and self._hinter[0] == os.getpid():
+            self._hinter[1].shutdown(wait=True, cancel_futures=True)
+            self._hinter = None
         self._transport.close()
 
     # -- internals --------------------------------------------------------------------------------
@@ -283,6 +342,29 @@ class RemoteDataset(RandomAccessSource):
                 f"got {rows} rows of {list(cols)!r}"
             )
         return Block(cols, ids)
+
+
+def hinting(
+    chunks: Iterator[np.ndarray], ahead: int, hint: Callable[[np.ndarray], None]
+) -> Iterator[np.ndarray]:
+    """``chunks`` as they are, pulled ``ahead`` blocks early: each block beyond the first
+    ``ahead`` (those are read at once anyway) is passed to ``hint`` when pulled, that is
+    ``ahead`` blocks before it is handed on to be read."""
+    pending: collections.deque[np.ndarray] = collections.deque()
+    pulled = 0
+    source = iter(chunks)
+    while True:
+        while len(pending) <= ahead:
+            ids = next(source, None)
+            if ids is None:
+                break
+            if pulled >= ahead:
+                hint(ids)
+            pulled += 1
+            pending.append(ids)
+        if not pending:
+            return
+        yield pending.popleft()
 
 
 def _schema(info: dict[str, Any]) -> StoredSchema:

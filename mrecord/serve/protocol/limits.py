@@ -28,6 +28,13 @@ class Limits:
     max_body_bytes: int = 1 << 20
     read_threads: int = 4
     """Requests reading data at once; the others wait their turn (not a thread each)."""
+    client_read_threads: int | None = None
+    """Of those, how many one client (one address) may hold at once; None: half of
+    ``read_threads`` (at least 1). A client's further requests wait in its own queue, so
+    one client cannot starve the others (``mrecord/serve/server/fairness.py``)."""
+    client_max_requests: int = 64
+    """Requests one client may have waiting or being answered over HTTP; more are
+    answered ``busy`` (503, retried by readers after a back-off)."""
     thumb_max_side: int = 256
     thumb_cache_bytes: int = 32 << 20
     send_timeout_s: float = 60.0
@@ -37,3 +44,9 @@ class Limits:
     header_timeout_s: float = 10.0
     """A request's line and headers must arrive within this time of the connection (or of
     the request's first byte), or the connection is closed."""
+
+    def client_share(self) -> int:
+        """``client_read_threads``, or its default (half of ``read_threads``, at least 1)."""
+        if self.client_read_threads is not None:
+            return max(1, self.client_read_threads)
+        return max(1, self.read_threads // 2)

@@ -9,6 +9,7 @@ try:
     import anyio
     import anyio.to_thread
     import starlette.applications
+    import starlette.background
     import starlette.exceptions
     import starlette.responses
     import starlette.routing

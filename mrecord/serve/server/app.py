@@ -10,6 +10,7 @@ Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with the codes of
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -51,6 +52,7 @@ from mrecord.serve.server.answers import (
     plan_block,
     row_bytes,
 )
+from mrecord.serve.server.fairness import ClientShares
 from mrecord.serve.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, parse_field_value
@@ -64,6 +66,13 @@ _log = logging.getLogger("mrecord.serve")
 T = TypeVar("T")
 
 BLOCK_MEDIA_TYPE = "application/x-mrecord-block"
+
+_HINT_THREADS = 2
+"""Threads taking read-ahead hints (``will_need`` starts the reads; it does not wait)."""
+
+_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("mrecord_client", default=None)
+"""The address of the client whose request this task answers (set by ``_Guard``): whose
+share (``fairness.py``) a read is taken from."""
 
 
 def _error_response(
@@ -124,6 +133,7 @@ def create_app(
         Route(f"/api/datasets/{{name}}/{LAYOUT}", api.layout, methods=["GET"]),
         Route(f"/api/datasets/{{name}}/{STORAGE}", api.storage, methods=["GET"]),
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
+        Route("/api/datasets/{name}/hint", api.hint, methods=["POST"]),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -205,6 +215,7 @@ class _Guard:
             await send(message)
 
         client = scope.get("client")
+        _CLIENT.set(client[0] if client else None)
         start, new = self.metrics.started(client[0] if client else None)
         if new and client:  # one structured line per client session (after idling)
             _log.info(
@@ -257,13 +268,17 @@ class _Api:
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
         self.buffers = BufferPool(keep=limits.read_threads + 2)
         self._limiter: anyio.CapacityLimiter | None = None
+        self._hint_limiter: anyio.CapacityLimiter | None = None
+        self.shares = ClientShares(limits.client_share(), limits.client_max_requests)
         self._static = _load_static()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking work on one of ``read_threads`` worker threads."""
+        """Run blocking work on one of ``read_threads`` worker threads, once the client
+        holds one of its own slots (``fairness.py``: one client cannot take them all)."""
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.limits.read_threads)
-        result: T = await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        async with self.shares.slot(_CLIENT.get()):
+            result: T = await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         return result
 
     def _dataset(self, request: Request) -> ServedDataset:
@@ -446,6 +461,31 @@ class _Api:
         buffers = await self._run(read)
         self.metrics.served(ds.name, len(ids), sum(memoryview(b).nbytes for b in buffers))
         return _BuffersResponse(buffers, self.limits.send_timeout_s)
+
+    @_answers
+    async def hint(self, request: Request) -> Response:
+        """Rows a client will ask for soon (its order is a pure function, so it knows):
+        the storage read-ahead starts reading exactly their bytes now
+        (``DatasetReader.will_need``), so reads beyond RAM overlap the network. Answered
+        at once (202); the hint is taken afterwards on a thread of its own, never one of
+        the ``read_threads``, and never changes what a read returns."""
+        ds = self._dataset(request)
+        body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
+        ids, columns = decode_request(body, self.limits.max_block_rows)
+        plan = plan_block(ds, ids, columns, self.limits)  # the same checks as a read's
+        self.metrics.hinted(ds.name, len(ids))
+
+        async def take() -> None:
+            if self._hint_limiter is None:
+                self._hint_limiter = anyio.CapacityLimiter(_HINT_THREADS)
+            try:
+                await anyio.to_thread.run_sync(
+                    ds.reader.will_need, ids, plan.columns, limiter=self._hint_limiter
+                )
+            except Exception as exc:  # a hint is advice: a failed one costs only speed
+                _log.debug("a read-ahead hint failed: %s", exc)
+
+        return Response(status_code=202, background=starlette.background.BackgroundTask(take))
 
 
 class _BuffersResponse:

@@ -45,6 +45,7 @@ from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import VERSION, Inbox, encode, send_fds_with
 from mrecord.serve.protocol.wire import BytesRefs, NeedsRoom, encode_block_into, request_fields
 from mrecord.serve.server.answers import ApiError, check_answer_bytes, classify, plan_block
+from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset
 from mrecord.serve.server.security import token_matches
 
@@ -95,7 +96,9 @@ class LocalServer:
     """Serve ``datasets`` to same-host readers on the Unix socket ``path``, in threads.
 
     One thread accepts and answers every connection, a message at a time (at most
-    ``max_connections`` connections; more are told ``busy`` and closed).
+    ``max_connections`` connections; more are told ``busy`` and closed). ``metrics``:
+    where the blocks it answers are counted (the HTTP app's, so ``GET /metrics`` shows
+    both transports): rows, and the bytes of the values delivered (:func:`_value_bytes`).
     """
 
     def __init__(
@@ -106,8 +109,10 @@ class LocalServer:
         token: str | None,
         limits: Limits,
         max_connections: int = 64,
+        metrics: Metrics | None = None,
     ) -> None:
         self.datasets = datasets
+        self.metrics = metrics
         self.path = path
         self._token = token
         self._limits = limits
@@ -434,6 +439,8 @@ class LocalServer:
             return {"need": exc.nbytes}
         finally:
             del region
+        if self.metrics is not None:
+            self.metrics.served(ds.name, len(ids), _value_bytes(values, header))
         return {"ok": True, "block": header}
 
     def _columns(
@@ -583,3 +590,23 @@ def _map_segment(fd: int) -> mmap.mmap:
 def _unmap(mapped: mmap.mmap) -> None:
     with contextlib.suppress(BufferError):  # a view still alive: the collector closes it
         mapped.close()
+
+
+def _value_bytes(values: dict[str, ColumnValues | BytesRefs], header: dict[str, Any]) -> int:
+    """Bytes of the values of one same-host block: what the reader gets, whether written
+    into its segment or mapped from a shared file. The offsets and shapes that frame
+    variable-size values are not counted (over HTTP the whole answer is)."""
+    total = 0
+    for entry in header["columns"]:
+        column = values[entry["name"]]
+        if isinstance(column, BytesRefs):
+            shared = column.files >= 0
+            total += int(column.lengths[shared].sum())
+            total += sum(_nbytes(v) for v in column.inline.values())
+        else:  # fixed: [data]; bytes, string: [offsets, data]; vararray: [offsets, shapes, data]
+            total += int(entry["sizes"][-1])
+    return total
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.nbytes) if isinstance(value, np.ndarray) else len(memoryview(value).cast("B"))

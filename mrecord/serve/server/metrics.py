@@ -39,6 +39,7 @@ class Metrics:
         self._lock = threading.Lock()
         self.rows: dict[str, int] = {}
         self.bytes: dict[str, int] = {}
+        self.hinted_rows: dict[str, int] = {}
         self.errors: dict[str, int] = {}
         self.requests = 0
         self.in_flight = 0
@@ -53,6 +54,11 @@ class Metrics:
         with self._lock:
             self.rows[dataset] = self.rows.get(dataset, 0) + rows
             self.bytes[dataset] = self.bytes.get(dataset, 0) + nbytes
+
+    def hinted(self, dataset: str, rows: int) -> None:
+        """A client told the server the ``rows`` of ``dataset`` it will read next."""
+        with self._lock:
+            self.hinted_rows[dataset] = self.hinted_rows.get(dataset, 0) + rows
 
     def started(self, client: str | None) -> tuple[float, bool]:
         """A request began (from ``client``'s address): its start time, and whether the
@@ -105,6 +111,13 @@ class Metrics:
             )
             for name, n in sorted(self.bytes.items()):
                 out.append(f'mrecord_serve_bytes_total{{dataset="{_label(name)}"}} {n}')
+            family(
+                "mrecord_serve_hinted_rows_total",
+                "counter",
+                "Rows clients said they will read next (read ahead by the server), per dataset.",
+            )
+            for name, n in sorted(self.hinted_rows.items()):
+                out.append(f'mrecord_serve_hinted_rows_total{{dataset="{_label(name)}"}} {n}')
             family(
                 "mrecord_serve_request_duration_seconds",
                 "histogram",

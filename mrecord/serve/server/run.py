@@ -31,6 +31,7 @@ from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import available as local_available
 from mrecord.serve.server.app import create_app
 from mrecord.serve.server.local import LocalServer, default_socket_path
+from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, open_datasets
 from mrecord.serve.server.security import check_bind
 
@@ -114,6 +115,8 @@ def serve(
     workers: int = 4,
     max_connections: int = MAX_CONNECTIONS,
     log_level: str = "info",
+    client_workers: int | None = None,
+    client_max_requests: int = 64,
     local_socket: Path | str | None = "auto",
     tls_cert: Path | str | None = None,
     tls_key: Path | str | None = None,
@@ -122,18 +125,30 @@ def serve(
 
     ``local_socket``: where same-host readers connect (``"auto"``: a fresh path in this
     user's private folder, on Linux; ``None``: no same-host socket). ``tls_cert`` and
-    ``tls_key``: PEM files; the server then speaks HTTPS only.
+    ``tls_key``: PEM files; the server then speaks HTTPS only. ``client_workers`` and
+    ``client_max_requests``: each client's share (``Limits.client_read_threads``,
+    ``Limits.client_max_requests``; ``mrecord/serve/server/fairness.py``).
     """
     check_bind(host, token)
     tls = _tls(tls_cert, tls_key)
     opened = open_datasets(datasets)
-    limits = Limits(read_threads=workers)
+    limits = Limits(
+        read_threads=workers,
+        client_read_threads=client_workers,
+        client_max_requests=client_max_requests,
+    )
+    metrics = Metrics()  # one for both transports: GET /metrics counts same-host blocks too
     local = None
     try:
         socket_path = local_socket_path(local_socket)
         if socket_path is not None:
             local = LocalServer(
-                opened, socket_path, token=token, limits=limits, max_connections=max_connections
+                opened,
+                socket_path,
+                token=token,
+                limits=limits,
+                max_connections=max_connections,
+                metrics=metrics,
             ).start()
             _log.info("same-host readers: %s", socket_path)
         app = create_app(
@@ -142,6 +157,7 @@ def serve(
             limits=limits,
             local_socket=str(socket_path) if socket_path else None,
             bound_host=host,
+            metrics=metrics,
         )
         # What is loaded now lives as long as the server: keep it out of the collector's
         # full passes (measured: a few percent of the CPU per MB served).
@@ -253,6 +269,7 @@ class ServerThread:
         paths = {n: p for n, p in self._given.items() if not isinstance(p, ServedDataset)}
         self._opened = open_datasets(paths)
         served.update(self._opened)
+        metrics = Metrics()  # one for both transports: GET /metrics counts same-host blocks too
         if self._want_local:
             self._local = LocalServer(
                 served,
@@ -260,6 +277,7 @@ class ServerThread:
                 token=self._token,
                 limits=self._limits,
                 max_connections=self._max_connections,
+                metrics=metrics,
             ).start()
         app = create_app(
             served,
@@ -267,6 +285,7 @@ class ServerThread:
             limits=self._limits,
             local_socket=str(self._local.path) if self._local else None,
             bound_host=self._host,
+            metrics=metrics,
         )
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -124,6 +124,12 @@ class AutoTransport(Transport):
                 return got
         return self._retrying(lambda: self._http.read(ids, columns))
 
+    def hint(self, ids: np.ndarray, columns: list[str]) -> None:
+        """Over HTTP, tell the server the coming rows; through the same-host socket, nothing
+        (the reader maps the server's page cache itself)."""
+        if self._local is None:
+            self._http.hint(ids, columns)
+
     def close(self) -> None:
         """Close the HTTP connections (same-host ones are the session's, shared)."""
         self._http.close()

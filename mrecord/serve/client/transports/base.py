@@ -73,5 +73,10 @@ class Transport(abc.ABC):
     def read(self, ids: np.ndarray, columns: list[str]) -> tuple[int, dict[str, ColumnValues]]:
         """(rows, columns) of the rows ``ids`` (global ids, any order, repeats allowed)."""
 
+    def hint(self, ids: np.ndarray, columns: list[str]) -> None:  # noqa: B027 - advice only
+        """Tell the server these rows will be read soon, so that it reads them ahead; a
+        transport that cannot (or a server that does not take hints) does nothing. Never
+        raises for the server's sake: a lost hint costs only speed."""
+
     def close(self) -> None:  # noqa: B027 - a transport with nothing to release needs nothing
         """Release what the transport holds (connections); it is not used afterwards."""

@@ -103,6 +103,10 @@ class FailoverTransport(Transport):
         )
         return result
 
+    def hint(self, ids: np.ndarray, columns: list[str]) -> None:
+        """Tell the current server the coming rows."""
+        self._servers[self._current].hint(ids, columns)
+
     def close(self) -> None:
         """Close every server's connections."""
         for server in self._servers:

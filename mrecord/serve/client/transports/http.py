@@ -78,6 +78,7 @@ class HttpTransport(Transport):
         self._path = f"{parts.path.rstrip('/')}/api/datasets/{quote(dataset, safe='')}"
         self._timeout = timeout
         self.token = token
+        self._hints = True
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue(
             maxsize=connections
@@ -108,6 +109,18 @@ class HttpTransport(Transport):
         if status != 200:
             raise self._error(status, body)
         return decode_block(body.data)
+
+    def hint(self, ids: np.ndarray, columns: list[str]) -> None:
+        """``POST /api/datasets/NAME/hint``: the server starts reading these rows (202).
+        A server that does not know the endpoint (an older one) is not asked again."""
+        if not self._hints:
+            return
+        try:
+            status, _ = self._request("POST", self._path + "/hint", encode_request(ids, columns))
+        except TransportUnavailable:
+            return  # the next block request says what is wrong, and retries
+        if status in (404, 405):
+            self._hints = False
 
     def close(self) -> None:
         """Close the pooled connections."""

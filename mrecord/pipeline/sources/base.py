@@ -6,7 +6,7 @@ A source subclasses :class:`SourceDataset` and provides three methods::
     def _source_column_names(self) -> list[str]
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]   # epoch: 0, 1, ...
 
-``ctx`` is the running pipeline's :class:`~mrecord.pipeline.context.ExecContext`: take
+``ctx`` is the running pipeline's :class:`~mrecord.pipeline.engine.context.ExecContext`: take
 settings from it (``ctx.seed`` is the seed snapshot taken when the iterator was
 created, never ``config.get_seed()`` read live), and its ``stop`` event for any
 worker pool. Blocks may have any number of rows (a few hundred is typical); the pipeline never
@@ -26,7 +26,7 @@ from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 from mrecord.pipeline.dataset import Dataset
 

@@ -29,21 +29,34 @@ end keeps its ops either way (MindSpore does the same), also noted in the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import OffloadError
-from mrecord.pipeline.columns import HIDDEN_PREFIX, is_hidden
-from mrecord.pipeline.op_chain import is_offloadable, run_fused
-from mrecord.pipeline.seeds import op_seeds
+from mrecord.pipeline.engine.columns import HIDDEN_PREFIX, is_hidden
+from mrecord.pipeline.engine.op_chain import is_offloadable, run_fused
+from mrecord.pipeline.engine.seeds import op_seeds
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
-    from mrecord.pipeline.map import MapDataset
 
-__all__ = ["MapOffload", "OffloadPlan", "OffloadedOp", "plan_offload", "seed_column"]
+__all__ = ["MapOffload", "OffloadPlan", "OffloadSite", "OffloadedOp", "plan_offload", "seed_column"]
+
+
+class OffloadSite(Protocol):
+    """What the planner reads of a node that declares ``offload_site`` (a ``map``): the
+    engine plans from this, never from the op's class (ops sit above the engine)."""
+
+    operations: list[Any]
+    output_columns: list[str] | None
+    num_parallel_workers: int | None
+    offload: bool | None
+
+    def resolved_input_columns(self) -> list[str]:
+        """The columns the node's operations read."""
+        ...
 
 
 def seed_column(map_position: int) -> str:
@@ -175,7 +188,7 @@ class _Track:
 def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> OffloadPlan:
     """Decide which ops move to the offload step (see the module docstring).
 
-    Every node is asked for its :class:`~mrecord.pipeline.effects.ColumnEffects`; no
+    Every node is asked for its :class:`~mrecord.pipeline.engine.effects.ColumnEffects`; no
     node class is special here. A node that does not declare which columns it reads
     stops every column below it from being offloaded, with a note (or an
     :class:`OffloadError` naming it for a map that asked for ``offload=True``).
@@ -242,13 +255,13 @@ def plan_offload(root: Dataset, auto: bool, positions: dict[int, int]) -> Offloa
     return plan
 
 
-def _as_map(node: Dataset) -> MapDataset:
+def _as_map(node: Dataset) -> OffloadSite:
     """A node that declared ``offload_site``: it has a map's attributes."""
-    return cast("MapDataset", node)
+    return cast("OffloadSite", node)
 
 
 def _plan_map(
-    node: MapDataset,
+    node: OffloadSite,
     ins: list[str],
     open_cols: dict[str, _Track],
     closed: dict[str, str],
@@ -298,7 +311,7 @@ def _plan_map(
     return track
 
 
-def _effective(node: MapDataset, auto: bool) -> bool:
+def _effective(node: OffloadSite, auto: bool) -> bool:
     return node.offload if node.offload is not None else auto
 
 

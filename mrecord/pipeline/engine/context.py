@@ -2,14 +2,17 @@
 
 An iterator builds one context: the settings read at creation time (seed,
 prefetch size, default worker count), every node's position, the offload plan,
-the stop event, and the worker pools, which live as long as the iterator and are
-shut down by :meth:`ExecContext.close`.
+where nodes resume (:meth:`ExecContext.take_resume`), the stop event, and the worker
+pools, which live as long as the iterator and are shut down by :meth:`ExecContext.close`.
+
+Resume positions live here, in the run, and never on the dataset's nodes: two
+iterators over one dataset each skip only what their own state says.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mrecord import config
@@ -17,9 +20,13 @@ from mrecord.pool import PoolStopped
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
-    from mrecord.pipeline.graph import Graph
+    from mrecord.pipeline.engine.graph import Graph
 
-__all__ = ["ExecContext", "PipelineStopped", "Pool", "close_iterator"]
+__all__ = ["ExecContext", "PipelineStopped", "Pool", "ResumePositions", "close_iterator"]
+
+ResumePositions = Mapping[int, tuple[int, int]]
+"""``id(node) -> (epoch, rows)``: where each node of a run starts (what
+:meth:`~mrecord.pipeline.dataset.Dataset.resume_positions` computes from a saved state)."""
 
 
 def close_iterator(it: object) -> None:
@@ -44,7 +51,7 @@ class Pool(Protocol):
 class ExecContext:
     """Everything a running pipeline shares (see the module docstring)."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, resume: ResumePositions | None = None) -> None:
         self.graph = graph
         self.seed = config.get_seed()
         self.prefetch = config.get_prefetch_size()
@@ -53,12 +60,23 @@ class ExecContext:
         # The iterator's epoch (repeats inside it do not count): BatchInfo.get_epoch_num().
         self.epoch = 0
         self._pools: dict[int, Any] = {}
+        self._resume = dict(resume or {})
         self._lock = threading.Lock()
         self._closed = False
 
     def position(self, node: Dataset) -> int:
         """The node's post-order index (stable when nodes are added above it)."""
         return self.graph.positions[id(node)]
+
+    def take_resume(self, node: Dataset, epoch: int) -> int:
+        """Rows of ``epoch`` the node skips before its first output (0 when it does not
+        resume there). The position is used by the node's first run of that epoch only."""
+        with self._lock:
+            at = self._resume.get(id(node))
+            if at is None or at[0] != epoch:
+                return 0
+            del self._resume[id(node)]
+            return at[1]
 
     def check_stop(self) -> None:
         """Raise :class:`PipelineStopped` once stop was requested."""

@@ -7,7 +7,7 @@ Operations run one after the other over the whole chunk (column at a time):
 - a run of ops that a registered fuser recognises (``mrecord.transforms.fusion``, e.g.
   flip + Normalize + HWC2CHW) runs as one pass over the stacked chunk, same result;
 - any other op runs per row; random ops (``is_random = True``) get
-  ``seed=<int>``, the row's seed for that op (:func:`mrecord.pipeline.seeds.op_seeds`).
+  ``seed=<int>``, the row's seed for that op (:func:`mrecord.pipeline.engine.seeds.op_seeds`).
 
 Results per row are a tuple (several columns) or one value. An exception in an op
 becomes :class:`~mrecord.errors.OperationError` naming the op, the input columns
@@ -24,8 +24,8 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import OperationError, PipelineError
-from mrecord.pipeline.columns import column_from_values
-from mrecord.pipeline.seeds import op_seeds
+from mrecord.pipeline.engine.columns import column_from_values
+from mrecord.pipeline.engine.seeds import op_seeds
 from mrecord.transforms.fusion import fused_run
 
 __all__ = ["ChainSpec", "is_batchable", "is_offloadable", "is_random", "run_fused"]

@@ -21,12 +21,12 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError
-from mrecord.pipeline.columns import as_name_list, to_numpy
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.engine.columns import as_name_list, to_numpy
 from mrecord.transforms.array_ops import pad_to
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["BucketBatchDataset"]
 

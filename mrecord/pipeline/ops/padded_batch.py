@@ -18,11 +18,11 @@ import numpy as np
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
-from mrecord.pipeline.batch import BatchDataset
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.ops.batch import BatchDataset
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["PadInfo", "PaddedBatchDataset", "pad_column"]
 

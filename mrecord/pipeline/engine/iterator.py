@@ -29,16 +29,21 @@ import numpy as np
 from mrecord.background import END, Background, BackgroundStopped
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import row_values, to_numpy
-from mrecord.pipeline.context import ExecContext, PipelineStopped, close_iterator
-from mrecord.pipeline.graph import build_graph
-from mrecord.pipeline.tensor import as_tensor
+from mrecord.pipeline.engine.columns import row_values, to_numpy
+from mrecord.pipeline.engine.context import (
+    ExecContext,
+    PipelineStopped,
+    ResumePositions,
+    close_iterator,
+)
+from mrecord.pipeline.engine.graph import build_graph
+from mrecord.pipeline.engine.tensor import as_tensor
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows"]
+__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows", "first_row"]
 
 _STATE_VERSION = 1
 _EPOCH_END = object()
@@ -48,9 +53,15 @@ class _Runtime:
     """The prefetch thread (a :class:`Background` sharing the context's stop event) and the
     context; holds no reference to the iterator."""
 
-    def __init__(self, root: Dataset, num_epochs: int, start_epoch: int = 0) -> None:
+    def __init__(
+        self,
+        root: Dataset,
+        num_epochs: int,
+        start_epoch: int = 0,
+        resume: ResumePositions | None = None,
+    ) -> None:
         graph = build_graph(root)
-        self.ctx = ExecContext(graph)
+        self.ctx = ExecContext(graph, resume)
         self.num_epochs = num_epochs
         self.start_epoch = start_epoch
         self._offload_pool: ThreadPool[Block, Block] | None = None
@@ -103,16 +114,27 @@ class _Runtime:
 
 
 class BlockIterator:
-    """Output blocks of a pipeline, epoch by epoch (the iterator the row iterators wrap)."""
+    """Output blocks of a pipeline, epoch by epoch (the iterator the row iterators wrap).
 
-    def __init__(self, dataset: Dataset, num_epochs: int = -1, start_epoch: int = 0) -> None:
+    ``start_epoch`` and ``resume`` (``{id(node): (epoch, rows)}``, from
+    :meth:`Dataset.resume_positions <mrecord.pipeline.dataset.Dataset.resume_positions>`)
+    say where this run starts; they belong to this run alone.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        num_epochs: int = -1,
+        start_epoch: int = 0,
+        resume: ResumePositions | None = None,
+    ) -> None:
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int):
             raise WrongTypeError(f"num_epochs must be an int, got {num_epochs!r}")
         if num_epochs == 0 or num_epochs < -1:
             raise ArgumentError(f"num_epochs must be -1 (any) or positive, got {num_epochs!r}")
         self.dataset = dataset
         self.num_epochs = num_epochs
-        self._runtime = _Runtime(dataset, num_epochs, start_epoch)
+        self._runtime = _Runtime(dataset, num_epochs, start_epoch, resume)
         self._finalizer = weakref.finalize(self, self._runtime.close)
         self._finished = False
         self._epochs_done = start_epoch  # a resumed iterator has read the epochs before it
@@ -177,7 +199,11 @@ class _RowIterator:
     def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
         self._names = dataset.get_col_names()
         self._dataset = dataset
-        self._blocks = BlockIterator(dataset, num_epochs)
+        # Where Dataset.set_state said the next iterator starts: this run's from now on
+        # (cleared once the run exists, so a refused iterator leaves the state in place).
+        resume = dataset._pending_positions()
+        self._blocks = BlockIterator(dataset, num_epochs, resume=resume)
+        dataset._pending_positions(clear=True)
         self._rows: Iterator[Any] = iter(())
         self.output_numpy = output_numpy
         self._epoch = 0
@@ -235,9 +261,9 @@ class _RowIterator:
             raise ArgumentError(
                 f"the state is at epoch {epoch}, but this iterator has num_epochs={num_epochs}"
             )
+        positions = self._dataset.resume_positions(state["nodes"])  # this run's, not the nodes'
         self._blocks.stop()
-        self._dataset.set_state(state["nodes"])
-        self._blocks = BlockIterator(self._dataset, num_epochs, start_epoch=epoch)
+        self._blocks = BlockIterator(self._dataset, num_epochs, epoch, positions)
         self._rows = iter(())
         self._epoch, self._delivered = epoch, rows
 
@@ -258,7 +284,7 @@ class _RowIterator:
 
 
 def _output_wrapper(output_numpy: bool) -> Any:
-    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.tensor.Tensor`."""
+    """Plain arrays for ``output_numpy=True``, else :class:`~mrecord.pipeline.Tensor`."""
     return _plain if output_numpy else as_tensor
 
 
@@ -283,7 +309,7 @@ def _column_rows(values: Any, wrap: Callable[[Any], Any]) -> list[Any]:
 class DictIterator(_RowIterator):
     """Rows as ``{column: value}`` (``create_dict_iterator``).
 
-    Values are :class:`~mrecord.pipeline.tensor.Tensor` (a numpy array with ``asnumpy()``)
+    Values are :class:`~mrecord.pipeline.engine.tensor.Tensor` (a numpy array with ``asnumpy()``)
     by default, as MindSpore yields tensors; ``output_numpy=True`` gives plain numpy arrays.
     """
 
@@ -336,6 +362,18 @@ class TupleIterator(_RowIterator):
 
     def __iter__(self) -> TupleIterator:
         return self
+
+
+def first_row(root: Dataset) -> list[Any]:
+    """The first row of one epoch, values as ``create_tuple_iterator`` gives them (for
+    ``output_shapes`` / ``output_types``; a look at the data, so ``set_state`` is left for
+    the iterator it is meant for)."""
+    names = root.get_col_names()
+    with BlockIterator(root, num_epochs=1) as blocks:
+        for block in blocks:
+            if len(block):
+                return [_column_rows(block.columns[name], as_tensor)[0] for name in names]
+    return []
 
 
 def count_rows(root: Dataset) -> int:

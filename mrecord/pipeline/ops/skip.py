@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from mrecord.arguments import check_count
 from mrecord.block import Block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
+from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["SkipDataset"]
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import PipelineError, WrongTypeError
-from mrecord.pipeline.context import close_iterator
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.engine.context import close_iterator
+from mrecord.pipeline.engine.effects import ColumnEffects
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["ZipDataset", "zip"]
 

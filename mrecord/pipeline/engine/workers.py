@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.errors import PipelineError
-from mrecord.pipeline.context import PipelineStopped
+from mrecord.pipeline.engine.context import PipelineStopped
 from mrecord.pool import Future
 
 __all__ = ["ProcessPool"]

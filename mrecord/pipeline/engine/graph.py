@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from mrecord import config
 from mrecord.errors import PipelineError
-from mrecord.pipeline.offload import OffloadPlan, plan_offload
+from mrecord.pipeline.engine.offload import OffloadPlan, plan_offload
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset

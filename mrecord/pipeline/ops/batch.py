@@ -19,13 +19,13 @@ from mrecord import config
 from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, OperationError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import as_name_list, batch_column, map_column_order
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.engine.columns import as_name_list, batch_column, map_column_order
+from mrecord.pipeline.engine.effects import ColumnEffects
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["BatchDataset", "BatchInfo"]
 
@@ -171,7 +171,7 @@ class BatchDataset(Dataset):
         return _check_batch_size(size)
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        first = self._take_resume(epoch)  # batch number BatchInfo starts at
+        first = ctx.take_resume(self, epoch)  # batch number BatchInfo starts at
         if self.per_batch_map is None:
             for rows in self._batches(ctx, epoch):
                 yield _stack(rows.columns, rows)

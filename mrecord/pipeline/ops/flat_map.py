@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from mrecord.block import Block
 from mrecord.errors import OperationError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import to_numpy
 from mrecord.pipeline.dataset import Dataset
+from mrecord.pipeline.engine.columns import to_numpy
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["FlatMapDataset"]
 
@@ -52,7 +52,7 @@ class FlatMapDataset(Dataset):
 
     def _column_names(self) -> list[str]:
         if self._names is None:
-            from mrecord.pipeline.iterator import BlockIterator
+            from mrecord.pipeline.engine.iterator import BlockIterator
 
             with BlockIterator(self.children[0], num_epochs=1) as blocks:
                 for block in blocks:
@@ -69,7 +69,7 @@ class FlatMapDataset(Dataset):
         return f"FlatMap(func={self.func!r})"
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        from mrecord.pipeline.iterator import BlockIterator
+        from mrecord.pipeline.engine.iterator import BlockIterator
 
         names = self._column_names()
         for block in self.children[0]._execute(ctx, epoch):

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import as_name_list
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.engine.columns import as_name_list
+from mrecord.pipeline.engine.effects import ColumnEffects
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["RenameDataset"]
 

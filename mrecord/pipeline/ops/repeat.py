@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
+from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["RepeatDataset", "one_pass_sizes"]
 
@@ -83,7 +83,7 @@ class RepeatDataset(Dataset):
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         child = self.children[0]
-        skip = self._take_resume(epoch)
+        skip = ctx.take_resume(self, epoch)
         first = self._split(skip)[0] if skip else 0
         if self.count == -1:
             for r in itertools.count(first):

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
+from mrecord.pipeline.engine.effects import ColumnEffects
 from mrecord.sampling import DistributedSampler, concat_shard_positions
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["ConcatDataset"]
 
@@ -130,25 +130,7 @@ class ConcatDataset(Dataset):
 def _child_range(
     child: Dataset, ctx: ExecContext, epoch: int, start: int, stop: int
 ) -> Iterator[Block]:
-    """Rows ``start:stop`` of a child's epoch; read directly when the source can."""
-    read_range = getattr(child, "_iter_blocks_range", None)
-    if read_range is not None:
-        for block in read_range(ctx, epoch, start, stop):
-            ctx.check_stop()
-            yield block
-        return
-    position = 0
-    blocks = child._execute(ctx, epoch)
-    try:
-        for block in blocks:
-            end = position + len(block)
-            lo, hi = max(start, position), min(stop, end)
-            if hi > lo:
-                yield block.slice(lo - position, hi - position)
-            position = end
-            if position >= stop:
-                break
-    finally:
-        close = getattr(blocks, "close", None)
-        if close is not None:
-            close()
+    """Rows ``start:stop`` of a child's epoch (read directly when the source can)."""
+    for block in child._iter_blocks_range(ctx, epoch, start, stop):
+        ctx.check_stop()
+        yield block

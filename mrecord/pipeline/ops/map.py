@@ -1,8 +1,8 @@
 """``map``: apply operations to some columns, row by row, on worker threads or processes.
 
-The input is cut into chunks of :data:`CHUNK_ROWS` rows (across the input's block
-boundaries, see :func:`rechunk`); chunks go to the
-worker pool (threads by default, spawned processes with
+The input is cut into chunks of :data:`~mrecord.pipeline.engine.chunks.CHUNK_ROWS` rows
+(across the input's block boundaries, see :func:`~mrecord.pipeline.engine.chunks.rechunk`);
+chunks go to the worker pool (threads by default, spawned processes with
 ``python_multiprocessing=True``) with a window of ``max(workers, prefetch)`` chunks
 in flight; results come back in input order. Each row's seed key comes from
 (config seed, epoch, this node's position, the row's position in this map's input),
@@ -11,7 +11,7 @@ so random ops give the same output with any number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,20 +20,19 @@ from mrecord import config
 from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import as_name_list, map_column_order, split_block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.op_chain import ChainSpec
-from mrecord.pipeline.seeds import row_keys
-from mrecord.pipeline.workers import ProcessPool
+from mrecord.pipeline.engine.chunks import CHUNK_ROWS, rechunk
+from mrecord.pipeline.engine.columns import as_name_list, map_column_order
+from mrecord.pipeline.engine.effects import ColumnEffects
+from mrecord.pipeline.engine.op_chain import ChainSpec
+from mrecord.pipeline.engine.seeds import row_keys
+from mrecord.pipeline.engine.workers import ProcessPool
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
-__all__ = ["CHUNK_ROWS", "MapDataset", "rechunk"]
-
-CHUNK_ROWS = 64
+__all__ = ["MapDataset"]
 
 
 class MapDataset(Dataset):
@@ -146,7 +145,7 @@ class MapDataset(Dataset):
         spec = ChainSpec(ops, label, tuple(ins), len(outs))
         workers = self.num_parallel_workers or ctx.default_workers
         window = max(workers, ctx.prefetch)
-        counter = [self._take_resume(epoch)]  # row positions key the random ops
+        counter = [ctx.take_resume(self, epoch)]  # row positions key the random ops
 
         def chunks() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
             for part in rechunk(self.child._execute(ctx, epoch), CHUNK_ROWS):
@@ -177,39 +176,6 @@ class MapDataset(Dataset):
         )
         for (meta, _task), outputs in ordered_map(_Keyed(pool), tasks, window, ctx.stop):
             yield finish(meta[0], meta[1], outputs)
-
-
-def rechunk(blocks: Iterable[Block], rows: int) -> Iterator[Block]:
-    """The rows of ``blocks`` in chunks of exactly ``rows`` rows (the last may be shorter).
-
-    Chunks do not follow the input's block boundaries, so chunk ``k`` always holds rows
-    ``k * rows`` to ``(k + 1) * rows`` of the stream: a later ``batch`` of ``rows`` (or a
-    multiple) then takes whole chunks, without copying the map's outputs again.
-    """
-    pending: list[Block] = []
-    count = 0
-    for block in blocks:
-        if not len(block):
-            continue
-        if not pending and len(block) < rows:
-            pending, count = [block], len(block)
-            continue
-        if pending:
-            need = rows - count
-            if len(block) < need:
-                pending.append(block)
-                count += len(block)
-                continue
-            yield Block.concat([*pending, block.slice(0, need)])
-            block = block.slice(need, len(block))
-            pending, count = [], 0
-        full = len(block) - len(block) % rows
-        if full:
-            yield from split_block(block.slice(0, full), rows)
-        if full < len(block):
-            pending, count = [block.slice(full, len(block))], len(block) - full
-    if pending:
-        yield Block.concat(pending)
 
 
 class _Keyed:

@@ -20,7 +20,7 @@ from mrecord.errors import PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["SplitDataset", "split_sizes"]
 
@@ -83,7 +83,7 @@ class SplitDataset(Dataset):
         return f"Split(part={self.part}, rows={self._rows}, of={self.parent!r})"
 
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
-        from mrecord.pipeline.iterator import BlockIterator
+        from mrecord.pipeline.engine.iterator import BlockIterator
 
         start = 0
         with BlockIterator(self.parent, num_epochs=1) as blocks:

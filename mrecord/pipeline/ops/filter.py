@@ -16,14 +16,14 @@ from mrecord import config
 from mrecord.arguments import check_workers
 from mrecord.block import Block
 from mrecord.errors import OperationError, PipelineError, WrongTypeError
-from mrecord.pipeline.columns import as_name_list, split_block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import ColumnEffects
-from mrecord.pipeline.map import CHUNK_ROWS
+from mrecord.pipeline.engine.chunks import CHUNK_ROWS
+from mrecord.pipeline.engine.columns import as_name_list, split_block
+from mrecord.pipeline.engine.effects import ColumnEffects
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["FilterDataset"]
 

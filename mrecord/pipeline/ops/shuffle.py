@@ -18,12 +18,12 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, WrongTypeError
-from mrecord.pipeline.columns import split_block
 from mrecord.pipeline.dataset import Dataset
-from mrecord.pipeline.effects import PASS_THROUGH, ColumnEffects
+from mrecord.pipeline.engine.columns import split_block
+from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 
 if TYPE_CHECKING:
-    from mrecord.pipeline.context import ExecContext
+    from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = ["ShuffleDataset"]
 

@@ -1,0 +1,192 @@
+"""mutmut's mutants of a few files, run in one process against the plain test functions of some
+test modules: the cheap first pass of docs/RELIABILITY.md, "Mutation testing".
+
+``make mutation`` (mutmut) runs every mutant in a forked worker against every test of its
+group that covers the mutated function: sound, but on a loaded machine hours per package. This
+tool generates the same mutants (mutmut 3.8.1's own generator) and calls the test functions of
+the modules given directly, mutant by mutant, stopping at the first failure. A mutant it kills
+is killed by the suite too (the modules are part of it), so what survives here is a superset of
+what survives ``make mutation``: each survivor still needs a test or an explanation.
+
+Only tests needing no fixture but ``tmp_path`` run (parametrized ones with their parameters);
+a mutant that spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a
+user would see a hang).
+
+    python tools/mutation_quick.py --tests tests/format/test_mutants_format.py \\
+        mrecord/format/layout.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+
+class _CpuLimit(BaseException):
+    """SIGPROF: a mutant used its CPU budget (a BaseException, so tests cannot catch it)."""
+
+
+def _on_sigprof(signum: int, frame: FrameType | None) -> None:
+    raise _CpuLimit
+
+
+def _copy_tree(dest: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in files:
+        if not name:
+            continue
+        src = Path(os.fsdecode(name))
+        if src.is_file():
+            (dest / src).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / src)
+
+
+def _generate(root: Path, sources: list[str]) -> list[str]:
+    """Write mutmut's mutated version of each source into ``root``; return the mutant names."""
+    from mutmut.__main__ import write_all_mutants_to_file
+    from mutmut.utils.format_utils import get_mutant_name
+
+    names: list[str] = []
+    for source in sources:
+        path = Path(source)
+        with open(root / path, "w") as out:
+            mutated = write_all_mutants_to_file(out=out, source=path.read_text(), filename=path)
+        names += [get_mutant_name(path, n) for n in mutated.mutant_names]
+    return names
+
+
+def _with_tmp_path(func: Callable[..., object], **kwargs: Any) -> object:
+    """Call ``func`` with a fresh ``tmp_path`` (pytest's fixture), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="mrecord-mutant.") as tmp:
+        return func(tmp_path=Path(tmp), **kwargs)
+
+
+def _cases(module: Any) -> Iterator[tuple[str, Callable[[], object]]]:
+    """Every test of ``module`` needing no fixture but ``tmp_path`` as (id, call), parametrized
+    ones expanded."""
+    for name, func in vars(module).items():
+        if not name.startswith("test_") or not callable(func):
+            continue
+        marks = [m for m in getattr(func, "pytestmark", []) if m.name == "parametrize"]
+        params = set(inspect.signature(func).parameters)
+        tmp = "tmp_path" in params
+        params.discard("tmp_path")
+        call = functools.partial(_with_tmp_path, func) if tmp else func
+        if not marks:
+            if not params:
+                yield name, call
+            continue
+        argnames, values = marks[0].args[:2]
+        keys = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else argnames
+        if len(marks) > 1 or params != set(keys):
+            continue  # needs other fixtures or stacked parametrize: left to pytest
+        for i, value in enumerate(values):
+            if type(value).__name__ == "ParameterSet":  # pytest.param(...)
+                args = tuple(value.values)
+            else:
+                args = value if len(keys) > 1 else (value,)
+            kwargs = dict(zip(keys, args, strict=True))
+            yield f"{name}[{i}]", functools.partial(call, **kwargs)
+
+
+def main() -> None:
+    """Generate, run, print a JSON summary per module and the survivors' names."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tests", action="append", required=True, help="test module (repeatable)"
+    )
+    parser.add_argument("sources", nargs="+", help="files to mutate")
+    parser.add_argument("--cpu-limit", type=float, default=20.0, help="CPU seconds per test")
+    parser.add_argument("--keep", help="folder for the mutated tree (default: a temporary one)")
+    parser.add_argument("--json", help="write every mutant's verdict here")
+    args = parser.parse_args()
+
+    root = Path(args.keep or tempfile.mkdtemp(prefix="mrecord-mutation-quick."))
+    _copy_tree(root)
+    names = _generate(root, args.sources)
+    os.chdir(root)
+    sys.path.insert(0, str(root))
+    os.environ["MUTANT_UNDER_TEST"] = ""
+    try:  # tests/conftest.py's "ci" profile: one fixed sequence of examples for every mutant
+        from hypothesis import HealthCheck, settings
+
+        settings.register_profile(
+            "mutation",
+            max_examples=25,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        settings.load_profile("mutation")
+    except ImportError:
+        pass
+    cases: list[tuple[str, Callable[[], object]]] = []
+    for i, test_file in enumerate(args.tests):
+        spec = importlib.util.spec_from_file_location(f"mutation_quick_tests{i}", root / test_file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases += [(f"{Path(test_file).stem}::{c}", call) for c, call in _cases(module)]
+    import mrecord
+
+    assert Path(mrecord.__file__).is_relative_to(root), f"mrecord imported from {mrecord.__file__}"
+    for _case_id, call in cases:  # the unmutated code passes every test
+        call()
+
+    signal.signal(signal.SIGPROF, _on_sigprof)
+    verdicts: dict[str, str] = {}
+    start = time.process_time()
+    for name in names:
+        os.environ["MUTANT_UNDER_TEST"] = name
+        verdict = "survived"
+        for case_id, call in cases:
+            signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
+            try:
+                call()
+            except _CpuLimit:
+                verdict = f"killed: CPU limit in {case_id} (hang)"
+            except BaseException:  # any failure kills the mutant
+                verdict = f"killed by {case_id}"
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+            if verdict != "survived":
+                break
+        verdicts[name] = verdict
+    os.environ["MUTANT_UNDER_TEST"] = ""
+
+    summary: dict[str, dict[str, int]] = {}
+    for name, verdict in verdicts.items():
+        mod = name.rsplit(".", 1)[0]
+        row = summary.setdefault(mod, {"mutants": 0, "killed": 0, "survived": 0, "hang": 0})
+        row["mutants"] += 1
+        row["survived" if verdict == "survived" else "killed"] += 1
+        row["hang"] += verdict.endswith("(hang)")
+    print(json.dumps(summary, indent=1))
+    print(f"{len(cases)} test cases, {time.process_time() - start:.1f} CPU s; tree in {root}")
+    for name, verdict in verdicts.items():
+        if verdict == "survived":
+            print("survived:", name)
+    if args.json:
+        Path(args.json).write_text(json.dumps(verdicts, indent=1))
+
+
+if __name__ == "__main__":
+    main()
