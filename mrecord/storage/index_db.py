@@ -240,6 +240,13 @@ def connect_foreign_db(
         kinds = conn.execute(
             "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view', 'trigger')"
         ).fetchall()
+    except UnicodeDecodeError as exc:
+        # SQLite's message about a damaged schema quotes the damaged bytes, and Python
+        # fails to decode that message before it can raise the sqlite3 error.
+        conn.close()
+        raise sqlite3.DatabaseError(
+            f"its schema is damaged (bytes that are not UTF-8: {exc.reason})"
+        ) from None
     except BaseException:
         conn.close()
         raise
@@ -251,7 +258,6 @@ def connect_foreign_db(
         what = f"it has {', '.join(odd)}" if odd else f"table {missing[0]!r} is missing"
         raise sqlite3.DatabaseError(f"not an index this software writes: {what}")
     return conn
-
 
 
 def _rebuild_hint(data_file: Path) -> str:
