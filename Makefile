@@ -35,10 +35,12 @@ test: $(STAMP) browser
 # The declared minimum numpy (pyproject: numpy>=1.24) on the core tests, in its own venv.
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed-min
-MIN_TESTS := tests/test_roundtrip.py tests/test_writer_errors.py tests/test_reader_errors.py \
-	tests/test_reader_access.py tests/test_order.py tests/test_shuffle.py tests/test_sharding.py \
-	tests/test_samplers.py tests/test_pipeline.py tests/test_corruption.py tests/test_cli.py \
-	tests/test_cli_polish.py tests/test_fuzz.py tests/test_packaging.py
+MIN_TESTS := tests/writer/test_roundtrip.py tests/writer/test_writer_errors.py \
+	tests/reader/test_reader_errors.py tests/reader/test_reader_access.py \
+	tests/sampling/test_order.py tests/sampling/test_shuffle.py tests/sampling/test_sharding.py \
+	tests/sampling/test_samplers.py tests/pipeline/test_pipeline.py \
+	tests/reliability/test_corruption.py tests/cli/test_cli.py tests/cli/test_cli_polish.py \
+	tests/reliability/test_fuzz.py tests/docs/test_packaging.py
 
 $(MIN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(MIN_VENV)

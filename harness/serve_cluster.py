@@ -6,7 +6,7 @@
   the JSON it printed. :func:`start_reader` starts one without waiting (readers on
   several hosts at once).
 
-Shared by tests/test_serve_hosts.py and benchmarks/bench_serve_hosts.py.
+Shared by tests/serve/test_serve_hosts.py and benchmarks/bench_serve_hosts.py.
 """
 
 from __future__ import annotations

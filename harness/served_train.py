@@ -12,7 +12,7 @@ their own connections), a linear model on ``vec`` -> ``label`` under
 ``DistributedDataParallel``, the visitation audit in ``--audit``. Each rank writes
 ``OUT_DIR/rank{R}.json``: the ``id`` values its batches carried, per epoch, and the
 model's final weights (the same on every rank when the all-reduces went through).
-The token comes from ``$MRECORD_SERVE_TOKEN``. Used by tests/test_serve_hosts_torch.py.
+The token comes from ``$MRECORD_SERVE_TOKEN``. Used by tests/serve/test_serve_hosts_torch.py.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class Block:
 
         Fixed-shape arrays become nested ``fixed_size_list`` columns, variable-shape
         arrays ``list`` columns, bytes ``binary``, strings ``string`` (docs/ARROW.md).
-        ``schema`` (an mrecord ``Schema`` or a list of its fields) gives the exact
+        ``schema`` (a ``StoredSchema`` or a list of its fields) gives the exact
         types; without it they are inferred from the values.
         """
         from mrecord.format.arrow_columns import column_to_arrow

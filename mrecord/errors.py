@@ -2,7 +2,7 @@
 
 Each leaf also inherits the builtin exception a Python user would expect and, where
 MindSpore 2.10 raises another builtin in that situation, that one too (checked against
-MindSpore in tests/test_conformance.py), so ``except ValueError`` / ``except
+MindSpore in tests/conformance/), so ``except ValueError`` / ``except
 RuntimeError`` code written against MindSpore keeps working::
 
     MrecordError
@@ -54,7 +54,7 @@ RuntimeError`` code written against MindSpore keeps working::
     ├── TrainingError(ValueError)          training stopped: a step's loss is NaN or infinite
     └── AuthenticationError(PermissionError) a dataset server refused the token
 
-No module of ``mrecord/`` raises a bare builtin exception (``tests/test_typed_errors.py``
+No module of ``mrecord/`` raises a bare builtin exception (``tests/docs/test_typed_errors.py``
 walks them all; only protocol-required raises such as ``StopIteration`` in ``__next__`` are
 allowed). Argument checks with MindSpore's messages are in ``mrecord/arguments.py``.
 

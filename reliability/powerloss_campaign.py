@@ -7,7 +7,7 @@ then checks each distinct state a power cut may leave, twice over: name changes
 persisted in order (a journalling file system) and in any order (what POSIX allows
 without a folder fsync between them). Prints the figures; exits 1 when a state under
 the ordered model is wrong (defects under the unordered model are reported, and
-``tests/test_powerloss.py`` holds them as an expected failure until the commit
+``tests/reliability/test_powerloss.py`` holds them as an expected failure until the commit
 protocol is fixed).
 """
 

@@ -1,5 +1,5 @@
-"""Shared pytest setup: hypothesis profiles, the local Ray cluster of the Ray tests, and
-the headless Chromium of the web-page tests.
+"""Shared pytest setup: hypothesis profiles, the dataset factory ``make_dataset``, the local
+Ray cluster of the Ray tests, and the headless Chromium of the web-page tests.
 
 ``default`` is quick, ``ci`` is derandomized (same examples every run), and
 ``thorough`` is the opt-in long run: ``HYPOTHESIS_PROFILE=thorough make test``.
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from harness.browser import chromium_path, launch_chromium
+from mrecord.testing.mixed import write_mixed
+from tests.factory import MakeDataset
 
 settings.register_profile(
     "default", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -30,6 +33,35 @@ settings.register_profile(
     "thorough", max_examples=500, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def make_dataset(tmp_path_factory: pytest.TempPathFactory) -> MakeDataset:
+    """A factory of small datasets: ``make_dataset(rows, shards=3, folder=None, name=...)``
+    writes ``mrecord.testing.mixed``'s dataset (``id`` = the row number, ``label`` = id % 7,
+    ``vec``, ``blob``, ``text``, ``points``: every kind of column) and returns its first file.
+
+    ``folder``: where to write (created if missing); by default a fresh temporary folder per
+    call, so each call's files are the test's own. ``options`` go to ``write_mixed``
+    (``seed``, ``max_blob``, ``text_repeats``, ``index_label``, ``compress``). Session-scoped,
+    so module-scoped fixtures can use it too. Tests that need a particular shape (a schema,
+    page size or value sizes under test) write their own.
+    """
+
+    def make(
+        rows: int = 40,
+        *,
+        shards: int = 3,
+        folder: Path | None = None,
+        name: str = "mixed.mrecord",
+        **options: Any,
+    ) -> Path:
+        if folder is None:
+            folder = tmp_path_factory.mktemp("dataset")
+        folder.mkdir(parents=True, exist_ok=True)
+        return write_mixed(folder / name, rows, shards=shards, **options)
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ Run with a ``mindspore==2.10.0`` interpreter (not mrecord's venv)::
 
 Each case is ``{"name", "args", "expect"}`` or ``{"name", "args", "error", "message"}``:
 what MindSpore returned (or raised) for ``args``. Arrays are stored as
-``{"dtype", "shape", "data"}``. ``tests/test_conformance.py`` replays every case on mrecord.
+``{"dtype", "shape", "data"}``. ``tests/conformance/`` replays every case on mrecord.
 Cases where MindSpore is wrong are not generated here: the tests assert mrecord's correct
 behaviour and docs/MINDSPORE_DIFFERENCES.md lists them.
 """

@@ -6,7 +6,7 @@ Run with a ``mindspore==2.10.0`` interpreter (not mrecord's venv)::
 
 The raw files are written by ``mrecord/testing/rawdata.py`` (loaded by path: it
 needs only numpy and Pillow), whose ``observe`` builds each case's pipeline from
-``mindspore.dataset`` here and from ``mrecord`` in ``tests/test_source_cases.py``:
+``mindspore.dataset`` here and from ``mrecord`` in ``tests/pipeline/test_source_cases.py``:
 the same names, the same arguments. A case is ``{"name", "args", "expect"}`` or
 ``{"name", "args", "error", "message", "match"}`` (``match``: mrecord gives the same
 message). CIFAR-10 files hold 10,000 records each because MindSpore refuses others.

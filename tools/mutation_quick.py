@@ -12,7 +12,8 @@ Only tests needing no fixture but ``tmp_path`` run (parametrized ones with their
 a mutant that spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a
 user would see a hang).
 
-    python tools/mutation_quick.py --tests tests/test_mutants_format.py mrecord/format/layout.py
+    python tools/mutation_quick.py --tests tests/format/test_mutants_format.py \\
+        mrecord/format/layout.py
 """
 
 from __future__ import annotations

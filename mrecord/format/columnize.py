@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mrecord.errors import RowValidationError
-from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.format.schema import Field, FieldKind, StoredSchema
 
 __all__ = ["Columns", "columns_from_columns", "columns_from_rows"]
 
@@ -39,7 +39,7 @@ def _fail(row: int, field: Field, problem: str) -> RowValidationError:
     )
 
 
-def columns_from_rows(schema: Schema, rows: Sequence[Mapping[str, Any]]) -> Columns:
+def columns_from_rows(schema: StoredSchema, rows: Sequence[Mapping[str, Any]]) -> Columns:
     """Validate row dicts and gather them into columns."""
     if isinstance(rows, Mapping):
         return columns_from_columns(schema, rows)
@@ -67,7 +67,7 @@ def columns_from_rows(schema: Schema, rows: Sequence[Mapping[str, Any]]) -> Colu
     return {f.name: _column(f, [row[f.name] for row in rows]) for f in schema.fields}
 
 
-def columns_from_columns(schema: Schema, data: Mapping[str, Any]) -> Columns:
+def columns_from_columns(schema: StoredSchema, data: Mapping[str, Any]) -> Columns:
     """Validate a dict of equal-length columns (the fast path)."""
     names = set(schema.names)
     if set(data) != names:

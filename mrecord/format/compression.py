@@ -3,9 +3,9 @@
 A stored chunk is either the raw chunk bytes (codec 0, ``none``) or one
 zstandard frame with its content size in the frame header (codec 1, ``zstd``).
 The checksum is CRC-32C (Castagnoli, as TFRecord and ext4) of the *stored* bytes,
-computed in hardware by the ``crc32c`` package (about 16 GB/s here against 3.4 GB/s
-for zlib's CRC-32, and it releases the GIL), so damage is
-found before any decompression. Decompression refuses to produce anything but
+computed in hardware by the ``crc32c`` package (faster than zlib's CRC-32, and it
+releases the GIL; measured rates in docs/BENCHMARKS.md, "Issue 14, second round"), so
+damage is found before any decompression. Decompression refuses to produce anything but
 exactly the recorded raw length, so a hostile file cannot make the reader
 allocate without bound.
 """

@@ -39,7 +39,7 @@ import numpy as np
 
 from mrecord.errors import MetadataError
 from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
-from mrecord.format.schema import FieldKind, Schema, parse_schema
+from mrecord.format.schema import FieldKind, StoredSchema, parse_schema
 
 __all__ = ["CHUNK_DTYPE", "MetadataError", "ShardMetadata", "check_basename"]
 
@@ -83,7 +83,7 @@ class ShardMetadata:
     generation: int
     shard_index: int
     shard_names: tuple[str, ...]
-    schema: Schema
+    schema: StoredSchema
     desc: str | None
     index_fields: tuple[str, ...]
     page_size: int
@@ -104,6 +104,22 @@ class ShardMetadata:
     ) -> ShardMetadata:
         """A copy with a new page directory (and other changed fields)."""
         return replace(self, page_rows=page_rows, chunks=chunks, **changes)
+
+    def raw_bytes(self, col: int, *, values_only: bool = False) -> int:
+        """Decompressed bytes of field ``col`` over every page, from the chunk directory
+        (no data is read): what reading the whole column decodes.
+
+        A variable-size chunk (bytes, string, variable shape) starts with its offsets, one
+        u64 per row plus one (``mrecord.format.chunks``). ``values_only`` leaves out the
+        8 bytes per row of those offsets, so what remains is about the values themselves
+        (the page's extra offset and a variable shape's shapes stay in: small).
+        """
+        if not self.num_pages:
+            return 0
+        raw = int(self.chunks[:, col]["raw_length"].sum())
+        if values_only and self.schema.fields[col].kind is not FieldKind.FIXED:
+            raw -= 8 * self.num_rows
+        return raw
 
     def encode(self) -> bytes:
         """MessagePack bytes of this metadata."""
@@ -224,7 +240,7 @@ def _previous_ends(doc: dict[str, Any], data_end: int) -> tuple[int, ...]:
     return tuple(ends)
 
 
-def _schema_from_doc(entries: list[Any]) -> Schema:
+def _schema_from_doc(entries: list[Any]) -> StoredSchema:
     spec: dict[str, Any] = {}
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -242,7 +258,7 @@ def _schema_from_doc(entries: list[Any]) -> Schema:
     return schema
 
 
-def _check_fixed_sizes(schema: Schema, page_rows: np.ndarray, chunks: np.ndarray) -> None:
+def _check_fixed_sizes(schema: StoredSchema, page_rows: np.ndarray, chunks: np.ndarray) -> None:
     """A fixed-shape chunk holds exactly rows * row bytes: checked before anything is allocated,
     so a schema claiming 10**12 elements per row cannot make a reader allocate terabytes."""
     for col, f in enumerate(schema.fields):

@@ -16,7 +16,7 @@ import numpy as np
 
 from mrecord.format.chunks import encode_chunk_parts
 from mrecord.format.compression import CODEC_IDS, checksum, checksum_update, compress
-from mrecord.format.schema import Schema
+from mrecord.format.schema import StoredSchema
 
 __all__ = ["EncodedChunk", "encode_page"]
 
@@ -42,7 +42,7 @@ class EncodedChunk:
 
 
 def encode_page(
-    schema: Schema, columns: Mapping[str, np.ndarray | Sequence[Any]], level: int = 3
+    schema: StoredSchema, columns: Mapping[str, np.ndarray | Sequence[Any]], level: int = 3
 ) -> list[EncodedChunk]:
     """Encode validated ``columns`` (all the same length) into one chunk per field."""
     out: list[EncodedChunk] = []

@@ -29,6 +29,7 @@ __all__ = [
     "Field",
     "FieldKind",
     "Schema",
+    "StoredSchema",
     "parse_schema",
 ]
 
@@ -113,8 +114,10 @@ class Field:
 
 
 @dataclass(frozen=True)
-class Schema:
-    """An ordered collection of fields."""
+class StoredSchema:
+    """The fields stored in a dataset's files, in order (what ``FileWriter.add_schema`` takes,
+    parsed). Not ``mrecord.Schema``, MindSpore's ``dataset.Schema`` of a pipeline source's
+    columns (``mrecord/pipeline/sources/schema.py``)."""
 
     fields: tuple[Field, ...]
 
@@ -142,7 +145,7 @@ class Schema:
         """The MindSpore-style schema dict."""
         return {f.name: f.to_dict() for f in self.fields}
 
-    def with_compression(self, codec: str, fields: list[str] | None = None) -> Schema:
+    def with_compression(self, codec: str, fields: list[str] | None = None) -> StoredSchema:
         """A copy with ``codec`` set on ``fields`` (all fields when None)."""
         if codec not in COMPRESSIONS:
             raise SchemaError(f"unknown compression {codec!r}; choose one of {list(COMPRESSIONS)}")
@@ -150,7 +153,7 @@ class Schema:
         unknown = targets - set(self.names)
         if unknown:
             raise SchemaError(f"cannot compress unknown field(s) {sorted(unknown)!r}")
-        return Schema(
+        return StoredSchema(
             tuple(
                 Field(f.name, f.type, f.shape, codec if f.name in targets else f.compression)
                 for f in self.fields
@@ -158,8 +161,8 @@ class Schema:
         )
 
 
-def parse_schema(schema: object) -> Schema:
-    """Validate a MindSpore-style schema dict and return a :class:`Schema`.
+def parse_schema(schema: object) -> StoredSchema:
+    """Validate a MindSpore-style schema dict and return a :class:`StoredSchema`.
 
     Raises :class:`SchemaError` naming the field and the bad value.
     """
@@ -171,7 +174,7 @@ def parse_schema(schema: object) -> Schema:
         raise SchemaError(
             "schema is empty: give at least one field, e.g. {'label': {'type': 'int32'}}"
         )
-    return Schema(tuple(_parse_field(name, spec) for name, spec in schema.items()))
+    return StoredSchema(tuple(_parse_field(name, spec) for name, spec in schema.items()))
 
 
 def _parse_field(name: object, spec: object) -> Field:
@@ -225,3 +228,8 @@ def _parse_shape(name: str, ftype: str, shape: object) -> tuple[int, ...] | None
                 "or -1 for a variable dimension"
             )
     return tuple(dims)
+
+
+Schema = StoredSchema
+"""The name ``StoredSchema`` had before it was renamed apart from ``mrecord.Schema``; kept so
+code written against ``mrecord.format.schema.Schema`` keeps working."""

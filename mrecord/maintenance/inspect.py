@@ -41,7 +41,7 @@ def dataset_info(
                 chunks: Any = meta.chunks[:, col]
                 if meta.num_pages:
                     stored[name] += int(chunks["length"].sum())
-                    raw[name] += int(chunks["raw_length"].sum())
+                    raw[name] += meta.raw_bytes(col)
                     codecs[name].update(CODEC_NAMES[int(c)] for c in np.unique(chunks["codec"]))
         fields = []
         for fld in head.schema.fields:

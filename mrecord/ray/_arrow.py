@@ -35,7 +35,7 @@ from ray.data.extensions import (
 
 from mrecord.block import Block
 from mrecord.format.arrow_types import field_spec_for_arrow
-from mrecord.format.schema import FieldKind, Schema
+from mrecord.format.schema import FieldKind, StoredSchema
 
 __all__ = ["block_to_table", "columns_from_block", "data_schema", "schema_from_arrow"]
 
@@ -43,7 +43,7 @@ _RAY_FILE_LISTING = frozenset({"__path", "__file_size", "__file_chunk_metadata"}
 """The columns of Ray's file listing (``ray.data._internal.datasource_v2``'s manifest)."""
 
 
-def block_to_table(block: Block, schema: Schema, names: Sequence[str]) -> pa.Table:
+def block_to_table(block: Block, schema: StoredSchema, names: Sequence[str]) -> pa.Table:
     """The columns ``names`` of ``block`` as an Arrow table (see the module docstring)."""
     arrays: list[Any] = []
     for name in names:
@@ -97,7 +97,7 @@ def schema_from_arrow(schema: pa.Schema) -> dict[str, dict[str, Any]]:
     return {f.name: _field_spec(f.name, f.type) for f in schema}
 
 
-def columns_from_block(block: Any, schema: Schema) -> dict[str, Any]:
+def columns_from_block(block: Any, schema: StoredSchema) -> dict[str, Any]:
     """A Ray block (Arrow or pandas) as ``{column: values}`` for the writer's validation.
 
     FIXED fields come as numpy arrays when Ray gives a regular array, anything else as a

@@ -48,7 +48,7 @@ from mrecord.errors import (
 from mrecord.format.columnize import columns_from_columns
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
-from mrecord.format.schema import Schema, parse_schema
+from mrecord.format.schema import StoredSchema, parse_schema
 from mrecord.pool import ThreadPool, call
 from mrecord.ray._arrow import columns_from_block, data_schema, schema_from_arrow
 from mrecord.ray._publish import (
@@ -149,7 +149,7 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         self._desc = desc
         self._page_size = page_size
         self._level = compression_level
-        self._schema: Schema | None = None
+        self._schema: StoredSchema | None = None
         if schema is not None:
             self._schema = self._prepare_schema(dict(schema))
         self._job = ""
@@ -235,14 +235,14 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _prepare_schema(self, spec: dict[str, Any]) -> Schema:
+    def _prepare_schema(self, spec: dict[str, Any]) -> StoredSchema:
         schema = parse_schema(spec)
         if self._compression == "zstd":
             schema = schema.with_compression("zstd")
         self._index_fields = check_index_fields(schema, self._index_fields)
         return schema
 
-    def _need_schema(self) -> Schema:
+    def _need_schema(self) -> StoredSchema:
         if self._schema is None:
             raise SchemaError("no schema yet: on_write_start was not called on this datasink")
         return self._schema
@@ -388,7 +388,9 @@ def _check_shard_options(shard_num: object, shard_size: object) -> None:
         raise ArgumentError(f"shard_size must be an int >= 1 (bytes), got {shard_size!r}")
 
 
-def _validated(schema: Schema, columns: dict[str, Any], ctx: Any, number: int) -> dict[str, Any]:
+def _validated(
+    schema: StoredSchema, columns: dict[str, Any], ctx: Any, number: int
+) -> dict[str, Any]:
     try:
         return columns_from_columns(schema, columns)
     except RowValidationError as exc:

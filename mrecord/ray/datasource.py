@@ -38,7 +38,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from mrecord import DatasetReader, Shuffle, config
 from mrecord.errors import ArgumentError
-from mrecord.format.schema import Schema
+from mrecord.format.schema import StoredSchema
 from mrecord.ray._arrow import block_to_table
 from mrecord.sampling import shuffle_order
 from mrecord.serve.client.served import ServedSpec, served_spec
@@ -92,7 +92,7 @@ class MRecordDatasource(Datasource):  # type: ignore[misc]
         verify: str,
     ) -> None:
         with DatasetReader.open(paths, columns=columns, verify=verify) as reader:
-            self._schema: Schema = reader.schema
+            self._schema: StoredSchema = reader.schema
             self._columns = list(reader.column_names)
             self._files = [str(p.resolve()) for p in reader.files]
             self._counts = [int(c) for c in reader.file_row_counts]
@@ -249,10 +249,8 @@ def _column_bytes(reader: DatasetReader, columns: Sequence[str]) -> dict[str, in
     """Raw (decompressed) bytes of each column over all shards, from the chunk directory."""
     totals = dict.fromkeys(columns, 0)
     for shard in reader.shards:
-        raw = shard.meta.chunks["raw_length"]
         for name in columns:
-            if len(raw):
-                totals[name] += int(raw[:, shard.field_index(name)].sum())
+            totals[name] += shard.meta.raw_bytes(shard.field_index(name))
     return totals
 
 
@@ -294,7 +292,7 @@ def _read_range(
 
 def _read_served_range(
     spec: ServedSpec,
-    schema: Schema,
+    schema: StoredSchema,
     counts: tuple[int, ...],
     columns: tuple[str, ...],
     mode: str | None,

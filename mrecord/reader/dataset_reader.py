@@ -26,7 +26,7 @@ from mrecord.errors import (
     SchemaError,
     WrongTypeError,
 )
-from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
@@ -64,7 +64,7 @@ class DatasetReader:
         self._shards: list[ShardFile] | None = shards
         self._open_lock = threading.Lock()
         self._open_args: dict[str, Any] | None = None
-        self.schema: Schema = shards[0].meta.schema
+        self.schema: StoredSchema = shards[0].meta.schema
         if columns is None:
             self.columns = self.schema.names
         else:
@@ -792,7 +792,7 @@ def _identity(shards: list[ShardFile]) -> list[tuple[str, int, int]]:
     return [(s.meta.dataset_id, s.meta.generation, s.meta.num_rows) for s in shards]
 
 
-def _check_columns(schema: Schema, columns: Sequence[str]) -> list[str]:
+def _check_columns(schema: StoredSchema, columns: Sequence[str]) -> list[str]:
     if isinstance(columns, str) or not isinstance(columns, Sequence):
         raise ArgumentError(f"columns must be a list of field names, got {columns!r}")
     unknown = [c for c in columns if c not in schema]

@@ -2,7 +2,8 @@
 
 One numpy array per value is what the reader hands out (MindSpore's semantics: each row's
 value is its own writeable array). Built one row at a time that is a slice, a reshape and
-a copy per row, ~1.5 µs of Python each. (Pages of which a quarter or more is wanted
+a copy per row, in Python (rates before and after: docs/BENCHMARKS.md, "Issue 14, second
+round"). (Pages of which a quarter or more is wanted
 are copied whole and handed out as views, in ``DatasetReader``.) Here the wanted rows of
 a shard's other uncompressed pages, when a call wants at least ``GROUPED_MIN_ROWS`` of
 them, are grouped by shape and each group is gathered from the file's memory map with

@@ -60,7 +60,7 @@ IO_THREADS = int(os.environ.get("MRECORD_IO_THREADS", "16"))
 """Reads in flight at once, chunks checked and values read (the I/O depth; not capped by
 the core count: the threads wait on the disk, and CRC-32C releases the GIL). Not 32 (the
 queue depth the device's limit is measured at): with 32 threads a reader in a 96 MB
-memory group over 240 MB of 100 KB rows was OOM-killed (tests/test_beyond_ram.py; each
+memory group over 240 MB of 100 KB rows was OOM-killed (tests/storage/test_beyond_ram.py; each
 thread's reads grow their own malloc arena), with 16 it is not."""
 _SAMPLE_PAGES = 64  # pages of each sampled range looked up
 _SAMPLE = 16  # ranges looked up to tell a warm block from a cold one

@@ -19,7 +19,7 @@ record only means those chunks are checked again.
 
 The same key also shares the parsed heads (offsets and shapes) of variable-size chunks
 (:func:`shared_heads`): a fresh reader of an images dataset otherwise parses every page's
-head again, ~10 µs a page. Shared heads hold no view of any reader's map, and all of them
+head again. Shared heads hold no view of any reader's map, and all of them
 together hold at most 2M offsets.
 """
 

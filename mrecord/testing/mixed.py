@@ -6,8 +6,8 @@
 
 Columns: ``id`` int64, ``label`` int32 (``id % 7``), ``vec`` float32[4], ``blob`` bytes
 (random, ``0 .. max_blob`` bytes), ``text`` string (may be empty, non-ASCII),
-``points`` float64[-1, 2] (0 to 4 rows each); 3 shards of 4 KiB pages, so every shard
-has several pages of each column.
+``points`` float64[-1, 2] (0 to 4 rows each); 3 shards (by default) of 4 KiB pages, so
+every shard has several pages of each column.
 """
 
 from __future__ import annotations
@@ -34,20 +34,22 @@ def write_mixed(
     path: Path,
     rows: int,
     *,
+    shards: int = 3,
     seed: int = 5,
     max_blob: int = 40,
     text_repeats: int = 3,
     index_label: bool = False,
     compress: bool = False,
 ) -> Path:
-    """Write the dataset at ``path`` (shards ``path0`` .. ``path2``); returns the first file.
+    """Write the dataset at ``path`` in ``shards`` files (``path0`` .. ``path2`` for 3, ``path``
+    itself for 1); returns the first file.
 
     ``text_repeats``: row ``i``'s text is ``"row i ✓"`` repeated ``i % text_repeats``
     times. ``index_label``: a ``.db`` index on ``label``. ``compress``: the bytes and
     string columns stored with zstd.
     """
     rng = np.random.default_rng(seed)
-    with FileWriter(path, shard_num=3, overwrite=True) as writer:
+    with FileWriter(path, shard_num=shards, overwrite=True) as writer:
         writer.add_schema(MIXED_SCHEMA)
         if index_label:
             writer.add_index(["label"])
@@ -64,4 +66,4 @@ def write_mixed(
                 "points": [rng.standard_normal((int(k), 2)) for k in rng.integers(0, 5, rows)],
             }
         )
-    return Path(str(path) + "0")
+    return writer.files[0]

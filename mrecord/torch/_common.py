@@ -76,7 +76,8 @@ def in_worker() -> bool:
 
     Without that the worker's first full garbage collection walks every object inherited
     from the main process, torch's included, and so copies each page of the inherited
-    heap (copy-on-write): 0.1 to 0.2 s per worker, on every epoch that starts workers.
+    heap (copy-on-write), per worker, on every epoch that starts workers (measured in
+    docs/BENCHMARKS.md, "PyTorch DataLoader").
     Frozen objects are never collected in the worker (which exits at the epoch's end,
     or stays for the next with ``persistent_workers``); the main process is not touched.
     """

@@ -2,12 +2,12 @@
 
 torch sends a worker's batch through a pipe (``bytes`` and other Python objects are pickled:
 a 3 MB batch of image blobs crosses a 64 KiB pipe buffer in ~50 round trips) and each tensor
-through a *fresh* shared-memory segment (allocating, zeroing and mapping new pages: about
-0.7 ms per MB here, more than reading the rows). A worker here instead copies the batch's
-tensors and ``bytes`` values once into a slot of a ring it allocated once, and pickles only
-the batch's skeleton; the main process copies them out of the slot while unpickling and marks
-the slot free. What the main process gets is what the worker had: the same structure, the
-same types (tensors, ``bytes``), its own memory.
+through a *fresh* shared-memory segment (allocating, zeroing and mapping new pages: more
+than reading the rows; docs/BENCHMARKS.md, "PyTorch DataLoader"). A worker here instead
+copies the batch's tensors and ``bytes`` values once into a slot of a ring it allocated
+once, and pickles only the batch's skeleton; the main process copies them out of the slot
+while unpickling and marks the slot free. What the main process gets is what the worker
+had: the same structure, the same types (tensors, ``bytes``), its own memory.
 
 Ring layout (one shared ``uint8`` tensor per worker process)::
 

@@ -11,7 +11,8 @@ runs in the consumer when ``get_next`` hands the batch out.
   step never sees a half-copied tensor and the copy of batch ``n + 1`` overlaps
   with the step on batch ``n``. The pinned memory is a few staging buffers made once
   and reused (:class:`PinnedStaging`): pinning each batch anew (``Tensor.pin_memory()``)
-  cost 18 ms per 3 MB batch on an H100 machine and halved a 30k images/s pipeline.
+  cost more per batch than the rest of the producer's work and halved the pipeline's rate
+  (docs/BENCHMARKS.md, "On a GPU").
   torch is imported only here, lazily.
 
 Write your own (e.g. ``jax.device_put``) by giving any object with ``send`` and

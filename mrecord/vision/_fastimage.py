@@ -1,17 +1,18 @@
 """Optional fast image backends: OpenCV and simplejpeg, with Pillow and numpy as fallback.
 
 - ``opencv-python-headless`` (``cv2``): the LINEAR and CUBIC interpolations of ``Resize`` and
-  the resized crops (5 to 15 times faster than the numpy filters; OpenCV's arithmetic is what
+  the resized crops (faster than the numpy filters; OpenCV's arithmetic is what
   MindSpore uses, the numpy fallback can differ by one grey level), JPEG decoding at reduced
   scale, flips, channel splits and table lookups for the fused image tail.
-- ``simplejpeg``: full-scale JPEG decoding, about 20% faster than OpenCV's or Pillow's (all
-  three are libjpeg-turbo with the same settings, so the pixels are the same).
+- ``simplejpeg``: full-scale JPEG decoding, faster than OpenCV's or Pillow's (all three are
+  libjpeg-turbo with the same settings, so the pixels are the same; docs/BENCHMARKS.md's JPEG
+  pipeline runs with them).
 
 All of them release the GIL, so map worker threads scale. Without them everything runs on
 Pillow and numpy. ``MRECORD_DISABLE_FAST_IMAGE=1`` in the environment (read at first use)
 forces the fallback.
 
-``mrecord.vision`` loads the backends when it is imported (about 20 ms once numpy is
+``mrecord.vision`` loads the backends when it is imported (a one-off cost once numpy is
 loaded), so that the first pipeline run does not pay for it, as MindSpore loads its image
 libraries when it is imported.
 """
@@ -79,7 +80,8 @@ def clear_cache() -> None:
 
 
 # Only the two whose OpenCV results stay within one grey level of the numpy filters (checked
-# by tests/test_vision_fastimage.py); OpenCV's NEAREST and AREA index pixels slightly differently.
+# by tests/transforms/test_vision_fastimage.py); OpenCV's NEAREST and AREA index pixels
+# slightly differently.
 _CV2_INTER = {Inter.LINEAR: "INTER_LINEAR", Inter.CUBIC: "INTER_CUBIC"}
 
 

@@ -42,7 +42,7 @@ from mrecord.errors import (
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.compression import DEFAULT_ZSTD_LEVEL
 from mrecord.format.metadata import ShardMetadata
-from mrecord.format.schema import FieldKind, Schema, parse_schema
+from mrecord.format.schema import FieldKind, StoredSchema, parse_schema
 from mrecord.storage.naming import DB_SUFFIX, PARTIAL_SUFFIX, partial_path, shard_file_names
 from mrecord.storage.transaction import CommittedShard, StagedShard, Transaction
 from mrecord.writer.shard_writer import ShardWriter
@@ -73,7 +73,7 @@ class _Start:
     """What a writer starts from: a new dataset's settings, or a committed one's."""
 
     files: list[Path]
-    schema: Schema | None = None
+    schema: StoredSchema | None = None
     desc: str | None = None
     index_fields: tuple[str, ...] = ()
     page_size: int = DEFAULT_PAGE_SIZE
@@ -83,7 +83,7 @@ class _Start:
     committed: tuple[CommittedShard, ...] = ()
 
 
-def check_index_fields(schema: Schema, index_fields: Sequence[str]) -> tuple[str, ...]:
+def check_index_fields(schema: StoredSchema, index_fields: Sequence[str]) -> tuple[str, ...]:
     """``index_fields`` without repeats, if each is a scalar or string field of ``schema``."""
     for name in index_fields:
         if name not in schema:
@@ -137,7 +137,7 @@ class FileWriter:
         self._dir = txn.directory
         self._dataset_name = txn.dataset_name
         self._files = start.files
-        self._schema: Schema | None = start.schema
+        self._schema: StoredSchema | None = start.schema
         self._desc = start.desc
         self._index_fields = start.index_fields
         self._page_size = start.page_size
@@ -381,7 +381,7 @@ class FileWriter:
             }.get(self._state, "")
             raise WriterStateError(f"cannot call {method} now: {hint}")
 
-    def _need_schema(self, method: str) -> Schema:
+    def _need_schema(self, method: str) -> StoredSchema:
         if self._schema is None:
             raise WriterStateError(f"call add_schema before {method}")
         return self._schema

@@ -56,7 +56,7 @@ from mrecord.format.columnize import Columns
 from mrecord.format.compression import checksum, decompress
 from mrecord.format.layout import HEADER_SIZE, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE
-from mrecord.format.schema import Field, FieldKind, Schema
+from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.writer.file_writer import FileWriter
 from mrecord.writer.shard_writer import ShardWriter
 
@@ -436,7 +436,7 @@ class Checkpointer:
         seq = self._seq + 1
         shard_states = []
         pending_doc = []
-        schema: Schema = shards[0].schema
+        schema: StoredSchema = shards[0].schema
         dtype = _page_dtype(len(schema.fields))
         lengths = [shard.sync() for shard in shards]
         crash_hook("synced")

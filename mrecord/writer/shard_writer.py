@@ -22,7 +22,7 @@ from mrecord.format.chunks import value_nbytes
 from mrecord.format.columnize import Columns
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
-from mrecord.format.schema import Schema
+from mrecord.format.schema import StoredSchema
 from mrecord.storage.shard_output import ShardOutput
 
 __all__ = ["ShardWriter"]
@@ -45,7 +45,7 @@ class ShardWriter:
     def __init__(
         self,
         partial: Path,
-        schema: Schema,
+        schema: StoredSchema,
         page_size: int,
         level: int,
         committed_meta: ShardMetadata | None = None,

@@ -222,13 +222,10 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
     """
     copied = viewed = 0
     for shard in reader.shards:
-        chunks = shard.meta.chunks
-        if chunks.size:
+        if shard.meta.chunks.size:
             for col, fld in enumerate(shard.meta.schema.fields):
                 if fld.name in reader.column_names:
-                    raw = int(chunks[:, col]["raw_length"].sum())
-                    if fld.kind is not FieldKind.FIXED:
-                        raw -= 8 * shard.meta.num_rows
+                    raw = shard.meta.raw_bytes(col, values_only=True)  # not the offsets
                     if fld.kind is FieldKind.BYTES:
                         viewed += raw
                         copied += _VIEW_BYTES * shard.meta.num_rows

@@ -33,7 +33,7 @@ from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
 from mrecord.errors import ArgumentError, RowValidationError, WrongTypeError
 from mrecord.format.columnize import columns_from_rows
-from mrecord.format.schema import Schema
+from mrecord.format.schema import StoredSchema
 from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
@@ -76,7 +76,7 @@ def replace_sampler(old: Sampler | None, new: Sampler) -> Sampler:
     return new
 
 
-def padded_block(schema: Schema, columns: Sequence[str], sample: Mapping[str, Any]) -> Block:
+def padded_block(schema: StoredSchema, columns: Sequence[str], sample: Mapping[str, Any]) -> Block:
     """``padded_sample`` (MindDataset's) as a one-row block of ``columns`` of ``schema``;
     ArgumentError when its columns or values do not fit."""
     if not isinstance(sample, Mapping) or set(sample) != set(columns):
@@ -85,7 +85,7 @@ def padded_block(schema: Schema, columns: Sequence[str], sample: Mapping[str, An
             f"padded_sample must have exactly the columns of columns_list {list(columns)!r}, "
             f"got {got!r}"
         )
-    sub = Schema(tuple(schema[name] for name in columns))
+    sub = StoredSchema(tuple(schema[name] for name in columns))
     try:
         values = columns_from_rows(sub, [dict(sample)])
     except RowValidationError as exc:

@@ -27,7 +27,7 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, DatasetServerError, SchemaError
-from mrecord.format.schema import Schema, parse_schema
+from mrecord.format.schema import StoredSchema, parse_schema
 from mrecord.pipeline.sources.block_layout import (
     DatasetLayout,
     check_block_sizes,
@@ -259,7 +259,7 @@ class RemoteDataset(RandomAccessSource):
         return [str(f["file"]) for f in self._info["files"]]
 
     @property
-    def schema(self) -> Schema:
+    def schema(self) -> StoredSchema:
         """The dataset's schema (every column, in the files' order)."""
         return _schema(self._info)
 
@@ -367,7 +367,7 @@ def hinting(
         yield pending.popleft()
 
 
-def _schema(info: dict[str, Any]) -> Schema:
+def _schema(info: dict[str, Any]) -> StoredSchema:
     """The dataset's schema from its ``GET /api/datasets/NAME`` answer."""
     specs = {
         f["name"]: {k: f[k] for k in ("type", "shape", "compression") if f.get(k) is not None}

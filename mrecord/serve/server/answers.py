@@ -147,10 +147,7 @@ def _column_bytes(values: ColumnValues | BytesRefs) -> int:
 def row_bytes(ds: ServedDataset, column: str) -> float:
     """Average stored bytes per row of ``column`` (from metadata; no data is read)."""
     col = ds.reader.schema.names.index(column)
-    total = 0
-    for shard in ds.reader.shards:
-        if shard.meta.num_pages:
-            total += int(shard.meta.chunks[:, col]["raw_length"].sum())
+    total = sum(shard.meta.raw_bytes(col) for shard in ds.reader.shards)
     return total / max(1, ds.reader.num_rows)
 
 

@@ -1,0 +1,1 @@
+"""mrecord's tests; tests/README.md maps each folder to what it tests."""

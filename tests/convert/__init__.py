@@ -1,0 +1,1 @@
+"""Tests of mrecord.convert: sources, parallel and resumed conversion, Arrow/Parquet/HF."""

@@ -1,0 +1,153 @@
+"""``workers=N`` writes the dataset a serial conversion writes, byte for byte, for every kind.
+
+Both runs get the same dataset id (``write_source(dataset_id=...)``; a new dataset's
+id is otherwise random) and the same file name in sibling folders (the name is
+stored in the metadata), so every data and ``.db`` byte must match.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mrecord.convert import SOURCES, WriteOptions, write_source
+from mrecord.errors import ConversionError
+from mrecord.testing.rawdata import write_cifar10, write_image_folder, write_mnist
+
+DATASET_ID = "5e" * 16
+
+
+def convert(kind: str, src: Path, out: Path, workers: int, **options: Any) -> dict[str, bytes]:
+    """Convert ``src`` into ``out/data.mrecord``; every file of the dataset with its bytes."""
+    source_options = options.pop("source_options", {})
+    out.mkdir(parents=True)
+    dst = out / "data.mrecord"
+    with SOURCES[kind](src, **source_options) as source:
+        summary = write_source(
+            source, dst, WriteOptions(workers=workers, **options), dataset_id=DATASET_ID
+        )
+    assert summary.workers == workers
+    files = sorted(p for p in out.iterdir() if not p.name.endswith(".mrecord-lock"))
+    assert files, "nothing written"
+    return {p.name: p.read_bytes() for p in files}
+
+
+def assert_same(kind: str, src: Path, tmp: Path, workers: int, **options: Any) -> None:
+    serial = convert(kind, src, tmp / "serial", 1, **dict(options))
+    parallel = convert(kind, src, tmp / f"parallel{workers}", workers, **dict(options))
+    assert list(parallel) == list(serial)
+    for name in serial:
+        assert parallel[name] == serial[name], f"{name} differs with workers={workers}"
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    images=st.integers(1, 40),
+    batch_rows=st.integers(1, 17),
+    workers=st.integers(2, 3),
+    shard_num=st.integers(1, 3),
+    resize=st.sampled_from([None, (5, 4)]),
+)
+def test_imagefolder_parallel_equals_serial(
+    tmp_path_factory: pytest.TempPathFactory,
+    images: int,
+    batch_rows: int,
+    workers: int,
+    shard_num: int,
+    resize: tuple[int, int] | None,
+) -> None:
+    """Any size, batch size, shard count and worker count: the same bytes as serial."""
+    tmp = tmp_path_factory.mktemp("images")
+    counts = {"a": images // 3, "b": images - images // 3 - images // 4, "c": images // 4}
+    write_image_folder(tmp / "src", {k: v for k, v in counts.items() if v})
+    assert_same(
+        "imagefolder",
+        tmp / "src",
+        tmp,
+        workers,
+        batch_rows=batch_rows,
+        shard_num=shard_num,
+        page_size=2048,
+        source_options={"resize": resize},
+    )
+
+
+def test_imagefolder_bad_image_named_in_parallel(tmp_path: Path) -> None:
+    """A bad file found by a worker process fails the conversion with its name, as serial."""
+    write_image_folder(tmp_path / "src", {"a": 5, "b": 5})
+    (tmp_path / "src" / "b" / "img0007.png").write_bytes(b"not an image")
+    for workers in (1, 2):
+        with pytest.raises(ConversionError, match=r"'b/img0007.png'"):
+            convert("imagefolder", tmp_path / "src", tmp_path / str(workers), workers, batch_rows=3)
+        assert not (tmp_path / str(workers) / "data.mrecord").exists()
+    skipped = {
+        w: convert(
+            "imagefolder",
+            tmp_path / "src",
+            tmp_path / f"skip{w}",
+            w,
+            batch_rows=3,
+            source_options={"on_error": "skip"},
+        )
+        for w in (1, 2)
+    }
+    assert skipped[1] == skipped[2]
+
+
+def test_cifar10_png_parallel_equals_serial(tmp_path: Path) -> None:
+    """CIFAR-10 with PNG encoding (the kind's CPU work, in processes) and as arrays."""
+    write_cifar10(tmp_path / "src", {f"data_batch_{i}.bin": 7 for i in range(1, 6)})
+    assert_same(
+        "cifar10", tmp_path / "src", tmp_path / "png", 2, batch_rows=9,
+        source_options={"png": True},
+    )
+    assert_same("cifar10", tmp_path / "src", tmp_path / "raw", 2, batch_rows=9, shard_num=2)
+
+
+def test_mnist_parallel_equals_serial(tmp_path: Path) -> None:
+    write_mnist(tmp_path / "src", {"train": 23})
+    assert_same("mnist", tmp_path / "src", tmp_path, 2, batch_rows=5, shard_num=2)
+
+
+def test_csv_parallel_equals_serial(tmp_path: Path) -> None:
+    src = tmp_path / "t.csv"
+    src.write_text("id,name,score\n" + "".join(f"{i},n{i},{i / 3:.3f}\n" for i in range(31)))
+    assert_same("csv", src, tmp_path, 2, batch_rows=4)
+
+
+def test_npz_parallel_equals_serial(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    src = tmp_path / "a.npz"
+    np.savez(src, x=rng.standard_normal((29, 3)).astype(np.float32), y=np.arange(29))
+    assert_same("npz", src, tmp_path, 3, batch_rows=6, shard_num=3)
+
+
+def test_mindrecord_parallel_equals_serial(tmp_path: Path) -> None:
+    fixtures = Path(__file__).parents[1] / "fixtures" / "mindrecord"
+    assert_same("mindrecord", fixtures / "images.mindrecord", tmp_path, 2, batch_rows=2)
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow"])
+def test_arrow_kinds_parallel_equal_serial(tmp_path: Path, kind: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"id": list(range(25)), "text": [json.dumps({"i": i}) for i in range(25)]})
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        src = tmp_path / "t.parquet"
+        pq.write_table(table, src, row_group_size=7)
+    else:
+        src = tmp_path / "t.arrow"
+        with pa.ipc.new_file(src, table.schema) as sink:
+            sink.write_table(table, max_chunksize=6)
+    assert_same(kind, src, tmp_path, 2, batch_rows=4)

@@ -1,0 +1,1 @@
+"""Tests of the top-level helpers: mrecord.background, mrecord.pool, mrecord.config."""

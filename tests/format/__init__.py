@@ -1,0 +1,1 @@
+"""Tests of the on-disk format: versions, the .db index, MindSpore's own files, features."""

@@ -1,0 +1,1 @@
+"""Tests of mrecord.pipeline: the dataset graph, ops, workers, resume, sources."""

@@ -1,0 +1,1 @@
+"""Tests of mrecord.ray: reading and writing through Ray Data."""

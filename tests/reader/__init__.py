@@ -1,0 +1,1 @@
+"""Tests of DatasetReader and MindPage: access, errors, processes, ragged columns, names."""

@@ -1,0 +1,1 @@
+"""Crash, power-loss, corruption, fuzz, concurrency and recovery tests (docs/RELIABILITY.md)."""

@@ -1,0 +1,1 @@
+"""Tests of mrecord.sampling: orders, shuffles, sharding, samplers, slicing."""

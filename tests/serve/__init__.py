@@ -1,0 +1,1 @@
+"""Tests of `mrecord serve` and RemoteDataset: API, wire format, transports, page."""

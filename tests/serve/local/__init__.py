@@ -1,0 +1,1 @@
+"""Tests of the same-host transport of ``mrecord serve`` (Unix socket, shared memory)."""

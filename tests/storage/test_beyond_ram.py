@@ -1,0 +1,275 @@
+"""Reading with read-ahead (mrecord.storage.readahead) when the data is not in memory.
+
+- every reader yields exactly what it yields without read-ahead (hypothesis over shuffle
+  modes, sharding, samplers, padding and resume points), with every block taken as cold;
+- a reader in a small memory cgroup over a dataset several times larger completes with the
+  right rows (needs root and the cgroup v1 memory controller: fails, never skips, without);
+- a damaged chunk read through read-ahead raises ChecksumError, never wrong data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mrecord.storage.readahead as readahead
+from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
+from mrecord.errors import ChecksumError
+from mrecord.sampling import DistributedSampler, SequentialSampler, SubsetRandomSampler
+from mrecord.storage.verified import clear_verified
+
+REPO = Path(__file__).resolve().parents[2]
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+ROWS = 97
+
+
+def _value(i: int) -> bytes:
+    """Row i's bytes: its id, then a fill, of a size that varies with i."""
+    return i.to_bytes(8, "little") + bytes([i % 251]) * (500 + 131 * (i % 17))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("beyond")
+    with FileWriter(folder / "d.mrecord", shard_num=3) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 12)  # many chunks: rows of one block span several
+        writer.write_raw_data([{"id": i, "blob": _value(i)} for i in range(ROWS)])
+    return str(writer.files[0])
+
+
+@pytest.fixture
+def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every block is taken as cold (hinted, checksummed as it arrives, copied out)."""
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    clear_verified()
+    yield
+    clear_verified()
+
+
+def _rows(ds: Any, epochs: int = 1) -> list[list[tuple[int, bytes]]]:
+    it = ds.create_dict_iterator(num_epochs=epochs, output_numpy=True)
+    out = []
+    for _ in range(epochs):
+        out.append([(int(r["id"]), bytes(np.asarray(r["blob"]))) for r in it])
+    return out
+
+
+def _dataset(files: str, case: dict[str, Any]) -> MindDataset:
+    kwargs: dict[str, Any] = {"columns_list": ["id", "blob"], "num_parallel_workers": 2}
+    if case["sampler"] is not None:
+        kwargs["sampler"] = case["sampler"]
+    else:
+        kwargs["shuffle"] = case["shuffle"]
+        if case["world"] > 1:
+            kwargs.update(num_shards=case["world"], shard_id=case["rank"])
+            if case["pad"]:
+                kwargs.update(
+                    padded_sample={"id": -1, "blob": b"pad"}, num_padded=case["pad"]
+                )
+    return MindDataset(files, **kwargs)
+
+
+def _case(draw: st.DrawFn) -> dict[str, Any]:
+    sampler = draw(
+        st.sampled_from(
+            [
+                None,
+                None,
+                SequentialSampler(start_index=5, num_samples=40),
+                SubsetRandomSampler([3, 50, 7, 96, 0, 41]),
+                DistributedSampler(3, 1, shuffle=True),
+            ]
+        )
+    )
+    world = draw(st.sampled_from([1, 2, 4]))
+    pad = (-ROWS) % world
+    return {
+        "sampler": sampler,
+        "shuffle": draw(
+            st.sampled_from(
+                [False, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE]
+            )
+        ),
+        "world": world,
+        "rank": draw(st.integers(0, world - 1)),
+        "pad": pad,
+    }
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=st.composite(_case)())
+def test_read_ahead_yields_exactly_what_plain_reads_yield(
+    files: str, case: dict[str, Any]
+) -> None:
+    readahead.ENABLED = False
+    try:
+        expected = _rows(_dataset(files, case), epochs=2)
+    finally:
+        readahead.ENABLED = True
+    original = readahead._looks_warm
+    readahead._looks_warm = lambda shard, ranges: False  # every block cold
+    clear_verified()
+    try:
+        got = _rows(_dataset(files, case), epochs=2)
+    finally:
+        readahead._looks_warm = original
+    assert got == expected
+    assert all(blob == b"pad" or blob == _value(i) for epoch in got for i, blob in epoch)
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.integers(0, ROWS - 1), shuffle=st.sampled_from([Shuffle.GLOBAL, False]))
+def test_a_resumed_cold_reader_yields_the_rest_of_the_epoch(
+    files: str, k: int, shuffle: Shuffle | bool
+) -> None:
+    readahead.ENABLED = False
+    try:
+        full = _rows(MindDataset(files, shuffle=shuffle))[0]
+    finally:
+        readahead.ENABLED = True
+    original = readahead._looks_warm
+    readahead._looks_warm = lambda shard, ranges: False
+    clear_verified()
+    try:
+        it = MindDataset(files, shuffle=shuffle).create_dict_iterator(
+            num_epochs=1, output_numpy=True
+        )
+        head = [(int(r["id"]), bytes(r["blob"])) for _, r in zip(range(k), it, strict=False)]
+        state = json.loads(json.dumps(it.state_dict()))
+        it.stop()
+        resumed = MindDataset(files, shuffle=shuffle).create_dict_iterator(
+            num_epochs=1, output_numpy=True
+        )
+        resumed.load_state_dict(state)
+        rest = [(int(r["id"]), bytes(r["blob"])) for r in resumed]
+    finally:
+        readahead._looks_warm = original
+    assert head + rest == full
+
+
+def test_read_rows_and_will_need_cold_give_the_values(files: str, cold: None) -> None:
+    ids = np.random.default_rng(3).integers(0, ROWS, 300)
+    with DatasetReader.open(files) as reader:
+        reader.will_need(ids[:50])
+        reader.will_need([-5, ROWS + 3])  # out of range: ignored
+        block = reader.read_rows(ids, bytes_as_arrays=True)
+        assert [bytes(v) for v in block.columns["blob"]] == [_value(i) for i in ids.tolist()]
+        assert not block.columns["blob"][0].flags.writeable  # as a view of the map is
+        assert [reader[i]["blob"] for i in (0, 50, 96)] == [_value(i) for i in (0, 50, 96)]
+
+
+def test_a_damaged_chunk_read_through_read_ahead_raises(tmp_path: Path, cold: None) -> None:
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 12)
+        writer.write_raw_data([{"id": i, "blob": _value(i)} for i in range(40)])
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("blob")
+        offset = int(shard.meta.chunks[3, col]["offset"])
+        length = int(shard.meta.chunks[3, col]["length"])
+        first_row = int(shard.page_starts[3])
+    data = bytearray(path.read_bytes())
+    data[offset + length - 3] ^= 0xFF  # inside a value of page 3's chunk
+    path.write_bytes(bytes(data))
+    clear_verified()
+    for verify in ("once", "always"):
+        with DatasetReader.open(path, verify=verify) as reader:
+            with pytest.raises(ChecksumError, match="page 3"):
+                reader.read_rows(np.arange(40)[::-1], bytes_as_arrays=True)
+            with pytest.raises(ChecksumError):
+                reader.read_rows([first_row])
+            assert not reader.shards[0].verified_chunks(np.array([3]), col)[0]
+    ds = MindDataset(str(path), shuffle=Shuffle.GLOBAL)
+    with pytest.raises(ChecksumError):
+        _rows(ds)
+
+
+# -- a reader whose data is several times its memory -------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from mrecord import MindDataset, Shuffle
+    path, rows = sys.argv[1], int(sys.argv[2])
+    seen = np.zeros(rows, dtype=bool)
+    bad = 0
+    for mode in (Shuffle.GLOBAL, False):
+        seen[:] = False
+        ds = MindDataset(path, columns_list=["id", "blob"], shuffle=mode)
+        for row in ds.create_dict_iterator(num_epochs=1, output_numpy=True):
+            i = int(row["id"])
+            blob = np.asarray(row["blob"])
+            expect = (i * 7919) % 251
+            if (len(blob) != 100_000 or int.from_bytes(blob[:8].tobytes(), "little") != i
+                    or blob[8] != expect or blob[-1] != expect or seen[i]):
+                bad += 1
+            seen[i] = True
+        if not seen.all():
+            bad += 1
+    print(json.dumps({"bad": bad}))
+    """
+)
+
+
+def _big_rows(start: int, n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(start, start + n):
+        fill = (i * 7919) % 251
+        out.append({"id": i, "blob": i.to_bytes(8, "little") + bytes([fill]) * 99_992})
+    return out
+
+
+def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(
+    tmp_path: Path,
+) -> None:
+    limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
+    if os.geteuid() != 0 or not limit_file.exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs a reader in a 96 MB memory group); neither is here"
+        )
+    rows = 2400  # 240 MB of values, 2.5x the group's limit
+    path = tmp_path / "big.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        for start in range(0, rows, 200):
+            writer.write_raw_data(_big_rows(start, 200))
+    group = CGROUP_ROOT / f"io-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(96 << 20))
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        proc = subprocess.run(
+            [
+                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
+                sys.executable, "-c", _CHILD, str(path), str(rows),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"bad": 0}
+        assert int((group / "memory.max_usage_in_bytes").read_text()) <= 96 << 20
+    finally:
+        group.rmdir()

@@ -1,0 +1,248 @@
+"""The read-ahead window of a cold reader: how deep it is for the memory it has, and what
+it asks of the disk (issue 23: no read-around, bytes read close to the bytes asked).
+
+- ``MindDataset`` keeps at least ``ROWS_IN_FLIGHT`` rows of big values reading at once
+  when its memory budget makes blocks small, and its blocks in flight (plus the one being
+  consumed and the one waiting) stay within an eighth of the budget;
+- with plenty of memory it reads as before (``num_parallel_workers`` blocks at once);
+- a cold read of random rows leaves the map in ``MADV_RANDOM`` (``rr`` in smaps: no
+  kernel read-around per fault) and reads from the disk about the rows' bytes, not
+  megabytes per row (needs root to drop the page cache: fails, never skips, without).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mrecord.pipeline.sources.mind_dataset as mind_dataset
+from mrecord import FileWriter, MindDataset, Shuffle
+from mrecord.pipeline.sources.mind_dataset import ROWS_IN_FLIGHT
+
+REPO = Path(__file__).resolve().parents[2]
+MB = 1 << 20
+ROW = 100_000
+
+
+def _write_images() -> Path:
+    """600 rows of 100 KB, on a disk (pytest's tmp_path may be in memory: nothing would
+    ever be cold there); the caller removes the folder."""
+    folder = Path(tempfile.mkdtemp(prefix="mrecord-window-", dir="/var/tmp"))
+    path = folder / "images.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 20)
+        for start in range(0, 600, 100):
+            writer.write_raw_data(
+                [{"id": i, "blob": i.to_bytes(8, "little") * (ROW // 8)}
+                 for i in range(start, start + 100)]
+            )
+    return path
+
+
+@pytest.fixture(scope="module")
+def images() -> Iterator[str]:
+    path = _write_images()
+    yield str(path)
+    shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("budget_mb", [16, 60, 100, 200])
+def test_a_small_budget_reads_more_small_blocks_at_once_within_it(
+    images: str, budget_mb: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mind_dataset, "memory_budget", lambda: budget_mb * MB)
+    ds = MindDataset(images, shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
+    rows, in_flight = ds._block_rows, ds._reads_in_flight()
+    assert 2 <= in_flight <= 8
+    assert in_flight * rows >= ROWS_IN_FLIGHT or in_flight == 8
+    if rows > 16:  # above the least block, the window fits the budget's eighth
+        assert (in_flight + 2) * rows * ROW <= budget_mb * MB // 8
+
+
+def test_plenty_of_memory_reads_num_parallel_workers_blocks(
+    images: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mind_dataset, "memory_budget", lambda: 64 << 30)
+    ds = MindDataset(images, shuffle=Shuffle.GLOBAL, num_parallel_workers=3)
+    assert ds._reads_in_flight() == 3
+    assert ds._block_rows * ROW >= 32 * MB  # big blocks: few hand-offs when warm
+
+
+def test_a_deep_window_yields_the_same_rows_in_the_same_order(
+    images: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wide = MindDataset(images, shuffle=Shuffle.GLOBAL)
+    expected = [int(i) for _, i in wide.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    monkeypatch.setattr(mind_dataset, "memory_budget", lambda: 16 * MB)
+    deep = MindDataset(images, shuffle=Shuffle.GLOBAL)
+    assert deep._reads_in_flight() > 2
+    got = []
+    for blob, i in deep.create_tuple_iterator(num_epochs=1, output_numpy=True):
+        assert np.asarray(blob).tobytes() == int(i).to_bytes(8, "little") * (ROW // 8)
+        got.append(int(i))
+    assert got == expected and sorted(got) == list(range(600))
+
+
+_CHILD = """
+import json, sys
+import numpy as np
+from mrecord import DatasetReader
+def read_bytes():
+    for line in open("/proc/self/io"):
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+reader = DatasetReader.open(sys.argv[1], verify="never")
+ids = np.random.default_rng(0).choice(600, 60, replace=False)
+before = read_bytes()
+block = reader.read_rows(ids, ["blob"])
+assert all(len(v) == 100000 for v in block.columns["blob"])
+after = read_bytes()
+path = str(reader.shards[0].path)
+flags, mapped = [], False
+for line in open("/proc/self/smaps"):
+    if line.split() and line.split()[-1] == path:
+        mapped = True
+    elif mapped and line.startswith("VmFlags:"):
+        flags.append(line.split()[1:])
+        mapped = False
+print(json.dumps({"read": after - before, "flags": flags}))
+"""
+
+
+def test_a_cold_random_read_reads_its_rows_and_no_neighbours() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("this test drops the page cache (echo 1 > /proc/sys/vm/drop_caches): "
+                    "it needs root")
+    path = _write_images()  # a file nobody maps (mapped pages survive drop_caches)
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path)],
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    asked = 60 * ROW
+    # The rows' own pages plus chunk heads and metadata; kernel read-around of up to
+    # read_ahead_kb per fault would read megabytes per row (60 rows: 60 MB and more).
+    assert out["read"] <= 2 * asked, out
+    assert out["flags"] and all("rr" in flags for flags in out["flags"]), out
+
+
+def _odd(i: int) -> bytes:
+    """Row i's value: 33 KB to 150 KB, so values start and end anywhere in a page."""
+    return i.to_bytes(4, "little") * ((33_000 + (i * 7_919) % 117_000) // 4) + bytes(i % 3)
+
+
+@pytest.fixture(scope="module")
+def odd_sizes() -> Iterator[str]:
+    folder = Path(tempfile.mkdtemp(prefix="mrecord-direct-", dir="/var/tmp"))
+    with FileWriter(folder / "odd.mrecord") as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 20)
+        writer.write_raw_data([{"id": i, "blob": _odd(i)} for i in range(150)])
+    yield str(folder / "odd.mrecord")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_cold_big_values_read_with_direct_io_or_without_are_the_values(
+    odd_sizes: str, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cold values of 32 KiB and more go by O_DIRECT into page-aligned slots (the last
+    one ends inside the file's last pages); where direct I/O is not there, buffered."""
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+    from mrecord.storage.shard import ShardFile
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)  # all cold
+    calls: list[bool] = []
+    real = readahead.read_direct
+
+    def spy(*args: object) -> bool:
+        calls.append(real(*args))  # type: ignore[arg-type]
+        return calls[-1]
+
+    monkeypatch.setattr("mrecord.reader.dataset_reader.read_direct", spy)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    if not direct:
+        monkeypatch.setattr(ShardFile, "direct_fd", lambda self: None)
+    ids = np.random.default_rng(3).permutation(150)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        for part in np.array_split(ids, 7):
+            for as_arrays in (True, False):
+                block = reader.read_rows(part, ["blob"], bytes_as_arrays=as_arrays)
+                got = [bytes(v) for v in block.columns["blob"]]
+                assert got == [_odd(int(i)) for i in part]
+    assert calls and all(calls) if direct else calls and not any(calls)
+
+
+def test_data_that_fits_in_memory_is_read_through_the_page_cache(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Direct I/O would leave the page cache empty, and every epoch as cold as the first:
+    a dataset within the memory budget is read buffered (its next epoch is warm)."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    calls: list[object] = []
+
+    def refuse(*args: object) -> bool:
+        calls.append(args)
+        return False
+
+    monkeypatch.setattr(dataset_reader, "read_direct", refuse)
+    ids = np.random.default_rng(5).permutation(150)  # a random order (file order: buffered)
+    monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 40)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+    assert got == [_odd(int(i)) for i in ids] and calls == []
+    monkeypatch.setattr(dataset_reader, "memory_budget", lambda: 1 << 20)  # 1 MB: beyond
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+    assert got == [_odd(int(i)) for i in ids] and calls  # tried direct (refused: buffered)
+
+
+def test_values_in_file_order_are_read_buffered_random_ones_direct(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shuffle=False's values follow each other in the file: the kernel's read-ahead
+    streams them buffered; a random order's values go direct (beyond memory)."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    calls: list[int] = []
+    real = readahead.read_direct
+
+    def spy(shard: object, buffer: np.ndarray, places: list[tuple[int, int, int, int]]) -> bool:
+        calls.append(len(places))
+        return real(shard, buffer, places)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset_reader, "read_direct", spy)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        for ids in (np.arange(40, 80), np.arange(40, 80)[::-1].copy()):
+            got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+            assert got == [_odd(int(i)) for i in ids]
+    assert calls == [40]  # only the reversed (not in file order) read went direct

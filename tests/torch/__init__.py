@@ -1,0 +1,1 @@
+"""Tests of mrecord.torch: splits, resume, transport, remote datasets, torchrun."""

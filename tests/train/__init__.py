@@ -1,0 +1,1 @@
+"""Tests of mrecord.train: the data sink, DeviceQueue and Model.train."""

@@ -1,0 +1,1 @@
+"""Tests of mrecord.transforms and mrecord.vision."""

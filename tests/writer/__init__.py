@@ -1,0 +1,1 @@
+"""Tests of FileWriter: round trips, errors, a stateful model of write/commit/append."""
