@@ -454,7 +454,12 @@ def _print_table(report: dict[str, Any]) -> None:
         versus = "-"
         if theirs and not {"error", "hung"} & (set(theirs) | set(ours)):
             mine, other = ours["epochs"][0]["rows_s"], theirs["epochs"][0]["rows_s"]
-            versus = f"{mine / other:.2f}x" if other else "-"
+            other_rows = theirs["epochs"][0]["rows"]
+            # a side that handed out almost nothing in the time has no meaningful rate
+            if other_rows < 64:
+                versus = f"- (MindSpore: {other_rows} rows)"
+            else:
+                versus = f"{mine / other:.2f}x"
         cells = [
             run["workload"], run["device"], run["memory"], run["mode"],
             f"{_rate(ours, 0, 'first4000_rows_s')} / {_rate(ours, 0, 'rows_s')}",
