@@ -230,10 +230,6 @@ class _Loader:
     quality: int
     check: str  # "structure", "decode" or "none"
 
-    def load(self, path: Path) -> bytes | str:
-        """The bytes to store for ``path``, or the reason it is unreadable."""
-        return self.convert(_read_file(path))
-
     def convert(self, data: bytes | str) -> bytes | str:
         """The bytes to store for a file's ``data`` (or the reason it is unreadable:
         a ``str`` passes through)."""
