@@ -214,10 +214,10 @@ def test_ctrl_c_while_waiting_stops_the_pipeline() -> None:
 
     def press_ctrl_c_until_seen() -> None:
         # A KeyboardInterrupt that lands while the main thread runs a finalizer (gc) is
-        # reported as "Exception ignored" and lost; a user presses Ctrl-C again. In a long
-        # pytest session that happened once (the loop then ran forever), so this presses
-        # again when one was delivered but never reached the loop, and never while the
-        # pipeline is still stopping after the first.
+        # reported as "Exception ignored" and lost; a user presses Ctrl-C again. Once, in
+        # CI's long pytest session, the loop went on after the press (py-spy: still
+        # iterating), most likely that way; so this presses again when one was delivered
+        # but never reached the loop, and never while the pipeline is still stopping.
         seen.wait(0.3)
         while not seen.is_set() and time.monotonic() < give_up:
             delivered.clear()
