@@ -11,7 +11,6 @@ import errno
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -52,20 +51,6 @@ def _check(path: Path, n: int) -> None:
 
 def _temps(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.endswith(TEMP_SUFFIXES)]
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """An 8 MiB tmpfs, unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(folder: Path, kib: int) -> Path:

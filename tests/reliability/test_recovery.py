@@ -9,11 +9,10 @@ killed process would (``reliability/crash.py`` does the same with real SIGKILLs)
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -247,20 +246,6 @@ def test_a_journal_naming_files_of_another_dataset_is_refused(tmp_path: Path) ->
 
 
 # -- D9: a read-only medium holding an unfinished commit ------------------------------------
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A small tmpfs, unmounted afterwards (root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_an_unfinished_commit_on_a_read_only_medium_is_a_typed_error(
