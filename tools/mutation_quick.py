@@ -8,9 +8,11 @@ the modules given directly, mutant by mutant, stopping at the first failure. A m
 is killed by the suite too (the modules are part of it), so what survives here is a superset of
 what survives ``make mutation``: each survivor still needs a test or an explanation.
 
-Only tests needing no fixture but ``tmp_path`` run (parametrized ones with their parameters);
-a mutant that spends more than ``--cpu-limit`` seconds of CPU in one test counts as killed (a
-user would see a hang).
+Tests run with fresh fixtures each (``tmp_path``, ``tmp_path_factory``, ``monkeypatch`` and the
+unparametrized fixtures of their module and conftest files, autouse ones included; tests
+needing others, such as parametrized fixtures or ``capsys``, are left out), parametrized ones
+with their parameters; a mutant that spends more than ``--cpu-limit`` seconds of CPU in one
+test counts as killed (a user would see a hang).
 
     python tools/mutation_quick.py --tests tests/format/test_mutants_format.py \\
         mrecord/format/layout.py
@@ -31,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -73,32 +76,134 @@ def _generate(root: Path, sources: list[str]) -> list[str]:
     return names
 
 
-def _with_tmp_path(func: Callable[..., object], **kwargs: Any) -> object:
-    """Call ``func`` with a fresh ``tmp_path`` (pytest's fixture), removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="mrecord-mutant.") as tmp:
-        return func(tmp_path=Path(tmp), **kwargs)
+class _TempPaths:
+    """A stand-in for pytest's ``tmp_path_factory``: ``mktemp(name)`` under one folder."""
+
+    def __init__(self, base: Path) -> None:
+        self._base = base
+        self._count = 0
+
+    def mktemp(self, basename: str, numbered: bool = True) -> Path:
+        """A new folder named after ``basename``."""
+        self._count += 1
+        path = self._base / (f"{basename}{self._count}" if numbered else basename)
+        path.mkdir()
+        return path
+
+    def getbasetemp(self) -> Path:
+        """The folder the others are made in."""
+        return self._base
 
 
-def _cases(module: Any) -> Iterator[tuple[str, Callable[[], object]]]:
-    """Every test of ``module`` needing no fixture but ``tmp_path`` as (id, call), parametrized
-    ones expanded."""
+class _Fixtures:
+    """The fixtures a test may take: pytest's ``tmp_path``, ``tmp_path_factory`` and
+    ``monkeypatch``, and the unparametrized fixtures of the test's module and of the
+    ``conftest.py`` files above it. Each call gets fresh ones (function scope whatever
+    their declared scope: a session-scoped dataset written by unmutated code would hide
+    mutants of the writer)."""
+
+    BUILTIN = frozenset({"tmp_path", "tmp_path_factory", "monkeypatch"})
+
+    def __init__(self, modules: list[Any]) -> None:
+        self._defs: dict[str, Callable[..., Any]] = {}
+        self.autouse: set[str] = set()  # fixtures every test of the module gets
+        for module in modules:  # later modules (nearer the test) win
+            for value in vars(module).values():
+                wrapped = getattr(value, "_get_wrapped_function", None)
+                marker = getattr(value, "_fixture_function_marker", None)
+                if wrapped is None or marker is None or marker.params is not None:
+                    continue
+                self._defs[marker.name or value.name] = wrapped()
+                if marker.autouse:
+                    self.autouse.add(marker.name or value.name)
+
+    def provides(self, names: set[str], seen: frozenset[str] = frozenset()) -> bool:
+        """Whether every fixture of ``names`` (and those they take) can be made here."""
+        for name in names:
+            if name in self.BUILTIN:
+                continue
+            func = self._defs.get(name)
+            if func is None or name in seen:
+                return False
+            if not self.provides(set(inspect.signature(func).parameters), seen | {name}):
+                return False
+        return True
+
+    def call(self, func: Callable[..., object], names: frozenset[str], **kwargs: Any) -> object:
+        """Call ``func`` with fresh ``names`` fixtures; tear them down afterwards."""
+        import pytest
+
+        with tempfile.TemporaryDirectory(prefix="mrecord-mutant.") as tmp, ExitStack() as stack:
+            base = Path(tmp)
+            patch = pytest.MonkeyPatch()
+            stack.callback(patch.undo)
+            made: dict[str, Any] = {}
+            temps = _TempPaths(base)
+
+            def make(name: str) -> Any:
+                if name not in made:
+                    if name == "tmp_path":
+                        made[name] = temps.mktemp("tmp")
+                    elif name == "tmp_path_factory":
+                        made[name] = temps
+                    elif name == "monkeypatch":
+                        made[name] = patch
+                    else:
+                        fixture = self._defs[name]
+                        args = {a: make(a) for a in inspect.signature(fixture).parameters}
+                        value = fixture(**args)
+                        if inspect.isgenerator(value):
+                            gen = value
+                            value = next(gen)
+                            stack.callback(_finish, gen)
+                        made[name] = value
+                return made[name]
+
+            values = {name: make(name) for name in names}  # autouse ones too
+            takes = inspect.signature(func).parameters
+            return func(**{n: v for n, v in values.items() if n in takes}, **kwargs)
+
+
+def _finish(gen: Iterator[Any]) -> None:
+    """Run a generator fixture's teardown."""
+    for _ in gen:
+        pass
+
+
+def _conftests(test_file: Path, root: Path) -> list[Any]:
+    """The ``conftest.py`` modules from ``root``'s tests/ down to ``test_file``'s folder,
+    imported as the package modules pytest makes of them (outermost first)."""
+    modules: list[Any] = []
+    rel = test_file.resolve().relative_to(root.resolve()).parent
+    for depth in range(1, len(rel.parts) + 1):
+        folder = Path(*rel.parts[:depth])
+        if (root / folder / "conftest.py").is_file():
+            modules.append(importlib.import_module(".".join((*folder.parts, "conftest"))))
+    return modules
+
+
+def _cases(module: Any, fixtures: _Fixtures) -> Iterator[tuple[str, Callable[[], object]]]:
+    """Every test of ``module`` whose fixtures ``fixtures`` can make, as (id, call),
+    parametrized ones expanded."""
     for name, func in vars(module).items():
         if not name.startswith("test_") or not callable(func):
             continue
         marks = [m for m in getattr(func, "pytestmark", []) if m.name == "parametrize"]
         params = set(inspect.signature(func).parameters)
-        tmp = "tmp_path" in params
-        params.discard("tmp_path")
-        call = functools.partial(_with_tmp_path, func) if tmp else func
+        keys: list[str] = []
+        if marks:
+            argnames = marks[0].args[0]
+            keys = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else list(
+                argnames
+            )
+        wanted = frozenset(params - set(keys)) | fixtures.autouse
+        if len(marks) > 1 or not set(keys) <= params or not fixtures.provides(set(wanted)):
+            continue  # stacked parametrize or fixtures made only by pytest: left to pytest
+        call = functools.partial(fixtures.call, func, wanted)
         if not marks:
-            if not params:
-                yield name, call
+            yield name, call
             continue
-        argnames, values = marks[0].args[:2]
-        keys = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else argnames
-        if len(marks) > 1 or params != set(keys):
-            continue  # needs other fixtures or stacked parametrize: left to pytest
-        for i, value in enumerate(values):
+        for i, value in enumerate(marks[0].args[1]):
             if type(value).__name__ == "ParameterSet":  # pytest.param(...)
                 args = tuple(value.values)
             else:
@@ -144,7 +249,8 @@ def main() -> None:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        cases += [(f"{Path(test_file).stem}::{c}", call) for c, call in _cases(module)]
+        fixtures = _Fixtures([*_conftests(root / test_file, root), module])
+        cases += [(f"{Path(test_file).stem}::{c}", call) for c, call in _cases(module, fixtures)]
     import mrecord
 
     assert Path(mrecord.__file__).is_relative_to(root), f"mrecord imported from {mrecord.__file__}"
