@@ -13,7 +13,12 @@ What a read touches depends on the chunk, so that is decided here, not by the re
   a variable-size chunk whose head (value offsets) nobody has parsed yet is read whole: it
   arrives in one request and is checked as it arrives (no second pass over the file);
 - otherwise only the rows' own bytes: ``row_nbytes`` at the row's place in a fixed-width
-  chunk, or the value's span in a variable-size chunk.
+  chunk, or the value's span in a variable-size chunk;
+- except on a cold block, the plain chunks of bytes columns that still need their checksum:
+  the reader reads those itself (:func:`read_checked`), each with one ``pread`` into an I/O
+  thread's buffer, checks it there and copies the block's values out, so that the chunk's
+  bytes come off the disk once (checking it first and reading the values after read them
+  twice whenever memory was short or the values went by direct I/O).
 
 Hints cost a system call per range, which a warm page cache does not need: before hinting,
 a few of the ranges' first pages are looked up with ``mincore``; when they are all in memory
@@ -34,11 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from mrecord.format.compression import CODEC_IDS
+from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
+    "ARRIVAL_MAX_BYTES",
     "DIRECT_MIN_BYTES",
     "ENABLED",
     "IO_THREADS",
@@ -46,6 +52,7 @@ __all__ = [
     "direct_layout",
     "hint_rows",
     "looks_resident",
+    "read_checked",
     "read_direct",
     "read_into",
     "row_ranges",
@@ -74,6 +81,7 @@ def row_ranges(
     columns: Sequence[str],
     verify_pool: Callable[[ShardFile, list[int], int], None] | None = None,
     direct: Collection[str] = (),
+    arriving: Collection[str] = (),
 ) -> list[tuple[int, int]]:
     """The ``(offset, length)`` byte ranges of ``shard`` that reading rows (``pages``,
     ``slots``) of ``columns`` touches, merged where they touch the same pages, in file
@@ -82,7 +90,10 @@ def row_ranges(
     ``verify_pool(shard, pages, col)``, when given, checksums chunks not yet verified
     first (:func:`verify_chunks`); the ones it verified then need only their rows' bytes.
     Columns in ``direct`` are read by the caller with :func:`read_into` (their chunks are
-    still checked and their heads parsed; their values' ranges are left out)."""
+    still checked and their heads parsed; their values' ranges are left out). Columns in
+    ``arriving`` (a subset of ``direct``) are checked by the caller too, as their chunks
+    arrive (:func:`read_checked`): their plain chunks are neither checked here nor read
+    whole."""
     if not len(pages):
         return []
     meta = shard.meta
@@ -95,7 +106,9 @@ def row_ranges(
         field = meta.schema.fields[col]
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
-        if shard.verify == "always":
+        if name in arriving:
+            pass  # the caller reads these chunks' values and checks them as they arrive
+        elif shard.verify == "always":
             whole[:] = True
         elif shard.verify == "once":
             unchecked = ~shard.verified_chunks(unique_pages, col)
@@ -205,7 +218,10 @@ def hint_rows(
     Chunks that ``verify="once"`` has not checked yet are read and checked first, in
     parallel and whatever the map's advice (:func:`verify_chunks`); then, when cold, only
     the rows' own bytes are hinted. A caller that gets a nonzero count should copy what it
-    reads out of the map soon (its bytes may be evicted again when memory is short)."""
+    reads out of the map soon (its bytes may be evicted again when memory is short), and
+    must itself check the plain chunks of the ``direct`` columns it reads that need a
+    checksum (:func:`read_checked`): on a cold block those are left to it, so that each
+    is read from the disk once, into the values, and checked there."""
     if not ENABLED or not len(pages):
         return 0
     now = time.monotonic()
@@ -222,7 +238,8 @@ def hint_rows(
     if warm:
         _warm_until[shard] = now + WARM_SECONDS
     if shard.verify == "once" or direct:
-        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct)
+        arriving = () if warm else direct
+        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct, arriving)
     if warm:
         return 0
     shard.will_need(ranges)
@@ -283,6 +300,92 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     pool = _io_pool()
     futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
     return all([f.result() for f in futures])
+
+
+ARRIVAL_MAX_BYTES = 2 << 20
+"""Chunks up to this long that a cold read must check are read whole, once, into a buffer
+of the reading I/O thread, checked there, and the wanted values copied out
+(:func:`read_checked`). Longer ones are checked in pieces and their values read after
+(their bytes read twice, for memory bounded at ``IO_THREADS`` buffers of this size)."""
+
+_thread_buffers = threading.local()
+
+
+def _chunk_buffer(nbytes: int) -> np.ndarray:
+    """This thread's page-aligned scratch buffer, at least ``nbytes`` long (kept: a first
+    epoch reads thousands of chunks, and a fresh allocation each would churn memory)."""
+    buffer: np.ndarray | None = getattr(_thread_buffers, "buffer", None)
+    if buffer is None or len(buffer) < nbytes:
+        buffer = _thread_buffers.buffer = aligned_buffer(max(nbytes, 1 << 20))
+    return buffer
+
+
+def _read_chunk(
+    offset: int, length: int, direct_fd: int | None, fd: int | None
+) -> np.ndarray | None:
+    """The file's bytes ``offset:offset + length`` in this thread's buffer, read with one
+    ``pread`` (direct I/O when ``direct_fd`` is given and the read is accepted); None when
+    neither descriptor reads them whole."""
+    if direct_fd is not None:
+        lead = offset % _PAGE
+        span = -(-(lead + length) // _PAGE) * _PAGE
+        buffer = _chunk_buffer(span)
+        try:
+            got = os.preadv(direct_fd, [buffer[:span].data.cast("B")], offset - lead)
+        except OSError:
+            got = -1  # EINVAL: alignment refused here; read buffered
+        if got >= lead + length:
+            return buffer[lead : lead + length]
+    if fd is None:
+        return None
+    buffer = _chunk_buffer(length)[:length]
+    if os.preadv(fd, [buffer.data.cast("B")], offset) != length:
+        return None
+    return buffer
+
+
+def read_checked(
+    shard: ShardFile,
+    col: int,
+    chunks: list[tuple[int, list[tuple[np.ndarray, int, int]]]],
+    direct: bool,
+) -> list[int]:
+    """Check chunks as they arrive: each ``(page, targets)`` chunk of column ``col`` is read
+    whole with one ``pread`` (``O_DIRECT`` when ``direct``: no page cache filled on the
+    way), its CRC-32C checked in the buffer it landed in, and each ``(dest, a, b)`` of
+    ``targets`` gets the chunk's bytes ``a:b`` (offsets into the chunk); the chunk is then
+    marked verified. Up to ``IO_THREADS`` chunks at once. Returns the pages not done
+    (damaged, longer than ``ARRIVAL_MAX_BYTES``, or not read whole): nothing of them was
+    written to their targets, and the caller checks them the usual way
+    (:meth:`ShardFile.check_chunk`, which raises :class:`~mrecord.errors.ChecksumError`
+    for a damaged one)."""
+    direct_fd = shard.direct_fd() if direct else None
+    fd = shard.read_fd()
+
+    def one(item: tuple[int, list[tuple[np.ndarray, int, int]]]) -> bool:
+        page, targets = item
+        offset, length, crc = shard.chunk_place(page, col)
+        if length > ARRIVAL_MAX_BYTES:
+            return False
+        try:
+            data = _read_chunk(offset, length, direct_fd, fd)
+        except OSError:
+            return False
+        if data is None or checksum(data) != crc:
+            return False
+        for dest, a, b in targets:
+            dest[:] = data[a:b]
+        shard.mark_verified(page, col)
+        return True
+
+    if fd is None and direct_fd is None:
+        return [page for page, _ in chunks]
+    if len(chunks) <= 1 or IO_THREADS <= 1:
+        done = [one(item) for item in chunks]
+    else:
+        pool = _io_pool()
+        done = [f.result() for f in [pool.submit(one, item) for item in chunks]]
+    return [page for (page, _), ok in zip(chunks, done, strict=True) if not ok]
 
 
 DIRECT_MIN_BYTES = 32 << 10
