@@ -48,8 +48,10 @@ __all__ = [
     "DIRECT_MIN_BYTES",
     "ENABLED",
     "IO_THREADS",
+    "SPAN_PIECE",
     "aligned_buffer",
     "direct_layout",
+    "direct_spans",
     "hint_rows",
     "looks_resident",
     "read_checked",
@@ -210,6 +212,7 @@ def hint_rows(
     slots: np.ndarray,
     columns: Sequence[str],
     direct: Collection[str] = (),
+    beyond_memory: bool = False,
 ) -> int:
     """Tell ``shard`` which ranges reading rows (``pages``, ``slots``) of ``columns``
     will touch (:meth:`ShardFile.will_need`), unless they look warm already; returns how
@@ -221,11 +224,17 @@ def hint_rows(
     reads out of the map soon (its bytes may be evicted again when memory is short), and
     must itself check the plain chunks of the ``direct`` columns it reads that need a
     checksum (:func:`read_checked`): on a cold block those are left to it, so that each
-    is read from the disk once, into the values, and checked there."""
+    is read from the disk once, into the values, and checked there.
+
+    ``beyond_memory``: the caller's files are larger than its memory, so they cannot be
+    warm for long: every block is looked up, none skipped for ``WARM_SECONDS`` after a
+    warm one (measured: the last block of a sequential epoch looked warm, and the next
+    epoch's first blocks, taken as warm too, were served from the map one 4 KiB fault at
+    a time, at a sixth of the rate)."""
     if not ENABLED or not len(pages):
         return 0
     now = time.monotonic()
-    if _warm_until.get(shard, 0.0) > now:
+    if not beyond_memory and _warm_until.get(shard, 0.0) > now:
         return 0  # found warm a moment ago: reads as before, at no cost per call
     if shard.map_address() is None:
         # Not a local map (mrecord.remote's range reads, which plan their own fetches of
@@ -235,7 +244,7 @@ def hint_rows(
     if not ranges:
         return 0
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
-    if warm:
+    if warm and not beyond_memory:
         _warm_until[shard] = now + WARM_SECONDS
     if shard.verify == "once" or direct:
         arriving = () if warm else direct
@@ -410,6 +419,39 @@ def direct_layout(
         reads.append((at, offset - lead, span, lead + length))
         at += span
     return at, starts, reads
+
+
+SPAN_PIECE = 1 << 20
+"""Direct reads of values that follow each other in the file are cut into pieces of this
+many bytes, read in parallel (one long read would leave the device's queue empty)."""
+
+
+def direct_spans(
+    places: list[tuple[int, int]], gap: int = _PAGE
+) -> tuple[int, list[int], list[tuple[int, int, int, int]]]:
+    """Like :func:`direct_layout`, for ranges that mostly follow each other in the file
+    (``shuffle=False``): ranges less than ``gap`` bytes apart share one slot, read whole
+    (the gap with them) in pieces of ``SPAN_PIECE``, so the disk sees long sequential
+    reads, not one request per value."""
+    spans: list[list[int]] = []  # [offset, end] of each merged run
+    owner: list[int] = []
+    for offset, length in places:
+        if spans and spans[-1][1] <= offset <= spans[-1][1] + gap:
+            spans[-1][1] = offset + length
+        else:
+            spans.append([offset, offset + length])
+        owner.append(len(spans) - 1)
+    nbytes, span_starts, whole = direct_layout([(a, b - a) for a, b in spans])
+    starts = [
+        span_starts[k] + offset - spans[k][0]
+        for (offset, _), k in zip(places, owner, strict=True)
+    ]
+    reads: list[tuple[int, int, int, int]] = []
+    for at, offset, span, need in whole:
+        for done in range(0, span, SPAN_PIECE):
+            size = min(SPAN_PIECE, span - done)
+            reads.append((at + done, offset + done, size, max(0, min(size, need - done))))
+    return nbytes, starts, reads
 
 
 def aligned_buffer(nbytes: int) -> np.ndarray:
