@@ -35,7 +35,9 @@ from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.probe import memory_budget
 from mrecord.storage.readahead import (
+    ARRIVAL_MAX_BYTES,
     DIRECT_MIN_BYTES,
+    IO_THREADS,
     aligned_buffer,
     direct_layout,
     direct_spans,
@@ -78,6 +80,7 @@ class DatasetReader:
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._beyond: bool | None = None  # files larger than the memory budget (asked once)
+        self._slots: int | None = None  # whole chunks checked at once (_chunks_in_flight)
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -172,6 +175,7 @@ class DatasetReader:
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
         self._beyond = None  # this process's memory budget, asked again here
+        self._slots = None
 
     @property
     def files(self) -> list[Path]:
@@ -439,6 +443,20 @@ class DatasetReader:
             beyond = self._beyond = budget is not None and size > budget
         return beyond
 
+    def _chunks_in_flight(self) -> int:
+        """Whole chunks a cold read may check at once (each in a buffer of its own, up to
+        ``ARRIVAL_MAX_BYTES``): ``IO_THREADS``, fewer when a sixteenth of the memory budget
+        holds fewer (measured: 16 buffers of 1 MiB, kept, got a reader in a 96 MB memory
+        group OOM-killed)."""
+        slots = self._slots
+        if slots is None:
+            budget = memory_budget()
+            slots = IO_THREADS
+            if budget is not None:
+                slots = max(1, min(IO_THREADS, budget // (16 * ARRIVAL_MAX_BYTES)))
+            self._slots = slots
+        return slots
+
     def _gather_var(
         self,
         field: Field,
@@ -495,7 +513,10 @@ class DatasetReader:
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
             if copied:
-                _read_cold(shard, col, copied, result, bytes_as_arrays, self._beyond_memory())
+                _read_cold(
+                    shard, col, copied, result, bytes_as_arrays, self._beyond_memory(),
+                    self._chunks_in_flight(),
+                )
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
@@ -511,6 +532,7 @@ def _read_cold(
     result: list[Any],
     as_arrays: bool,
     direct: bool,
+    in_flight: int,
 ) -> None:
     """``result[pos]`` = the bytes ``raw[a:b]`` of each value (of chunk ``page``, column
     ``col``), read into new buffers. Values of chunks that still need their checksum
@@ -532,7 +554,7 @@ def _read_cold(
             rest.append(value)
     parts: list[tuple[int, np.ndarray]] = []
     if arriving:
-        parts += _read_arriving(shard, col, values, arriving, direct)
+        parts += _read_arriving(shard, col, values, arriving, direct, in_flight)
     parts += _read_checked_values(shard, rest, direct)
     for pos, part in parts:
         if as_arrays:
@@ -543,12 +565,18 @@ def _read_cold(
             result[pos] = part.tobytes()
 
 
+_SHARED_CHUNK_ROWS = 1.5
+"""Values per chunk needing its check, on average in a cold block, from which the block's
+order is taken as local (its chunks are read through the page cache, not around it)."""
+
+
 def _read_arriving(
     shard: ShardFile,
     col: int,
     values: list[tuple[int, Any, int, int, int | None, int]],
     arriving: dict[int, list[int]],
     direct: bool,
+    in_flight: int,
 ) -> list[tuple[int, np.ndarray]]:
     """The values ``values[i]`` for ``i`` in ``arriving[page]``, each chunk read once and
     checked as it arrives; a chunk ``read_checked`` could not do is checked the usual way
@@ -567,7 +595,20 @@ def _read_arriving(
             targets.append((dest, a, b))
             parts.append((pos, dest))
         jobs.append((page, targets))
-    not_done = set(read_checked(shard, col, jobs, direct))
+    # Direct, unless the block's values share their chunks (Shuffle.BLOCK mixes the rows
+    # of a few neighbouring pages) and a chunk's other rows come later: those come within
+    # the next blocks, and find the chunk in the page cache instead of reading it from the
+    # disk again. A random order spreads its values over their chunks (the other rows come
+    # much later: evicted by then), and a file-order one wants all rows of each chunk.
+    local = sum(map(len, arriving.values())) >= _SHARED_CHUNK_ROWS * len(arriving)
+    starts = shard.page_starts_list
+    if direct and local:
+        partial = [job for job in jobs if len(job[1]) < starts[job[0] + 1] - starts[job[0]]]
+        whole = [job for job in jobs if len(job[1]) >= starts[job[0] + 1] - starts[job[0]]]
+        not_done = set(read_checked(shard, col, partial, False, in_flight))
+        not_done |= set(read_checked(shard, col, whole, True, in_flight))
+    else:
+        not_done = set(read_checked(shard, col, jobs, direct, in_flight))
     for page, targets in jobs:
         if page in not_done:
             shard.check_chunk(page, col)  # raises for a damaged chunk

@@ -315,30 +315,33 @@ ARRIVAL_MAX_BYTES = 2 << 20
 """Chunks up to this long that a cold read must check are read whole, once, into a buffer
 of the reading I/O thread, checked there, and the wanted values copied out
 (:func:`read_checked`). Longer ones are checked in pieces and their values read after
-(their bytes read twice, for memory bounded at ``IO_THREADS`` buffers of this size)."""
+(their bytes read twice, for memory bounded at one buffer of this size per read in
+flight)."""
 
-_thread_buffers = threading.local()
+class _Scratch:
+    """One task's page-aligned buffer, grown as its chunks need (one per task, so that the
+    memory held is bounded by the tasks in flight, not by the pool's threads)."""
 
+    def __init__(self) -> None:
+        self._buffer: np.ndarray | None = None
 
-def _chunk_buffer(nbytes: int) -> np.ndarray:
-    """This thread's page-aligned scratch buffer, at least ``nbytes`` long (kept: a first
-    epoch reads thousands of chunks, and a fresh allocation each would churn memory)."""
-    buffer: np.ndarray | None = getattr(_thread_buffers, "buffer", None)
-    if buffer is None or len(buffer) < nbytes:
-        buffer = _thread_buffers.buffer = aligned_buffer(max(nbytes, 1 << 20))
-    return buffer
+    def get(self, nbytes: int) -> np.ndarray:
+        """A buffer of at least ``nbytes``."""
+        if self._buffer is None or len(self._buffer) < nbytes:
+            self._buffer = aligned_buffer(max(nbytes, 1 << 20))
+        return self._buffer
 
 
 def _read_chunk(
-    offset: int, length: int, direct_fd: int | None, fd: int | None
+    scratch: _Scratch, offset: int, length: int, direct_fd: int | None, fd: int | None
 ) -> np.ndarray | None:
-    """The file's bytes ``offset:offset + length`` in this thread's buffer, read with one
-    ``pread`` (direct I/O when ``direct_fd`` is given and the read is accepted); None when
-    neither descriptor reads them whole."""
+    """The file's bytes ``offset:offset + length`` in ``scratch``, read with one ``pread``
+    (direct I/O when ``direct_fd`` is given and the read is accepted); None when neither
+    descriptor reads them whole."""
     if direct_fd is not None:
         lead = offset % _PAGE
         span = -(-(lead + length) // _PAGE) * _PAGE
-        buffer = _chunk_buffer(span)
+        buffer = scratch.get(span)
         try:
             got = os.preadv(direct_fd, [buffer[:span].data.cast("B")], offset - lead)
         except OSError:
@@ -347,7 +350,7 @@ def _read_chunk(
             return buffer[lead : lead + length]
     if fd is None:
         return None
-    buffer = _chunk_buffer(length)[:length]
+    buffer = scratch.get(length)[:length]
     if os.preadv(fd, [buffer.data.cast("B")], offset) != length:
         return None
     return buffer
@@ -358,12 +361,15 @@ def read_checked(
     col: int,
     chunks: list[tuple[int, list[tuple[np.ndarray, int, int]]]],
     direct: bool,
+    in_flight: int = IO_THREADS,
 ) -> list[int]:
     """Check chunks as they arrive: each ``(page, targets)`` chunk of column ``col`` is read
     whole with one ``pread`` (``O_DIRECT`` when ``direct``: no page cache filled on the
     way), its CRC-32C checked in the buffer it landed in, and each ``(dest, a, b)`` of
     ``targets`` gets the chunk's bytes ``a:b`` (offsets into the chunk); the chunk is then
-    marked verified. Up to ``IO_THREADS`` chunks at once. Returns the pages not done
+    marked verified. Up to ``in_flight`` chunks at once (each holds a buffer of its size:
+    a reader in a small memory group passes fewer than ``IO_THREADS``). Returns the pages
+    not done
     (damaged, longer than ``ARRIVAL_MAX_BYTES``, or not read whole): nothing of them was
     written to their targets, and the caller checks them the usual way
     (:meth:`ShardFile.check_chunk`, which raises :class:`~mrecord.errors.ChecksumError`
@@ -371,13 +377,13 @@ def read_checked(
     direct_fd = shard.direct_fd() if direct else None
     fd = shard.read_fd()
 
-    def one(item: tuple[int, list[tuple[np.ndarray, int, int]]]) -> bool:
+    def one(scratch: _Scratch, item: tuple[int, list[tuple[np.ndarray, int, int]]]) -> bool:
         page, targets = item
         offset, length, crc = shard.chunk_place(page, col)
         if length > ARRIVAL_MAX_BYTES:
             return False
         try:
-            data = _read_chunk(offset, length, direct_fd, fd)
+            data = _read_chunk(scratch, offset, length, direct_fd, fd)
         except OSError:
             return False
         if data is None or checksum(data) != crc:
@@ -387,13 +393,22 @@ def read_checked(
         shard.mark_verified(page, col)
         return True
 
+    def some(items: list[tuple[int, list[tuple[np.ndarray, int, int]]]]) -> list[bool]:
+        scratch = _Scratch()
+        return [one(scratch, item) for item in items]
+
     if fd is None and direct_fd is None:
         return [page for page, _ in chunks]
-    if len(chunks) <= 1 or IO_THREADS <= 1:
-        done = [one(item) for item in chunks]
+    tasks = max(1, min(in_flight, IO_THREADS, len(chunks)))
+    if tasks == 1:
+        done = some(chunks)
     else:
         pool = _io_pool()
-        done = [f.result() for f in [pool.submit(one, item) for item in chunks]]
+        parts = [chunks[i::tasks] for i in range(tasks)]
+        futures = [pool.submit(some, part) for part in parts]
+        done = [False] * len(chunks)
+        for i, future in enumerate(futures):
+            done[i::tasks] = future.result()
     return [page for (page, _), ok in zip(chunks, done, strict=True) if not ok]
 
 

@@ -152,3 +152,36 @@ def test_a_damaged_value_checked_on_arrival_raises_and_is_never_handed_out(
         assert not reader.shards[0].verified_chunks(np.array([7]), col)[0]
         with pytest.raises(ChecksumError):
             reader.read_rows([7])  # still damaged on the next read
+
+
+def test_chunks_a_block_shares_go_through_the_page_cache_beyond_memory(
+    tmp_path: Path, cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond memory a random order's chunks are read direct (their other rows come much
+    later); a block that takes a few rows of each chunk (Shuffle.BLOCK) reads the chunks
+    it does not take whole through the page cache, where the next blocks find them, and
+    the chunks it takes whole direct."""
+    import mrecord.reader.dataset_reader as dataset_reader
+
+    path = tmp_path / "d.mrecord"
+    _write(path, 128 << 10)  # 4 rows a page
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    calls: list[tuple[list[int], bool]] = []
+    real = readahead.read_checked
+
+    def spy(shard: object, col: int, chunks: list[tuple[int, list[object]]], direct: bool,
+            *rest: int) -> list[int]:
+        calls.append((sorted(page for page, _ in chunks), direct))
+        return real(shard, col, chunks, direct, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataset_reader, "read_checked", spy)
+    with DatasetReader.open(path, verify="once") as reader:
+        pages = reader.shards[0].page_starts_list
+        assert pages[:5] == [0, 4, 8, 12, 16]
+        spread = [0, 17, 26, 39]  # one row of each of four chunks: a random order
+        shared = [4, 5, 8, 9, 12, 13, 14, 15]  # two rows of pages 1 and 2, all of page 3
+        for ids in (spread, shared):
+            block = reader.read_rows(ids)
+            assert list(block.columns["blob"]) == [_value(i) for i in ids]
+    assert calls[0] == ([0, 4, 6, 9], True)
+    assert sorted(calls[1:]) == [([1, 2], False), ([3], True)]
