@@ -599,8 +599,15 @@ def _read_arriving(
     # of a few neighbouring pages) and a chunk's other rows come later: those come within
     # the next blocks, and find the chunk in the page cache instead of reading it from the
     # disk again. A random order spreads its values over their chunks (the other rows come
-    # much later: evicted by then), and a file-order one wants all rows of each chunk.
+    # much later: evicted by then); a file-order one (shuffle=False) wants all rows of each
+    # chunk but those of the one it ends in, whose rest the next block reads direct
+    # (measured: buffered, the page cache they filled made a second sequential epoch in a
+    # 200 MB group 3x slower).
     local = sum(map(len, arriving.values())) >= _SHARED_CHUNK_ROWS * len(arriving)
+    if local:
+        ordered = [values[i] for idx in arriving.values() for i in idx]
+        ordered.sort(key=lambda v: v[0])  # the block's order
+        local = not _in_file_order([(v[4] + v[2], v[3] - v[2]) for v in ordered])  # type: ignore[operator]
     starts = shard.page_starts_list
     if direct and local:
         partial = [job for job in jobs if len(job[1]) < starts[job[0] + 1] - starts[job[0]]]

@@ -158,9 +158,9 @@ def test_chunks_a_block_shares_go_through_the_page_cache_beyond_memory(
     tmp_path: Path, cold: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Beyond memory a random order's chunks are read direct (their other rows come much
-    later); a block that takes a few rows of each chunk (Shuffle.BLOCK) reads the chunks
-    it does not take whole through the page cache, where the next blocks find them, and
-    the chunks it takes whole direct."""
+    later); a block that takes a few rows of each chunk, shuffled (Shuffle.BLOCK), reads
+    the chunks it does not take whole through the page cache, where the next blocks find
+    them, and the chunks it takes whole direct; a block in file order reads direct."""
     import mrecord.reader.dataset_reader as dataset_reader
 
     path = tmp_path / "d.mrecord"
@@ -179,9 +179,13 @@ def test_chunks_a_block_shares_go_through_the_page_cache_beyond_memory(
         pages = reader.shards[0].page_starts_list
         assert pages[:5] == [0, 4, 8, 12, 16]
         spread = [0, 17, 26, 39]  # one row of each of four chunks: a random order
-        shared = [4, 5, 8, 9, 12, 13, 14, 15]  # two rows of pages 1 and 2, all of page 3
-        for ids in (spread, shared):
+        shared = [4, 9, 12, 5, 13, 8, 14, 15]  # two rows of pages 1 and 2, all of page 3
+        in_order = [28, 29, 30, 31, 32, 33]  # shuffle=False: page 7 whole, page 8 begun
+        for ids in (spread, shared, in_order):
             block = reader.read_rows(ids)
             assert list(block.columns["blob"]) == [_value(i) for i in ids]
     assert calls[0] == ([0, 4, 6, 9], True)
-    assert sorted(calls[1:]) == [([1, 2], False), ([3], True)]
+    assert sorted(calls[1:3]) == [([1, 2], False), ([3], True)]
+    # In file order the next block takes the rest of page 8 right away: direct, as the
+    # page cache filled by a sequential epoch is reclaimed at a high cost in a memory group.
+    assert calls[3:] == [([7, 8], True)]
