@@ -310,3 +310,37 @@ def test_padded_ids_follow_the_base_from_pad_start() -> None:
     assert _message(ArgumentError, PaddedOrder, RangeOrder(0, 2), 1, -2) == (
         "pad_start must be in [0, 2**62), got -2"
     )
+
+
+def _every_order() -> list[Order]:
+    perm = PermutationOrder(12, 5)
+    return [
+        RangeOrder(0, 12),
+        ArrayOrder(np.arange(12)[::-1]),
+        perm,
+        PermutationOrder(1, 5),
+        WindowedPermutation(12, 5, 5),
+        WindowedPermutation(12, 1, 5),
+        SegmentOrder([5, 0, 7], [2, 0, 1]),
+        SegmentOrder([5, 0, 7], [1, 2, 0], key=5),
+        ComposedOrder(ArrayOrder([0, 3, 3]), perm),
+        SliceOrder(perm, 2, 9),
+        ShardView(perm, 5, 4),
+        PartitionedOrder(perm, 1),
+        PartitionedOrder(perm, 5),
+        PaddedOrder(perm, 3, 12),
+    ]
+
+
+def test_no_positions_give_no_ids_and_ids_are_new_arrays() -> None:
+    for order in _every_order():
+        empty = order.take(np.zeros(0, dtype=np.int64))
+        assert empty.shape == (0,) and empty.dtype == np.int64, order
+        positions = np.arange(len(order), dtype=np.int64)
+        expected = order.to_array().tolist()
+        ids = order.take(positions)
+        assert ids.tolist() == expected, order
+        ids[:] = -1  # writing to the ids changes neither the caller's positions nor the order
+        assert positions.tolist() == list(range(len(order))), order
+        assert order.to_array().tolist() == expected, order
+        assert order.take(positions[:1]).tolist() == expected[:1], order
