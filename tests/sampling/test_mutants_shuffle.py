@@ -136,6 +136,16 @@ def test_adaptive_checks_its_threshold() -> None:
     assert adaptive_shuffle([1], 0, 0, adaptive_threshold=1).to_array().tolist() == [0]
 
 
+def test_partial_names_its_window_when_it_is_out_of_range() -> None:
+    assert _message(ArgumentError, partial_shuffle, [3], 0, 0, partial_window=0) == (
+        "partial_window must be >= 1 rows, got 0"
+    )
+    assert _message(WrongTypeError, partial_shuffle, [3], 0, 0, partial_window=1.5) == (
+        "partial_window must be an int, got 1.5 (float)"
+    )
+    assert partial_shuffle([3], 0, 0, partial_window=1).to_array().tolist() == [0, 1, 2]
+
+
 def test_counts_seed_epoch_and_options_are_checked_with_whole_messages() -> None:
     assert _message(WrongTypeError, check_counts, "abc") == (
         "file_row_counts must be a sequence of ints, got 'abc'"
