@@ -219,6 +219,7 @@ def test_segment_orders_check_their_counts_and_file_order() -> None:
         "file_row_counts must be a sequence of ints, got [1.5]"
     )
     assert SegmentOrder(np.array([2, 1], dtype=np.uint8), [1, 0]).to_array().tolist() == [2, 0, 1]
+    assert SegmentOrder([2, 1], np.array([[1, 0]])).to_array().tolist() == [2, 0, 1]  # flattened
 
 
 def test_segments_in_a_given_order_rows_kept_or_permuted_inside() -> None:
@@ -250,6 +251,9 @@ def test_slices_are_clipped_to_the_base() -> None:
     assert SliceOrder(base, 5, 5).to_array().tolist() == []
     assert _message(ArgumentError, SliceOrder, base, -1, 2) == (
         "start must be in [0, 2**62), got -1"
+    )
+    assert _message(ArgumentError, SliceOrder, base, 0, -1) == (
+        "stop must be in [0, 2**62), got -1"
     )
 
 
