@@ -52,6 +52,9 @@ def test_counts_are_ints_in_0_to_2_to_the_62_with_whole_messages() -> None:
         "window must be in [1, 2**62), got 0"
     )
     assert len(WindowedPermutation(5, 1, 1)) == 5
+    assert _message(ArgumentError, WindowedPermutation, -1, 2, 1) == (
+        "n must be in [0, 2**62), got -1"
+    )
 
 
 def test_chunk_sizes_start_and_first_size_are_checked() -> None:
@@ -156,6 +159,9 @@ def test_orders_of_zero_and_one_row() -> None:
         assert order.to_array().dtype == np.int64
     assert PermutationOrder(1, 5).to_array().tolist() == [0]
     assert PermutationOrder(1, 5).take([0, 0]).tolist() == [0, 0]
+    # Two rows are shuffled too: some keys swap them, others do not.
+    two = {tuple(PermutationOrder(2, key).to_array().tolist()) for key in range(8)}
+    assert two == {(0, 1), (1, 0)}
     assert SegmentOrder([0, 1, 0], key=3).to_array().tolist() == [0]
 
 
