@@ -296,6 +296,15 @@ def test_partitions_are_contiguous_runs_read_round_robin() -> None:
     assert [ShardView(order, 3, s).to_array().tolist() for s in range(3)] == [
         [0, 1, 2, 3], [4, 5, 6, 0], [7, 8, 9, 4],
     ]  # fmt: skip
+    for n in range(13):
+        for parts in range(1, 7):
+            ids = PartitionedOrder(RangeOrder(0, n), parts).to_array().tolist()
+            assert sorted(ids) == list(range(n)), (n, parts)
+            first = 0
+            for j in range(parts):  # partition j: the next ceil((n - j) / parts) rows
+                run = ids[j::parts]
+                assert run == list(range(first, first + -(-(n - j) // parts))), (n, parts, j)
+                first += len(run)
     assert PartitionedOrder(ArrayOrder([5, 6, 7]), 1).to_array().tolist() == [5, 6, 7]
     assert PartitionedOrder(RangeOrder(0, 2), 4).to_array().tolist() == [0, 1]
     assert _message(ArgumentError, PartitionedOrder, RangeOrder(0, 2), 0) == (
