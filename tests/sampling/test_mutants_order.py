@@ -298,7 +298,9 @@ def test_partitions_are_contiguous_runs_read_round_robin() -> None:
     ]  # fmt: skip
     for n in range(13):
         for parts in range(1, 7):
-            ids = PartitionedOrder(RangeOrder(0, n), parts).to_array().tolist()
+            got = PartitionedOrder(RangeOrder(0, n), parts).to_array()
+            assert got.dtype == np.int64
+            ids = got.tolist()
             assert sorted(ids) == list(range(n)), (n, parts)
             first = 0
             for j in range(parts):  # partition j: the next ceil((n - j) / parts) rows
