@@ -199,11 +199,12 @@ def test_a_take_spread_over_many_windows_gives_the_iterated_ids() -> None:
     # Positions far apart take a path of their own (keys of the windows touched only).
     order = WindowedPermutation(201, 2, 8)
     full = np.array(_chunked(order, 64))
-    positions = np.array([200, 0, 199, 3, 100, 101, 0, 200])  # 101 windows, 8 positions
+    positions = np.concatenate([np.arange(200, -1, -3), [0, 200]])  # 69 of 101 windows
     assert order.take(positions).tolist() == full[positions].tolist()
-    assert order.take(positions[::-1].reshape(2, 4)).tolist() == (
-        full[positions[::-1]].reshape(2, 4).tolist()
+    assert order.take(positions[::-1].reshape(3, 23)).tolist() == (
+        full[positions[::-1]].reshape(3, 23).tolist()
     )
+    assert (full[positions] != positions).sum() > 20  # windows of two rows are swapped
     assert full[200] == 200  # a last window of one row
     assert sorted(full.tolist()) == list(range(201))
 
