@@ -366,3 +366,4 @@ def test_no_positions_give_no_ids_and_ids_are_new_arrays() -> None:
         assert positions.tolist() == list(range(len(order))), order
         assert order.to_array().tolist() == expected, order
         assert order.take(positions[:1]).tolist() == expected[:1], order
+        assert _chunked(order, 5) == expected, order  # runs from other starts than 0
