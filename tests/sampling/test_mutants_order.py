@@ -363,6 +363,7 @@ def test_no_positions_give_no_ids_and_ids_are_new_arrays() -> None:
         positions = np.arange(len(order), dtype=np.int64)
         expected = order.to_array().tolist()
         ids = order.take(positions)
+        assert ids.dtype == np.int64, order
         assert ids.tolist() == expected, order
         ids[:] = -1  # writing to the ids changes neither the caller's positions nor the order
         assert positions.tolist() == list(range(len(order))), order
