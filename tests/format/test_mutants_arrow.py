@@ -1,0 +1,266 @@
+"""Tests written for mutants of mrecord/format/arrow_types.py and arrow_columns.py that
+survived the suite (docs/RELIABILITY.md, "Mutation testing"). Each asserts something a user
+relies on: the field an Arrow type maps to (docs/ARROW.md's table), the Arrow type and
+values a column is exported as, or a refusal whose whole message names the column, the type
+or row and what to do."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mrecord import Block
+from mrecord.errors import ConversionError, MissingDependencyError
+from mrecord.format.arrow_types import (
+    arrow_schema_for,
+    arrow_type_for_field,
+    field_spec_for_arrow,
+    import_pyarrow,
+    schema_for_arrow,
+)
+from mrecord.format.schema import Field, parse_schema
+
+pa = pytest.importorskip("pyarrow")
+
+_CASTS = (
+    "cast it to one of: int8..int64, uint8, uint16, float16..float64, bool, string, binary or "
+    "lists of numbers (see docs/ARROW.md)"
+)
+
+
+def _refusal(column: str, type_text: str, why: str = "") -> str:
+    """The whole message of a refused Arrow type, as docs/ARROW.md promises it."""
+    reason = f" ({why})" if why else ""
+    return (
+        f"column {column!r} has Arrow type {type_text}, which mrecord cannot store{reason}; "
+        + _CASTS
+    )
+
+
+def _refused(column: str, type_: Any) -> str:
+    with pytest.raises(ConversionError) as info:
+        field_spec_for_arrow(column, type_)
+    return str(info.value)
+
+
+# --- arrow_types: import ------------------------------------------------------------------
+
+
+def test_missing_pyarrow_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` now fails
+    with pytest.raises(MissingDependencyError) as info:
+        import_pyarrow()
+    assert isinstance(info.value, ImportError)
+    assert str(info.value) == (
+        "Arrow, Parquet and Hugging Face support needs pyarrow: pip install 'mrecord[arrow]'"
+    )
+
+
+# --- arrow_types: refusals, whole messages ----------------------------------------------------
+
+
+def test_a_type_without_a_mapping_gets_no_reason_in_parentheses() -> None:
+    assert _refused("when", pa.timestamp("ms")) == _refusal("when", "timestamp[ms]")
+    assert _refused("when", pa.list_(pa.timestamp("ms"))) == _refusal(
+        "when", "list<item: timestamp[ms]>"
+    )
+
+
+@pytest.mark.parametrize(
+    "type_",
+    [
+        pa.uint64(),
+        pa.list_(pa.uint64()),
+        pa.list_(pa.uint64(), 3),
+        pa.dictionary(pa.int8(), pa.uint64()),
+        pa.list_(pa.dictionary(pa.int8(), pa.uint64())),
+        pa.fixed_shape_tensor(pa.uint64(), [2, 2]),
+    ],
+)
+def test_uint64_anywhere_is_refused_with_the_whole_type_and_what_to_do(type_: Any) -> None:
+    """The message names the column and the column's whole type (not the element's)."""
+    whole = type_.value_type if isinstance(type_, pa.DictionaryType) else type_
+    if isinstance(type_, pa.FixedShapeTensorType):
+        whole = pa.uint64()  # the tensor's element type is what is refused
+    assert _refused("ids", type_) == _refusal(
+        "ids", str(whole), "mrecord's widest integer is int64: cast to int64 if the values fit"
+    )
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        pa.string(),
+        pa.large_string(),
+        pa.string_view(),
+        pa.binary(),
+        pa.large_binary(),
+        pa.binary_view(),
+        pa.binary(3),
+    ],
+)
+def test_lists_of_strings_or_bytes_are_refused_saying_why(element: Any) -> None:
+    type_ = pa.list_(element)
+    assert _refused("tags", type_) == _refusal(
+        "tags", str(type_), "lists of strings or bytes have no fixed element size"
+    )
+
+
+def test_a_fixed_size_list_of_size_0_is_refused_naming_column_and_type() -> None:
+    assert _refused("empty", pa.list_(pa.int8(), 0)) == _refusal(
+        "empty", "fixed_size_list<item: int8>[0]", "a fixed-size list of size 0"
+    )
+
+
+class _Unit(pa.ExtensionType):  # type: ignore[misc,name-defined]
+    """A user's extension type: float32 storage, a ``value_type`` attribute that is a str
+    (a unit label, nothing like Hugging Face's element type), and no shape."""
+
+    def __init__(self) -> None:
+        self.value_type = "metres"
+        super().__init__(pa.float32(), "test.unit")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: Any, serialized: bytes) -> _Unit:
+        return cls()
+
+
+def test_extension_types_map_to_their_storage_but_not_inside_lists() -> None:
+    assert field_spec_for_arrow("dist", _Unit()) == {"type": "float32"}
+    type_ = pa.list_(_Unit())
+    assert _refused("dists", type_) == _refusal(
+        "dists", str(type_), "extension types inside lists are not supported"
+    )
+
+
+def test_extension_of_an_unstorable_type_names_the_column() -> None:
+    class Stamp(pa.ExtensionType):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__(pa.uint64(), "test.stamp")
+
+        def __arrow_ext_serialize__(self) -> bytes:
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type: Any, serialized: bytes) -> Any:
+            return cls()
+
+    assert _refused("stamp", Stamp()) == _refusal(
+        "stamp", "uint64", "mrecord's widest integer is int64: cast to int64 if the values fit"
+    )
+
+
+def test_hugging_face_arrays_of_uint64_name_the_column() -> None:
+    datasets = pytest.importorskip("datasets")
+    hf_type = datasets.Features({"m": datasets.Array2D((2, 3), "uint64")}).arrow_schema.field(
+        "m"
+    ).type
+    assert _refused("m", hf_type) == _refusal(
+        "m", "uint64", "mrecord's widest integer is int64: cast to int64 if the values fit"
+    )
+    ok = datasets.Features({"m": datasets.Array3D((None, 2, 3), "int16")}).arrow_schema
+    assert field_spec_for_arrow("m", ok.field("m").type) == {"type": "int16", "shape": [-1, 2, 3]}
+
+
+def test_structs_and_unions_that_are_not_an_encoded_file_are_refused() -> None:
+    """Only ``struct<bytes: binary|large_binary, path: string>`` (HF Image / Audio) is bytes."""
+    for type_ in (
+        pa.struct([pa.field("bytes", pa.binary()), pa.field("x", pa.int32())]),
+        pa.dense_union([pa.field("bytes", pa.binary()), pa.field("path", pa.string())]),
+        pa.struct([pa.field("bytes", pa.string()), pa.field("path", pa.string())]),
+    ):
+        assert _refused("img", type_) == _refusal("img", str(type_))
+    for binary in (pa.binary(), pa.large_binary()):
+        encoded = pa.struct([pa.field("bytes", binary), pa.field("path", pa.string())])
+        assert field_spec_for_arrow("img", encoded) == {"type": "bytes"}
+
+
+def test_large_binary_image_storage_converts_to_the_embedded_bytes() -> None:
+    storage = pa.StructArray.from_arrays(
+        [pa.array([b"\x89PNG1", b"\xff\xd8jpeg"], pa.large_binary()), pa.array([None, "b.jpg"])],
+        names=["bytes", "path"],
+    )
+    block = Block.from_arrow(pa.table({"image": storage}))
+    assert block.columns["image"] == [b"\x89PNG1", b"\xff\xd8jpeg"]
+
+
+# --- arrow_types: types that map -------------------------------------------------------------
+
+
+def test_bool8_maps_to_bool() -> None:
+    if not hasattr(pa, "bool8"):
+        pytest.skip("pyarrow < 18 has no bool8 extension type")  # nothing to map there
+    assert field_spec_for_arrow("flag", pa.bool8()) == {"type": "bool"}
+    block = Block.from_arrow(pa.table({"flag": pa.array([1, 0, 2], pa.int8()).cast(pa.bool8())}))
+    flags = block.columns["flag"]
+    assert isinstance(flags, np.ndarray) and flags.dtype == np.bool_
+    assert flags.tolist() == [True, False, True]
+
+
+def test_dictionary_values_inside_a_list_are_their_numbers() -> None:
+    values = pa.DictionaryArray.from_arrays(
+        pa.array([0, 1, 1, 0, 1], pa.int8()), pa.array([0.5, 2.5], pa.float32())
+    )
+    column = pa.ListArray.from_arrays(pa.array([0, 2, 5], pa.int32()), values)
+    assert field_spec_for_arrow("w", column.type) == {"type": "float32", "shape": [-1]}
+    got = Block.from_arrow(pa.table({"w": column})).columns["w"]
+    assert [v.tolist() for v in got] == [[0.5, 2.5], [2.5, 0.5, 2.5]]
+    assert all(v.dtype == np.float32 for v in got)
+
+
+@pytest.mark.parametrize("make", ["list_view", "large_list_view"])
+def test_list_views_are_variable_dimensions(make: str) -> None:
+    if not hasattr(pa, make):
+        pytest.skip(f"pyarrow < 16 has no {make}")  # nothing to map there
+    type_ = getattr(pa, make)(pa.int16())
+    assert field_spec_for_arrow("v", type_) == {"type": "int16", "shape": [-1]}
+    column = pa.array([[1, 2, 3], [], [4]], type_)
+    got = Block.from_arrow(pa.table({"v": column})).columns["v"]
+    assert [v.tolist() for v in got] == [[1, 2, 3], [], [4]]
+
+
+# --- arrow_types: schemas ----------------------------------------------------------------------
+
+
+def test_schema_errors_are_whole_sentences_naming_the_column() -> None:
+    with pytest.raises(ConversionError) as info:
+        schema_for_arrow(pa.schema([pa.field("a-b", pa.int8())]))
+    assert str(info.value) == (
+        "Arrow column 'a-b' is not a valid field name (letters, digits and _ only); "
+        "rename it in the source"
+    )
+    with pytest.raises(ConversionError) as info:
+        schema_for_arrow(pa.schema([pa.field("a", pa.int8()), pa.field("a", pa.int16())]))
+    assert str(info.value) == "Arrow column 'a' appears twice; rename one of them"
+    with pytest.raises(ConversionError) as info:
+        schema_for_arrow(pa.schema([]))
+    assert str(info.value) == "the Arrow table has no columns"
+
+
+def test_export_types_of_every_shape_kind() -> None:
+    fields = parse_schema(
+        {
+            "a": {"type": "int8", "shape": [-1, 3, -1]},
+            "b": {"type": "float16", "shape": [2]},
+            "c": {"type": "uint16", "shape": [-1]},
+        }
+    ).fields
+    schema = arrow_schema_for(list(fields))
+    assert schema.field("a").type == pa.list_(pa.list_(pa.list_(pa.int8()), 3))
+    assert schema.field("b").type == pa.list_(pa.float16(), 2)
+    assert schema.field("c").type == pa.list_(pa.uint16())
+
+
+def test_export_refusals_name_the_field() -> None:
+    with pytest.raises(ConversionError) as info:
+        arrow_type_for_field(parse_schema({"x": {"type": "int8", "shape": [2, 0]}}).fields[0])
+    assert str(info.value) == "field 'x' has shape [2, 0]: Arrow has no fixed-size list of size 0"
+    with pytest.raises(ConversionError) as info:
+        arrow_type_for_field(Field("x", "complex64"))  # a Field built by hand, not parsed
+    assert str(info.value) == "field 'x' has unknown type 'complex64'"
