@@ -264,3 +264,24 @@ def test_export_refusals_name_the_field() -> None:
     with pytest.raises(ConversionError) as info:
         arrow_type_for_field(Field("x", "complex64"))  # a Field built by hand, not parsed
     assert str(info.value) == "field 'x' has unknown type 'complex64'"
+
+
+def test_arrow_canonical_extension_types_map_to_their_storage() -> None:
+    """docs/ARROW.md: "other extension types: the mapping of their storage type", the ones
+    pyarrow implements in C++ (``arrow.uuid``, ``arrow.json``) as much as Python-defined ones."""
+    if not hasattr(pa, "uuid") or not hasattr(pa, "json_"):
+        pytest.skip("pyarrow < 19 has neither arrow.uuid nor arrow.json")  # nothing to map
+    ids = [bytes(range(16)), bytes(range(16, 32))]
+    table = pa.table(
+        {
+            "id": pa.ExtensionArray.from_storage(pa.uuid(), pa.array(ids, pa.binary(16))),
+            "doc": pa.array(['{"a": 1}', "[]"], pa.json_()),
+        }
+    )
+    assert schema_for_arrow(table.schema) == {"id": {"type": "bytes"}, "doc": {"type": "string"}}
+    block = Block.from_arrow(table)
+    assert block.columns == {"id": ids, "doc": ['{"a": 1}', "[]"]}
+    type_ = pa.list_(pa.uuid())
+    assert _refused("ids", type_) == _refusal(
+        "ids", str(type_), "extension types inside lists are not supported"
+    )
