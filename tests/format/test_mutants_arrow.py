@@ -14,6 +14,7 @@ import pytest
 
 from mrecord import Block
 from mrecord.errors import ConversionError, MissingDependencyError
+from mrecord.format.arrow_columns import column_from_arrow, column_to_arrow, field_for_values
 from mrecord.format.arrow_types import (
     arrow_schema_for,
     arrow_type_for_field,
@@ -158,9 +159,9 @@ def test_extension_of_an_unstorable_type_names_the_column() -> None:
 
 def test_hugging_face_arrays_of_uint64_name_the_column() -> None:
     datasets = pytest.importorskip("datasets")
-    hf_type = datasets.Features({"m": datasets.Array2D((2, 3), "uint64")}).arrow_schema.field(
-        "m"
-    ).type
+    hf_type = (
+        datasets.Features({"m": datasets.Array2D((2, 3), "uint64")}).arrow_schema.field("m").type
+    )
     assert _refused("m", hf_type) == _refusal(
         "m", "uint64", "mrecord's widest integer is int64: cast to int64 if the values fit"
     )
@@ -285,3 +286,233 @@ def test_arrow_canonical_extension_types_map_to_their_storage() -> None:
     assert _refused("ids", type_) == _refusal(
         "ids", str(type_), "extension types inside lists are not supported"
     )
+
+
+# --- arrow_columns: Arrow -> mrecord ------------------------------------------------------------
+
+_NULLS = (
+    "is null; mrecord has no nulls: fill or drop them first "
+    "(pyarrow.compute.fill_null / drop_null, or Dataset.filter)"
+)
+
+
+def _field(spec: dict[str, Any], name: str = "c") -> Field:
+    return parse_schema({name: spec}).fields[0]
+
+
+def _from_arrow_error(arr: Any, spec: dict[str, Any], column: str = "c") -> str:
+    with pytest.raises(ConversionError) as info:
+        column_from_arrow(column, arr, _field(spec, column))
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("arr", "spec", "place"),
+    [
+        (pa.array([1, 2, None, 4]), {"type": "int64"}, "row 2"),
+        (pa.array(["a", None]), {"type": "string"}, "row 1"),
+        (pa.array([b"a", b"b", None]), {"type": "bytes"}, "row 2"),
+        (pa.array([[1], None]), {"type": "int64", "shape": [-1]}, "row 1"),
+        (
+            pa.array([[1], [2], None], pa.list_(pa.int8(), 1)),
+            {"type": "int8", "shape": [1]},
+            "row 2",
+        ),
+        (
+            pa.array([[1], [None, 3]]),
+            {"type": "int64", "shape": [-1]},
+            "a list element (element 1)",
+        ),
+        (
+            pa.array([[[1]], [[2], None]]),
+            {"type": "int64", "shape": [-1, -1]},
+            "a nested list (element 2)",
+        ),
+        (pa.array([1.0, None]).dictionary_encode(), {"type": "float64"}, "row 1"),
+        (pa.array(["x", None]).dictionary_encode(), {"type": "string"}, "row 1"),
+    ],
+)
+def test_nulls_are_refused_naming_column_and_row(
+    arr: Any, spec: dict[str, Any], place: str
+) -> None:
+    assert _from_arrow_error(arr, spec, "col") == f"column 'col': {place} {_NULLS}"
+
+
+def test_null_tensors_and_extension_values_are_refused_by_row() -> None:
+    tensor_type = pa.fixed_shape_tensor(pa.float32(), [2])
+    storage = pa.array([[1, 2], None, [3, 4]], pa.list_(pa.float32(), 2))
+    tensors = pa.ExtensionArray.from_storage(tensor_type, storage)
+    assert (
+        _from_arrow_error(tensors, {"type": "float32", "shape": [2]})
+        == f"column 'c': row 1 {_NULLS}"
+    )
+    units = pa.ExtensionArray.from_storage(_Unit(), pa.array([None, 1.0], pa.float32()))
+    assert _from_arrow_error(units, {"type": "float32"}) == f"column 'c': row 0 {_NULLS}"
+
+
+def test_an_image_struct_that_is_null_is_refused_by_row() -> None:
+    storage = pa.StructArray.from_arrays(
+        [pa.array([b"a", b"b"], pa.binary()), pa.array([None, None], pa.string())],
+        names=["bytes", "path"],
+        mask=pa.array([False, True]),
+    )
+    assert (
+        _from_arrow_error(storage, {"type": "bytes"}, "image") == f"column 'image': row 1 {_NULLS}"
+    )
+
+
+def test_an_image_with_only_a_path_names_row_and_path_whole() -> None:
+    storage = pa.StructArray.from_arrays(
+        [pa.array([b"a", b"b", None], pa.binary()), pa.array([None, "x.png", "cat.png"])],
+        names=["bytes", "path"],
+    )
+    assert _from_arrow_error(storage, {"type": "bytes"}, "image") == (
+        "column 'image': row 2 has no embedded bytes, only the path 'cat.png'; mrecord reads "
+        "no files a dataset names: embed them first (datasets.table.embed_table_storage)"
+    )
+
+
+def test_shape_errors_name_the_column_and_row_whole() -> None:
+    assert _from_arrow_error(pa.array([1, 2]), {"type": "int64", "shape": [2]}) == (
+        "column 'c' has Arrow type int64, not a list for shape [2]"
+    )
+    assert _from_arrow_error(pa.array([[1, 2], [3]]), {"type": "int64", "shape": [-1, -1]}) == (
+        "column 'c' has 1 list levels, shape [-1, -1] needs 2"
+    )
+    assert _from_arrow_error(pa.array([[1, 2], [3, 4], [5]]), {"type": "int64", "shape": [2]}) == (
+        "column 'c': row 2 has shape (1,), the schema says (2,)"
+    )
+    ragged = pa.array([[[1, 2], [3, 4]], [], [[1], [2, 3], [4]]])
+    assert _from_arrow_error(ragged, {"type": "int64", "shape": [-1, -1]}) == (
+        "column 'c': row 2 is ragged (inner lists of lengths 1 and 2); mrecord stores "
+        "rectangular arrays: pad the lists or split the column"
+    )
+
+
+def test_chunked_columns_are_read_whole_and_in_order() -> None:
+    chunked = pa.chunked_array([pa.array([1, 2], pa.int16()), pa.array([3], pa.int16())])
+    got = column_from_arrow("c", chunked, _field({"type": "int16"}))
+    assert isinstance(got, np.ndarray) and got.dtype == np.int16 and got.tolist() == [1, 2, 3]
+    one = pa.chunked_array([pa.array(["a", "b"])])
+    assert column_from_arrow("c", one, _field({"type": "string"})) == ["a", "b"]
+
+
+def test_values_take_the_field_dtype_and_shape() -> None:
+    """uint32 widens to int64; fixed-size lists become one (n, *shape) array; variable
+    dimensions one array per row, empty rows keeping their fixed dimensions."""
+    got = column_from_arrow("c", pa.array([0, 2**32 - 1], pa.uint32()), _field({"type": "int64"}))
+    assert isinstance(got, np.ndarray) and got.dtype == np.int64 and got.tolist() == [0, 2**32 - 1]
+    fixed = pa.array(
+        [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]], pa.list_(pa.list_(pa.uint8(), 3), 2)
+    )
+    got = column_from_arrow("c", fixed, _field({"type": "uint8", "shape": [2, 3]}))
+    assert isinstance(got, np.ndarray) and got.dtype == np.uint8 and got.shape == (2, 2, 3)
+    assert got.tolist() == fixed.to_pylist()
+    var = pa.array(
+        [[[1.5, 2.5], [3.5, 4.5]], [], [[5.5, 6.5]]], pa.list_(pa.list_(pa.float32(), 2))
+    )
+    rows = column_from_arrow("c", var, _field({"type": "float32", "shape": [-1, 2]}))
+    assert [(r.shape, r.dtype, r.tolist()) for r in rows] == [
+        ((2, 2), np.float32, [[1.5, 2.5], [3.5, 4.5]]),
+        ((0, 2), np.float32, []),
+        ((1, 2), np.float32, [[5.5, 6.5]]),
+    ]
+    grid = pa.array([[[1, 2, 3], [4, 5, 6]], [[7], [8]], [], [[9, 10]]])
+    rows = column_from_arrow("c", grid, _field({"type": "int32", "shape": [-1, -1]}))
+    assert [(r.shape, r.dtype) for r in rows] == [
+        ((2, 3), np.int32),
+        ((2, 1), np.int32),
+        ((0, 0), np.int32),
+        ((1, 2), np.int32),
+    ]
+    assert [r.tolist() for r in rows] == [[[1, 2, 3], [4, 5, 6]], [[7], [8]], [], [[9, 10]]]
+    mixed = pa.array([[[1, 2], [3, 4]], [[5], [6]]], pa.list_(pa.list_(pa.int8()), 2))
+    rows = column_from_arrow("c", mixed, _field({"type": "int8", "shape": [2, -1]}))
+    assert [(r.shape, r.tolist()) for r in rows] == [
+        ((2, 2), [[1, 2], [3, 4]]),
+        ((2, 1), [[5], [6]]),
+    ]
+
+
+def test_bool8_storage_is_read_as_bools() -> None:
+    if not hasattr(pa, "bool8"):
+        pytest.skip("pyarrow < 18 has no bool8 extension type")  # nothing to read there
+    arr = pa.ExtensionArray.from_storage(pa.bool8(), pa.array([0, 3, 1, 0], pa.int8()))
+    got = column_from_arrow("c", arr, _field({"type": "bool"}))
+    assert isinstance(got, np.ndarray) and got.dtype == np.bool_
+    assert got.tolist() == [False, True, True, False]
+
+
+# --- arrow_columns: mrecord -> Arrow ------------------------------------------------------------
+
+
+def test_export_errors_name_the_column_whole() -> None:
+    with pytest.raises(ConversionError) as info:
+        column_to_arrow("c", [object()])
+    assert str(info.value).startswith("column 'c' holds values Arrow cannot represent: ")
+    assert isinstance(info.value.__cause__, pa.ArrowInvalid | pa.ArrowTypeError)
+    with pytest.raises(ConversionError) as info:
+        column_to_arrow("c", np.zeros((2, 3)), _field({"type": "float64", "shape": [2]}))
+    assert str(info.value) == "column 'c' has values of shape (3,), the schema says (2,)"
+    with pytest.raises(ConversionError) as info:
+        column_to_arrow(
+            "c", [np.zeros(2), np.zeros((2, 3))], _field({"type": "float64", "shape": [-1]})
+        )
+    assert str(info.value) == "column 'c': row 1 has 2 dimensions, the schema says 1"
+
+
+def test_export_types_and_values_of_every_kind() -> None:
+    out = column_to_arrow("c", np.array([1, -2], np.int16), _field({"type": "int16"}))
+    assert out.type == pa.int16() and out.to_pylist() == [1, -2]
+    out = column_to_arrow("c", ["é", "b"], _field({"type": "string"}))
+    assert out.type == pa.string() and out.to_pylist() == ["é", "b"]
+    blobs = [b"ab", bytearray(b"c"), memoryview(b"de"), np.frombuffer(b"fg", np.uint8)]
+    out = column_to_arrow("c", blobs, _field({"type": "bytes"}))
+    assert out.type == pa.binary() and out.to_pylist() == [b"ab", b"c", b"de", b"fg"]
+    image = np.arange(2 * 3 * 2, dtype=np.uint8).reshape(2, 3, 2)
+    out = column_to_arrow("c", image, _field({"type": "uint8", "shape": [3, 2]}))
+    assert out.type == pa.list_(pa.list_(pa.uint8(), 2), 3) and out.to_pylist() == image.tolist()
+    rows: list[Any] = [
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.zeros((0, 3), np.float32),
+        np.ones((1, 3), np.float32),
+    ]
+    out = column_to_arrow("c", rows, _field({"type": "float32", "shape": [-1, 3]}))
+    assert out.type == pa.list_(pa.list_(pa.float32(), 3)) and out.to_pylist() == [
+        r.tolist() for r in rows
+    ]
+    rows = [np.arange(6, dtype=np.int64).reshape(2, 3), np.arange(2, dtype=np.int64).reshape(2, 1)]
+    out = column_to_arrow("c", rows, _field({"type": "int64", "shape": [2, -1]}))
+    assert out.type == pa.list_(pa.list_(pa.int64()), 2) and out.to_pylist() == [
+        r.tolist() for r in rows
+    ]
+    rows = [np.arange(8, dtype=np.uint16).reshape(2, 2, 2), np.zeros((1, 3, 0), np.uint16)]
+    out = column_to_arrow("c", rows, _field({"type": "uint16", "shape": [-1, -1, -1]}))
+    assert out.type == pa.list_(pa.list_(pa.list_(pa.uint16())))
+    assert out.to_pylist() == [r.tolist() for r in rows]
+    out = column_to_arrow("c", [], _field({"type": "int8", "shape": [-1, 2]}))
+    assert out.type == pa.list_(pa.list_(pa.int8(), 2)) and len(out) == 0
+
+
+def test_inferred_fields_for_block_columns() -> None:
+    """``Block.to_arrow()`` without a schema: the field each kind of column is given."""
+
+    def spec(values: Any) -> Any:
+        f = field_for_values("c", values)
+        return None if f is None else (f.type, f.shape)
+
+    assert spec(np.zeros(3, np.float16)) == ("float16", None)
+    assert spec(np.zeros((3, 2, 4), np.int8)) == ("int8", (2, 4))
+    assert spec(np.array(["a"])) is None  # a numpy string array: not a numeric field
+    assert spec(["a", "b"]) == ("string", None)
+    for blob in (b"a", bytearray(b"a"), memoryview(b"a")):
+        assert spec([blob]) == ("bytes", None)
+    assert spec([np.zeros((2, 3), np.int32), np.zeros((4, 3), np.int32)]) == ("int32", (-1, 3))
+    assert spec([np.zeros((2, 3), np.int32), np.zeros((2, 4), np.int32)]) == ("int32", (-1, -1))
+    assert spec([np.zeros((2, 0), np.int32), np.zeros((2, 0), np.int32)]) == ("int32", (-1, -1))
+    assert spec([np.zeros(2, np.uint8), np.zeros(5, np.uint8)]) == ("uint8", (-1,))
+    assert spec([np.zeros((1, 2, 3)), np.zeros((1, 2, 5))]) == ("float64", (-1, 2, -1))
+    assert spec([np.array(1.0)]) is None  # 0-d arrays: no axis to vary
+    assert spec([np.array(["x"])]) is None
+    assert spec([]) is None
+    assert spec([1, 2]) is None
