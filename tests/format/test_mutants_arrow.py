@@ -503,6 +503,8 @@ def test_inferred_fields_for_block_columns() -> None:
 
     assert spec(np.zeros(3, np.float16)) == ("float16", None)
     assert spec(np.zeros((3, 2, 4), np.int8)) == ("int8", (2, 4))
+    assert spec(np.zeros((3, 5), np.int8)) == ("int8", (5,))
+    assert spec([np.zeros((2, 3)), np.zeros(4)]) == ("float64", (-1, 3))
     assert spec(np.array(["a"])) is None  # a numpy string array: not a numeric field
     assert spec(["a", "b"]) == ("string", None)
     for blob in (b"a", bytearray(b"a"), memoryview(b"a")):
@@ -516,3 +518,65 @@ def test_inferred_fields_for_block_columns() -> None:
     assert spec([np.array(["x"])]) is None
     assert spec([]) is None
     assert spec([1, 2]) is None
+
+
+def test_tensor_and_dictionary_columns_read_as_their_values() -> None:
+    tensors = pa.FixedShapeTensorArray.from_numpy_ndarray(
+        np.array([[[1, 2], [3, 4]], [[5, 6], [2**32 - 1, 0]]], np.uint32)
+    )
+    field = parse_schema(schema_for_arrow(pa.schema([pa.field("t", tensors.type)]))).fields[0]
+    assert (field.type, field.shape) == ("int64", (2, 2))  # uint32 widens to int64
+    got = column_from_arrow("t", tensors, field)
+    assert isinstance(got, np.ndarray) and got.dtype == np.int64 and got.shape == (2, 2, 2)
+    assert got.tolist() == [[[1, 2], [3, 4]], [[5, 6], [2**32 - 1, 0]]]
+    words = pa.array(["b", "a", "b"]).dictionary_encode()
+    assert column_from_arrow("w", words, _field({"type": "string"}, "w")) == ["b", "a", "b"]
+    numbers = pa.array([2.5, 1.5, 2.5], pa.float32()).dictionary_encode()
+    got = column_from_arrow("n", numbers, _field({"type": "float32"}, "n"))
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    assert got.tolist() == [2.5, 1.5, 2.5]
+
+
+def test_nested_lists_with_empty_rows_first_last_and_ragged_first_rows() -> None:
+    spec = {"type": "int8", "shape": [-1, -1]}
+    column = pa.array([[], [[1, 2]], [[3], [4]], []], pa.list_(pa.list_(pa.int8())))
+    rows = column_from_arrow("c", column, _field(spec))
+    assert [(r.shape, r.tolist()) for r in rows] == [
+        ((0, 0), []),
+        ((1, 2), [[1, 2]]),
+        ((2, 1), [[3], [4]]),
+        ((0, 0), []),
+    ]
+    ragged_first = pa.array([[[1], [2, 3]], [[4]]], pa.list_(pa.list_(pa.int8())))
+    assert _from_arrow_error(ragged_first, spec) == (
+        "column 'c': row 0 is ragged (inner lists of lengths 1 and 2); mrecord stores "
+        "rectangular arrays: pad the lists or split the column"
+    )
+    # row 0 with one inner list, row 1 with inner lists of another length
+    rows = column_from_arrow("c", pa.array([[[1, 2, 3]], [[4], [5]]]), _field(spec))
+    assert [(r.shape, r.tolist()) for r in rows] == [((1, 3), [[1, 2, 3]]), ((2, 1), [[4], [5]])]
+
+
+def test_export_keeps_the_field_type_whatever_the_values_type() -> None:
+    """Python numbers, or an array of another dtype, are exported in the field's type."""
+    out = column_to_arrow("c", [1, 2], _field({"type": "int8"}))
+    assert out.type == pa.int8() and out.to_pylist() == [1, 2]
+    out = column_to_arrow("c", np.array([[1.5, 2.5]]), _field({"type": "float32", "shape": [2]}))
+    assert out.type == pa.list_(pa.float32(), 2) and out.to_pylist() == [[1.5, 2.5]]
+    for spec, type_ in (({"type": "string"}, pa.string()), ({"type": "bytes"}, pa.binary())):
+        out = column_to_arrow("c", [], _field(spec))
+        assert out.type == type_ and len(out) == 0
+
+
+def test_export_without_a_schema_infers_fixed_size_lists() -> None:
+    out = column_to_arrow("c", np.arange(6, dtype=np.int16).reshape(3, 2))
+    assert out.type == pa.list_(pa.int16(), 2) and out.to_pylist() == [[0, 1], [2, 3], [4, 5]]
+    rows = [np.zeros((2, 3), np.float32), np.ones((1, 3), np.float32)]
+    out = column_to_arrow("c", rows)
+    assert out.type == pa.list_(pa.list_(pa.float32(), 3))
+    assert out.to_pylist() == [r.tolist() for r in rows]
+    with pytest.raises(ConversionError) as info:
+        column_to_arrow("c", [np.zeros((2, 3)), np.zeros(4)])  # rows of different ranks
+    assert str(info.value) == "column 'c': row 1 has 1 dimensions, the schema says 2"
+    out = column_to_arrow("c", [1, 2])  # no field to infer: Arrow's own inference
+    assert out.type == pa.int64() and out.to_pylist() == [1, 2]
