@@ -5,6 +5,7 @@ whole ``RowValidationError`` message with its ``row`` and ``field``, at the boun
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -115,12 +116,26 @@ def test_integers_at_their_type_bounds_are_stored_exactly(type_: str, values: li
 @pytest.mark.parametrize(
     ("type_", "value", "problem"),
     [
-        ("int64", 2**63, "9223372036854775808 is out of range for int64"),
-        ("int64", -(2**63) - 1, "-9223372036854775809 is out of range for int64"),
-        ("int32", 2**70, "1180591620717411303424 is out of range for int32"),
+        (
+            "int64",
+            2**63,
+            "9223372036854775808 is out of range for int64 [-9223372036854775808, "
+            "9223372036854775807]",
+        ),
+        (
+            "int64",
+            -(2**63) - 1,
+            "-9223372036854775809 is out of range for int64 [-9223372036854775808, "
+            "9223372036854775807]",
+        ),
+        (
+            "int32",
+            2**70,
+            "1180591620717411303424 is out of range for int32 [-2147483648, 2147483647]",
+        ),
         ("int32", 2**31, "2147483648 is out of range for int32 [-2147483648, 2147483647]"),
         ("int32", -(2**31) - 1, "-2147483649 is out of range for int32 [-2147483648, 2147483647]"),
-        ("uint16", 2**64, "18446744073709551616 is out of range for uint16"),
+        ("uint16", 2**64, "18446744073709551616 is out of range for uint16 [0, 65535]"),
         ("uint16", 2**64 - 1, "18446744073709551615 is out of range for uint16 [0, 65535]"),
         ("uint16", 65536, "65536 is out of range for uint16 [0, 65535]"),
         ("uint8", -1, "-1 is out of range for uint8 [0, 255]"),
@@ -428,3 +443,51 @@ def test_object_arrays_and_lists_as_columns_are_checked_value_by_value() -> None
         1,
         "x",
     )
+
+
+@pytest.mark.parametrize(
+    ("type_", "values", "row", "problem"),
+    [
+        ("uint16", [1, 70000, 2**64], 1, "70000 is out of range for uint16 [0, 65535]"),
+        (
+            "int32",
+            [2**31, 2**70],
+            0,
+            "2147483648 is out of range for int32 [-2147483648, 2147483647]",
+        ),
+        (
+            "int32",
+            [-(2**31), 2**31 - 1, 2**70],
+            2,
+            f"{2**70} is out of range for int32 [-2147483648, 2147483647]",
+        ),
+        (
+            "int64",
+            [2**63 - 1, -(2**63), -(2**63) - 1],
+            2,
+            f"{-(2**63) - 1} is out of range for int64 [{-(2**63)}, {2**63 - 1}]",
+        ),
+        ("uint8", [255, 0, 2**64], 2, f"{2**64} is out of range for uint8 [0, 255]"),
+    ],
+)
+def test_the_first_integer_out_of_range_is_named_even_beyond_64_bits(
+    type_: str, values: list[int], row: int, problem: str
+) -> None:
+    """A value beyond 64 bits later in the call does not hide an earlier one that is merely
+    out of the field's range, and every such message gives the range."""
+    assert _refusal({"x": {"type": type_}}, _rows("x", values)) == (
+        f"row {row}, field 'x' ({type_}): {problem}",
+        row,
+        "x",
+    )
+
+
+def test_a_float_too_large_for_its_field_is_refused_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" would be one
+        with pytest.raises(RowValidationError) as info:
+            columns_from_rows(parse_schema({"x": {"type": "float16"}}), _rows("x", [1.0, 1e10]))
+        assert info.value.row == 1
+        with pytest.raises(RowValidationError) as info:
+            columns_from_columns(parse_schema({"x": {"type": "float16"}}), {"x": np.array([1e10])})
+        assert info.value.row == 0
