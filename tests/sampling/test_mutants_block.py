@@ -32,239 +32,6 @@ def _message(error: type[BaseException], make: Any, *args: Any, **kwargs: Any) -
     return str(info.value)
 
 
-# ------------------------------------------------------------------------------ layout
-
-
-def test_layout_defaults_repr_and_copies() -> None:
-    layout = BlockLayout()
-    assert (layout.page_starts, layout.block_rows, layout.window_blocks) == (None, 65_536, 64)
-    assert (DEFAULT_BLOCK_ROWS, DEFAULT_WINDOW_BLOCKS, layout.adaptive) == (65_536, 64, False)
-    assert repr(layout) == (
-        "BlockLayout(page_starts=None, block_rows=65536, window_blocks=64, adaptive=False, "
-        "why='defaults')"
-    )
-    paged = BlockLayout(
-        page_starts=np.array([0, 3, 9]), block_rows=3, window_blocks=2, adaptive=True
-    )
-    assert repr(paged) == (
-        "BlockLayout(page_starts=<3 pages>, block_rows=3, window_blocks=2, adaptive=True, "
-        "why='defaults')"
-    )
-    resized = paged.with_sizes(5, 7, "given")
-    assert (resized.block_rows, resized.window_blocks, resized.why) == (5, 7, "given")
-    assert resized.adaptive is True and resized.page_starts.tolist() == [0, 3, 9]  # type: ignore[union-attr]
-    plain = paged.without_adaptive()
-    assert plain.adaptive is False
-    assert (plain.block_rows, plain.window_blocks, plain.why) == (3, 2, "defaults")
-
-
-def test_layout_keeps_page_starts_as_a_read_only_int64_copy() -> None:
-    given = np.array([0, 3, 9], dtype=np.uint16)
-    layout = BlockLayout(page_starts=given)  # type: ignore[arg-type]
-    assert layout.page_starts is not None
-    assert layout.page_starts.dtype == np.int64
-    assert layout.page_starts.tolist() == [0, 3, 9]
-    assert not layout.page_starts.flags.writeable
-    given[0] = 5  # the caller's array stays the caller's
-    assert layout.page_starts.tolist() == [0, 3, 9]
-    # An empty array of any dtype means "no page boundaries inside the files".
-    assert BlockLayout(page_starts=np.array([])).page_starts.tolist() == []  # type: ignore[union-attr]
-    assert BlockLayout(page_starts=np.array([0, 0, 4])).page_starts.tolist() == [0, 0, 4]  # type: ignore[union-attr]
-
-
-def test_layout_messages_are_whole() -> None:
-    assert _message(ArgumentError, BlockLayout, block_rows=0) == (
-        "block_rows must be >= 1 rows, got 0"
-    )
-    assert _message(ArgumentError, BlockLayout, window_blocks=0) == (
-        "window_blocks must be >= 1 rows, got 0"
-    )
-    assert _message(WrongTypeError, BlockLayout, page_starts=np.array([[0, 1]])) == (
-        "page_starts must be a 1-D integer array, got array([[0, 1]])"
-    )
-    assert _message(WrongTypeError, BlockLayout, page_starts=np.array([0.0, 1.0])) == (
-        "page_starts must be a 1-D integer array, got array([0., 1.])"
-    )
-    assert _message(ArgumentError, BlockLayout, page_starts=np.array([0, 10, 5])) == (
-        "page_starts must be global row ids >= 0 in increasing order, got [0, 10, 5]..."
-    )
-    assert _message(ArgumentError, BlockLayout, page_starts=np.array([-1, 2])) == (
-        "page_starts must be global row ids >= 0 in increasing order, got [-1, 2]..."
-    )
-    # Only the first eight are named.
-    assert _message(ArgumentError, BlockLayout, page_starts=np.arange(20, 0, -1)) == (
-        "page_starts must be global row ids >= 0 in increasing order, got "
-        "[20, 19, 18, 17, 16, 15, 14, 13]..."
-    )
-
-
-# ------------------------------------------------------------------------------ blocks
-
-
-def test_block_bounds_exactly() -> None:
-    # Cut every 4 rows from each file's start; the empty file adds no block.
-    assert block_bounds([10, 0, 7], None, 4).tolist() == [0, 4, 8, 10, 14, 17]
-    # Each cut moves forward to the next page start or file start: 4 -> 9, 8 -> 9, 14 -> 16.
-    bounds = block_bounds([10, 0, 7], PAGES, 4)
-    assert bounds.tolist() == [0, 9, 10, 16, 17]
-    assert bounds.dtype == np.int64
-    # Pages at 0 and at N are allowed (the range is closed).
-    assert block_bounds([6], np.array([0, 2, 6]), 3).tolist() == [0, 6]
-    assert block_bounds([6], np.array([0, 3, 6]), 3).tolist() == [0, 3, 6]
-    # No rows: one bound, 0.
-    for counts in ([], [0], [0, 0]):
-        empty = block_bounds(counts, PAGES, 4)
-        assert empty.tolist() == [0] and empty.dtype == np.int64
-    # A block_rows larger than a file gives one block per file.
-    assert block_bounds([3, 5], None, 100).tolist() == [0, 3, 8]
-
-
-def test_block_bounds_messages_are_whole() -> None:
-    assert _message(ArgumentError, block_bounds, [10], np.array([0, 11]), 4) == (
-        "page_starts must lie in [0, 10], got [0, 11]"
-    )
-    assert _message(ArgumentError, block_bounds, [10], np.array([-1, 3]), 4) == (
-        "page_starts must lie in [0, 10], got [-1, 3]"
-    )
-    assert _message(ArgumentError, block_bounds, [10], np.arange(-1, 12), 4) == (
-        "page_starts must lie in [0, 10], got [-1, 0, 1, 2, 3, 4, 5, 6]"
-    )
-    assert _message(ArgumentError, block_bounds, [10], None, 0) == (
-        "block_rows must be >= 1 rows, got 0"
-    )
-    assert _message(ArgumentError, block_bounds, [10, -1], None, 4) == (
-        "file_row_counts[1] must be >= 0, got -1"
-    )
-
-
-# ------------------------------------------------------------------------------- order
-
-
-def test_block_orders_of_a_seed_are_pinned_across_versions() -> None:
-    """BLOCK's order is mrecord's own (MindSpore has no BLOCK mode, so there is no outside
-    order to compare with): these values were recorded once from mrecord and pin that a
-    (seed, epoch) gives the same epoch from version to version, as a job resumed under a
-    newer mrecord needs (a change of key purpose, strata, window visit or row mixing breaks
-    them)."""
-    layout = BlockLayout(page_starts=PAGES, block_rows=3, window_blocks=3)
-    order = block_shuffle([10, 0, 7], 42, 1, layout=layout)
-    assert isinstance(order, BlockOrder)
-    assert order.bounds.tolist() == [0, 3, 9, 10, 13, 16, 17]
-    assert (order.num_blocks, order.window_blocks, order.num_windows) == (6, 3, 2)
-    assert repr(order) == "BlockOrder(len=17, blocks=6, window_blocks=3, windows=2)"
-    assert order.members.tolist() == [1, 3, 5, 0, 2, 4]
-    assert order.visit.tolist() == [0, 1]
-    assert order.window_rows.tolist() == [10, 7]
-    assert order.to_array().tolist() == [
-        5, 7, 3, 12, 16, 4, 10, 11, 8, 6, 13, 15, 1, 9, 2, 14, 0,
-    ]  # fmt: skip
-    o2 = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
-    assert isinstance(o2, BlockOrder)
-    assert o2.bounds.tolist() == [0, 4, 8, 12, 16, 20, 24, 28, 30]
-    assert o2.members.tolist() == [0, 4, 6, 1, 3, 2, 5, 7]
-    assert o2.visit.tolist() == [1, 2, 0]
-    assert o2.window_rows.tolist() == [12, 8, 10]
-    assert o2.to_array().tolist() == [
-        6, 14, 15, 4, 13, 5, 7, 12, 20, 10, 11, 9, 21, 22, 23,
-        8, 28, 29, 19, 2, 24, 25, 0, 27, 16, 26, 3, 17, 1, 18,
-    ]  # fmt: skip
-    # Default layout (blocks cut at any row, 65,536 rows a block: one block, one window).
-    assert block_shuffle([5, 6], 7, 0).to_array().tolist() == [1, 10, 2, 0, 7, 6, 9, 3, 8, 4, 5]
-    small = BlockLayout(block_rows=2, window_blocks=2)
-    assert block_shuffle([5, 6], 7, 0, layout=small).to_array().tolist() == [
-        8, 7, 1, 0, 4, 5, 6, 10, 9, 2, 3,
-    ]  # fmt: skip
-
-
-def test_take_and_chunks_agree_across_windows_and_ids_are_new_int64_arrays() -> None:
-    order = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
-    ids = order.to_array()
-    assert ids.dtype == np.int64
-    # Every slice (inside a window, across one seam, across two, the last row alone).
-    for start in range(31):
-        for stop in range(start, 31):
-            got = order.take(np.arange(start, stop))
-            assert got.dtype == np.int64 and got.tolist() == ids[start:stop].tolist()
-    for size in (1, 5, 7, 12, 30, 31):
-        chunks = list(order.iter_chunks(size))
-        assert all(c.dtype == np.int64 for c in chunks)
-        assert np.concatenate(chunks).tolist() == ids.tolist()
-    positions = np.array([29, 0, 11, 12, 19, 20, 11])
-    assert order.take(positions).tolist() == ids[positions].tolist()
-    # A take of no positions gives a new empty int64 array.
-    empty_positions = np.zeros(0, dtype=np.int64)
-    none = order.take(empty_positions)
-    assert none.tolist() == [] and none.dtype == np.int64
-    assert order.to_array() is not order.to_array()
-
-
-def test_windows_of_positions_and_blocks_of_windows() -> None:
-    order = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
-    assert isinstance(order, BlockOrder)
-    # Visit order [1, 2, 0] of windows with 8, 10 and 12 rows.
-    assert order.window_of_position(np.arange(30)).tolist() == [1] * 8 + [2] * 10 + [0] * 12
-    assert order.window_of_position([7, 8, 17, 18, 29]).tolist() == [1, 2, 2, 0, 0]
-    assert order.blocks_of_window(0).tolist() == [0, 4, 6]
-    assert order.blocks_of_window(1).tolist() == [1, 3]
-    assert order.blocks_of_window(2).tolist() == [2, 5, 7]
-    assert order.blocks_of_window(3).tolist() == []
-
-
-def test_window_blocks_are_clipped_to_the_blocks_there_are() -> None:
-    # 3 blocks, 64 per window asked: one window of 3 blocks.
-    order = BlockOrder(np.array([0, 2, 5, 9]), 64, key=5)
-    assert (order.num_blocks, order.window_blocks, order.num_windows) == (3, 3, 1)
-    assert order.window_rows.tolist() == [9] and order.visit.tolist() == [0]
-    assert sorted(order.to_array().tolist()) == list(range(9))
-    # One block per window: windows are blocks, each read whole (its rows mixed).
-    single = BlockOrder([[0, 2, 5, 9]], 1, key=5)
-    assert (single.window_blocks, single.num_windows) == (1, 3)
-    ids = single.to_array()
-    for window_rows in np.split(ids, np.cumsum(single.window_rows[single.visit])[:-1]):
-        block = int(np.searchsorted(single.bounds, window_rows[0], side="right")) - 1
-        assert sorted(window_rows.tolist()) == list(
-            range(int(single.bounds[block]), int(single.bounds[block + 1]))
-        )
-    assert _message(ArgumentError, BlockOrder, [0, 4], 0, 1) == (
-        "window_blocks must be >= 1 rows, got 0"
-    )
-
-
-def test_an_order_of_no_rows() -> None:
-    for counts in ([], [0, 0]):
-        order = block_shuffle(counts, 1, 0)
-        assert isinstance(order, BlockOrder)
-        assert (len(order), order.num_blocks, order.window_blocks, order.num_windows) == (
-            0, 0, 1, 0,
-        )  # fmt: skip
-        assert repr(order) == "BlockOrder(len=0, blocks=0, window_blocks=1, windows=0)"
-        got = order.to_array()
-        assert got.tolist() == [] and got.dtype == np.int64
-        assert list(order.iter_chunks(4)) == []
-
-
-def test_block_shuffle_checks_its_arguments_and_ignores_the_other_modes_options() -> None:
-    assert _message(WrongTypeError, block_shuffle, "12", 1, 0) == (
-        "file_row_counts must be a sequence of ints, got '12'"
-    )
-    assert _message(ArgumentError, block_shuffle, [3], -1, 0) == "seed must be >= 0, got -1"
-    assert _message(ArgumentError, block_shuffle, [3], 1, -2) == "epoch must be >= 0, got -2"
-    plain = block_shuffle([40], 9, 3, layout=BlockLayout(block_rows=4, window_blocks=2))
-    other = block_shuffle(
-        [40], 9, 3, partial_window=1, adaptive_threshold=1,
-        layout=BlockLayout(block_rows=4, window_blocks=2),
-    )  # fmt: skip
-    assert plain.to_array().tolist() == other.to_array().tolist()
-    # Seed and epoch both change the order.
-    layout = BlockLayout(block_rows=4, window_blocks=2)
-    assert block_shuffle([40], 10, 3, layout=layout).to_array().tolist() != (
-        plain.to_array().tolist()
-    )
-    assert block_shuffle([40], 9, 4, layout=layout).to_array().tolist() != (
-        plain.to_array().tolist()
-    )
-
-
 # ---------------------------------------------------------------------------- planning
 
 MB = 1 << 20
@@ -441,3 +208,234 @@ def test_choose_layout_for_adaptive() -> None:
     measure = _Measure((1e6, 1e8))
     assert _choose(measure, adaptive=True, memory_budget=0, num_rows=10**6) is None
     assert measure.calls == 1
+
+
+# ------------------------------------------------------------------------------ layout
+
+
+def test_layout_defaults_repr_and_copies() -> None:
+    layout = BlockLayout()
+    assert (layout.page_starts, layout.block_rows, layout.window_blocks) == (None, 65_536, 64)
+    assert (DEFAULT_BLOCK_ROWS, DEFAULT_WINDOW_BLOCKS, layout.adaptive) == (65_536, 64, False)
+    assert repr(layout) == (
+        "BlockLayout(page_starts=None, block_rows=65536, window_blocks=64, adaptive=False, "
+        "why='defaults')"
+    )
+    paged = BlockLayout(
+        page_starts=np.array([0, 3, 9]), block_rows=3, window_blocks=2, adaptive=True
+    )
+    assert repr(paged) == (
+        "BlockLayout(page_starts=<3 pages>, block_rows=3, window_blocks=2, adaptive=True, "
+        "why='defaults')"
+    )
+    resized = paged.with_sizes(5, 7, "given")
+    assert (resized.block_rows, resized.window_blocks, resized.why) == (5, 7, "given")
+    assert resized.adaptive is True and resized.page_starts.tolist() == [0, 3, 9]  # type: ignore[union-attr]
+    plain = paged.without_adaptive()
+    assert plain.adaptive is False
+    assert (plain.block_rows, plain.window_blocks, plain.why) == (3, 2, "defaults")
+
+
+def test_layout_keeps_page_starts_as_a_read_only_int64_copy() -> None:
+    given = np.array([0, 3, 9], dtype=np.uint16)
+    layout = BlockLayout(page_starts=given)  # type: ignore[arg-type]
+    assert layout.page_starts is not None
+    assert layout.page_starts.dtype == np.int64
+    assert layout.page_starts.tolist() == [0, 3, 9]
+    assert not layout.page_starts.flags.writeable
+    given[0] = 5  # the caller's array stays the caller's
+    assert layout.page_starts.tolist() == [0, 3, 9]
+    # An empty array of any dtype means "no page boundaries inside the files".
+    assert BlockLayout(page_starts=np.array([])).page_starts.tolist() == []  # type: ignore[union-attr]
+    assert BlockLayout(page_starts=np.array([0, 0, 4])).page_starts.tolist() == [0, 0, 4]  # type: ignore[union-attr]
+
+
+def test_layout_messages_are_whole() -> None:
+    assert _message(ArgumentError, BlockLayout, block_rows=0) == (
+        "block_rows must be >= 1 rows, got 0"
+    )
+    assert _message(ArgumentError, BlockLayout, window_blocks=0) == (
+        "window_blocks must be >= 1 rows, got 0"
+    )
+    assert _message(WrongTypeError, BlockLayout, page_starts=np.array([[0, 1]])) == (
+        "page_starts must be a 1-D integer array, got array([[0, 1]])"
+    )
+    assert _message(WrongTypeError, BlockLayout, page_starts=np.array([0.0, 1.0])) == (
+        "page_starts must be a 1-D integer array, got array([0., 1.])"
+    )
+    assert _message(ArgumentError, BlockLayout, page_starts=np.array([0, 10, 5])) == (
+        "page_starts must be global row ids >= 0 in increasing order, got [0, 10, 5]..."
+    )
+    assert _message(ArgumentError, BlockLayout, page_starts=np.array([-1, 2])) == (
+        "page_starts must be global row ids >= 0 in increasing order, got [-1, 2]..."
+    )
+    # Only the first eight are named.
+    assert _message(ArgumentError, BlockLayout, page_starts=np.arange(20, 0, -1)) == (
+        "page_starts must be global row ids >= 0 in increasing order, got "
+        "[20, 19, 18, 17, 16, 15, 14, 13]..."
+    )
+
+
+# ------------------------------------------------------------------------------ blocks
+
+
+def test_block_bounds_exactly() -> None:
+    # Cut every 4 rows from each file's start; the empty file adds no block.
+    assert block_bounds([10, 0, 7], None, 4).tolist() == [0, 4, 8, 10, 14, 17]
+    # Each cut moves forward to the next page start or file start: 4 -> 9, 8 -> 9, 14 -> 16.
+    bounds = block_bounds([10, 0, 7], PAGES, 4)
+    assert bounds.tolist() == [0, 9, 10, 16, 17]
+    assert bounds.dtype == np.int64
+    # Pages at 0 and at N are allowed (the range is closed).
+    assert block_bounds([6], np.array([0, 2, 6]), 3).tolist() == [0, 6]
+    assert block_bounds([6], np.array([0, 3, 6]), 3).tolist() == [0, 3, 6]
+    # No rows: one bound, 0.
+    for counts in ([], [0], [0, 0]):
+        empty = block_bounds(counts, PAGES, 4)
+        assert empty.tolist() == [0] and empty.dtype == np.int64
+    # A block_rows larger than a file gives one block per file.
+    assert block_bounds([3, 5], None, 100).tolist() == [0, 3, 8]
+
+
+def test_block_bounds_messages_are_whole() -> None:
+    assert _message(ArgumentError, block_bounds, [10], np.array([0, 11]), 4) == (
+        "page_starts must lie in [0, 10], got [0, 11]"
+    )
+    assert _message(ArgumentError, block_bounds, [10], np.array([-1, 3]), 4) == (
+        "page_starts must lie in [0, 10], got [-1, 3]"
+    )
+    assert _message(ArgumentError, block_bounds, [10], np.arange(-1, 12), 4) == (
+        "page_starts must lie in [0, 10], got [-1, 0, 1, 2, 3, 4, 5, 6]"
+    )
+    assert _message(ArgumentError, block_bounds, [10], None, 0) == (
+        "block_rows must be >= 1 rows, got 0"
+    )
+    assert _message(ArgumentError, block_bounds, [10, -1], None, 4) == (
+        "file_row_counts[1] must be >= 0, got -1"
+    )
+
+
+# ------------------------------------------------------------------------------- order
+
+
+def test_block_orders_of_a_seed_are_pinned_across_versions() -> None:
+    """BLOCK's order is mrecord's own (MindSpore has no BLOCK mode, so there is no outside
+    order to compare with): these values were recorded once from mrecord and pin that a
+    (seed, epoch) gives the same epoch from version to version, as a job resumed under a
+    newer mrecord needs (a change of key purpose, strata, window visit or row mixing breaks
+    them)."""
+    layout = BlockLayout(page_starts=PAGES, block_rows=3, window_blocks=3)
+    order = block_shuffle([10, 0, 7], 42, 1, layout=layout)
+    assert isinstance(order, BlockOrder)
+    assert order.bounds.tolist() == [0, 3, 9, 10, 13, 16, 17]
+    assert (order.num_blocks, order.window_blocks, order.num_windows) == (6, 3, 2)
+    assert repr(order) == "BlockOrder(len=17, blocks=6, window_blocks=3, windows=2)"
+    assert order.members.tolist() == [1, 3, 5, 0, 2, 4]
+    assert order.visit.tolist() == [0, 1]
+    assert order.window_rows.tolist() == [10, 7]
+    assert order.to_array().tolist() == [
+        5, 7, 3, 12, 16, 4, 10, 11, 8, 6, 13, 15, 1, 9, 2, 14, 0,
+    ]  # fmt: skip
+    o2 = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
+    assert isinstance(o2, BlockOrder)
+    assert o2.bounds.tolist() == [0, 4, 8, 12, 16, 20, 24, 28, 30]
+    assert o2.members.tolist() == [0, 4, 6, 1, 3, 2, 5, 7]
+    assert o2.visit.tolist() == [1, 2, 0]
+    assert o2.window_rows.tolist() == [12, 8, 10]
+    assert o2.to_array().tolist() == [
+        6, 14, 15, 4, 13, 5, 7, 12, 20, 10, 11, 9, 21, 22, 23,
+        8, 28, 29, 19, 2, 24, 25, 0, 27, 16, 26, 3, 17, 1, 18,
+    ]  # fmt: skip
+    # Default layout (blocks cut at any row, 65,536 rows a block: one block, one window).
+    assert block_shuffle([5, 6], 7, 0).to_array().tolist() == [1, 10, 2, 0, 7, 6, 9, 3, 8, 4, 5]
+    small = BlockLayout(block_rows=2, window_blocks=2)
+    assert block_shuffle([5, 6], 7, 0, layout=small).to_array().tolist() == [
+        8, 7, 1, 0, 4, 5, 6, 10, 9, 2, 3,
+    ]  # fmt: skip
+
+
+def test_take_and_chunks_agree_across_windows_and_ids_are_new_int64_arrays() -> None:
+    order = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
+    ids = order.to_array()
+    assert ids.dtype == np.int64
+    # Each single position, and runs from any start next to a seam (windows end at 8, 18).
+    assert [int(order.take(np.array([i]))[0]) for i in range(30)] == ids.tolist()
+    for start in (0, 1, 7, 8, 9, 17, 18, 19, 29, 30):
+        for size in (1, 5, 12, 31):
+            chunks = list(order.iter_chunks(size, start=start))
+            assert all(c.dtype == np.int64 for c in chunks)
+            assert np.concatenate([ids[:0], *chunks]).tolist() == ids[start:].tolist()
+    positions = np.array([29, 0, 11, 12, 19, 20, 11])
+    assert order.take(positions).tolist() == ids[positions].tolist()
+    # A take of no positions gives a new empty int64 array.
+    empty_positions = np.zeros(0, dtype=np.int64)
+    none = order.take(empty_positions)
+    assert none.tolist() == [] and none.dtype == np.int64
+    assert order.to_array() is not order.to_array()
+
+
+def test_windows_of_positions_and_blocks_of_windows() -> None:
+    order = block_shuffle([30], 3, 2, layout=BlockLayout(block_rows=4, window_blocks=3))
+    assert isinstance(order, BlockOrder)
+    # Visit order [1, 2, 0] of windows with 8, 10 and 12 rows.
+    assert order.window_of_position(np.arange(30)).tolist() == [1] * 8 + [2] * 10 + [0] * 12
+    assert order.window_of_position([7, 8, 17, 18, 29]).tolist() == [1, 2, 2, 0, 0]
+    assert order.blocks_of_window(0).tolist() == [0, 4, 6]
+    assert order.blocks_of_window(1).tolist() == [1, 3]
+    assert order.blocks_of_window(2).tolist() == [2, 5, 7]
+    assert order.blocks_of_window(3).tolist() == []
+
+
+def test_window_blocks_are_clipped_to_the_blocks_there_are() -> None:
+    # 3 blocks, 64 per window asked: one window of 3 blocks.
+    order = BlockOrder(np.array([0, 2, 5, 9]), 64, key=5)
+    assert (order.num_blocks, order.window_blocks, order.num_windows) == (3, 3, 1)
+    assert order.window_rows.tolist() == [9] and order.visit.tolist() == [0]
+    assert sorted(order.to_array().tolist()) == list(range(9))
+    # One block per window: windows are blocks, each read whole (its rows mixed).
+    single = BlockOrder([[0, 2, 5, 9]], 1, key=5)
+    assert (single.window_blocks, single.num_windows) == (1, 3)
+    ids = single.to_array()
+    for window_rows in np.split(ids, np.cumsum(single.window_rows[single.visit])[:-1]):
+        block = int(np.searchsorted(single.bounds, window_rows[0], side="right")) - 1
+        assert sorted(window_rows.tolist()) == list(
+            range(int(single.bounds[block]), int(single.bounds[block + 1]))
+        )
+    assert _message(ArgumentError, BlockOrder, [0, 4], 0, 1) == (
+        "window_blocks must be >= 1 rows, got 0"
+    )
+
+
+def test_an_order_of_no_rows() -> None:
+    for counts in ([], [0, 0]):
+        order = block_shuffle(counts, 1, 0)
+        assert isinstance(order, BlockOrder)
+        assert (len(order), order.num_blocks, order.window_blocks, order.num_windows) == (
+            0, 0, 1, 0,
+        )  # fmt: skip
+        assert repr(order) == "BlockOrder(len=0, blocks=0, window_blocks=1, windows=0)"
+        got = order.to_array()
+        assert got.tolist() == [] and got.dtype == np.int64
+        assert list(order.iter_chunks(4)) == []
+
+
+def test_block_shuffle_checks_its_arguments_and_ignores_the_other_modes_options() -> None:
+    assert _message(WrongTypeError, block_shuffle, "12", 1, 0) == (
+        "file_row_counts must be a sequence of ints, got '12'"
+    )
+    assert _message(ArgumentError, block_shuffle, [3], -1, 0) == "seed must be >= 0, got -1"
+    assert _message(ArgumentError, block_shuffle, [3], 1, -2) == "epoch must be >= 0, got -2"
+    plain = block_shuffle([40], 9, 3, layout=BlockLayout(block_rows=4, window_blocks=2))
+    other = block_shuffle(
+        [40], 9, 3, partial_window=1, adaptive_threshold=1,
+        layout=BlockLayout(block_rows=4, window_blocks=2),
+    )  # fmt: skip
+    assert plain.to_array().tolist() == other.to_array().tolist()
+    # Seed and epoch both change the order.
+    layout = BlockLayout(block_rows=4, window_blocks=2)
+    assert block_shuffle([40], 10, 3, layout=layout).to_array().tolist() != (
+        plain.to_array().tolist()
+    )
+    assert block_shuffle([40], 9, 4, layout=layout).to_array().tolist() != (
+        plain.to_array().tolist()
+    )
