@@ -62,6 +62,22 @@ def test_plan_block_sizes_exactly() -> None:
         41, 2, "1,000 IOPS, 100 MB/s, memory budget 0 MB",
     )  # fmt: skip
     assert plan(iops=1000, bandwidth=1e8, memory_budget=4096)[:2] == (41, 1)
+    # 1 IOPS is a measurement; MB are 10**6 bytes, rounded half to even (1.5 -> 2).
+    assert plan(iops=1.0, bandwidth=1.5e6, memory_budget=1_500_000)[2] == (
+        "1 IOPS, 2 MB/s, memory budget 2 MB"
+    )
+    # Unmeasured storage: 4 MiB blocks (41,944 rows of 100 bytes) when the window has room.
+    assert plan(iops=None, bandwidth=None, memory_budget=1 << 32)[:2] == (41_944, 128)
+    # One row of 1 MB: 1 MiB blocks (4 MiB shrunk for 32 in a 32 MiB window) = 2 rows.
+    assert plan_block_sizes(
+        num_rows=1, data_bytes=10**6, page_bytes=4096, iops=None, bandwidth=None,
+        memory_budget=None,
+    )[:2] == (2, 1)  # fmt: skip
+    # Pages of 0 bytes and rows of 1 byte with no memory to spare: blocks of one row.
+    assert plan_block_sizes(
+        num_rows=10**6, data_bytes=10**6, page_bytes=0, iops=1000, bandwidth=1e8,
+        memory_budget=8,
+    )[:2] == (1, 1)  # fmt: skip
     # A window never holds more blocks than the data has.
     assert plan_block_sizes(
         num_rows=100, data_bytes=10**4, page_bytes=4096, iops=1000, bandwidth=1e8,
@@ -119,6 +135,8 @@ def test_prefers_block_at_its_boundaries() -> None:
     fast: dict[str, Any] = {"iops": 1e9, "bandwidth": 1e9, "memory_budget": 0}
     assert not prefers_block(data_bytes=1024 * 10, num_rows=10, **fast)
     assert prefers_block(data_bytes=1000 * 10, num_rows=10, **fast)
+    # One row of 1 GB, read at 0.1 IOPS against 1 row/s sequentially: BLOCK.
+    assert prefers_block(data_bytes=10**9, num_rows=1, iops=0.1, bandwidth=1e9, memory_budget=0)
 
 
 class _Measure:
@@ -204,6 +222,9 @@ def test_choose_layout_for_adaptive() -> None:
         assert _choose(measure, adaptive=True, memory_budget=budget) is None
         assert measure.calls == 0
     assert _choose(_Measure(None), adaptive=True, memory_budget=0) is None
+    # 10 kB rows at 10 IOPS against 10,000 rows/s sequentially: the IOPS decide.
+    layout = _choose(_Measure((10.0, 1e8)), adaptive=True, memory_budget=0, num_rows=10**6)
+    assert layout is not None and layout.adaptive is True
     # Storage as fast at random as sequentially (10 kB rows): measured once, no BLOCK.
     measure = _Measure((1e6, 1e8))
     assert _choose(measure, adaptive=True, memory_budget=0, num_rows=10**6) is None
@@ -293,6 +314,12 @@ def test_block_bounds_exactly() -> None:
     for counts in ([], [0], [0, 0]):
         empty = block_bounds(counts, PAGES, 4)
         assert empty.tolist() == [0] and empty.dtype == np.int64
+    # Files of one row are blocks of one row.
+    assert block_bounds([1, 1, 0, 1], None, 4).tolist() == [0, 1, 2, 3]
+    # Page starts of any integer dtype and shape give int64 bounds.
+    for pages in (np.array([0, 5], dtype=np.uint64), np.array([[0, 5]])):
+        got = block_bounds([10], pages, 4)
+        assert got.tolist() == [0, 5, 10] and got.dtype == np.int64
     # A block_rows larger than a file gives one block per file.
     assert block_bounds([3, 5], None, 100).tolist() == [0, 3, 8]
 
@@ -366,7 +393,8 @@ def test_take_and_chunks_agree_across_windows_and_ids_are_new_int64_arrays() -> 
             assert all(c.dtype == np.int64 for c in chunks)
             assert np.concatenate([ids[:0], *chunks]).tolist() == ids[start:].tolist()
     positions = np.array([29, 0, 11, 12, 19, 20, 11])
-    assert order.take(positions).tolist() == ids[positions].tolist()
+    got = order.take(positions)
+    assert got.tolist() == ids[positions].tolist() and got.dtype == np.int64
     # A take of no positions gives a new empty int64 array.
     empty_positions = np.zeros(0, dtype=np.int64)
     none = order.take(empty_positions)
@@ -392,6 +420,15 @@ def test_window_blocks_are_clipped_to_the_blocks_there_are() -> None:
     assert (order.num_blocks, order.window_blocks, order.num_windows) == (3, 3, 1)
     assert order.window_rows.tolist() == [9] and order.visit.tolist() == [0]
     assert sorted(order.to_array().tolist()) == list(range(9))
+    # Bounds of any integer dtype give int64 ids.
+    wide = BlockOrder(np.array([0, 2, 5, 9], dtype=np.uint64), 64, key=5)
+    got = wide.take(np.arange(9))
+    assert got.dtype == np.int64 and got.tolist() == order.to_array().tolist()
+    # One block: one window, its rows mixed.
+    one = block_shuffle([7], 1, 0)
+    assert isinstance(one, BlockOrder) and (one.num_blocks, one.num_windows) == (1, 1)
+    assert sorted(one.to_array().tolist()) == list(range(7))
+    assert one.take(np.arange(7)).tolist() == one.to_array().tolist()
     # One block per window: windows are blocks, each read whole (its rows mixed).
     single = BlockOrder([[0, 2, 5, 9]], 1, key=5)
     assert (single.window_blocks, single.num_windows) == (1, 3)
