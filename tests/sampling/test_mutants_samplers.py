@@ -27,7 +27,8 @@ from mrecord.sampling.samplers import (
     WeightedRandomSampler,
     chain_sampler,
 )
-from mrecord.sampling.shuffle import Shuffle
+from mrecord.sampling.shuffle import Shuffle, shuffle_order
+from mrecord.sampling.shuffle.block import BlockLayout
 
 
 def ids(sampler: Sampler, counts: list[int], seed: int = 1, epoch: int = 0, **kw: Any) -> list[int]:
@@ -460,3 +461,100 @@ def test_dataset_sampler_padding() -> None:
     with pytest.raises(SamplerError):
         DatasetSampler(None, 2, 0, num_padded=2).num_rows_for(3)
     assert DatasetSampler(None, 2, 0, num_samples=1).num_rows_for(5) == 1
+
+
+# ------------------------------------------------------------------ what reaches the modes
+
+
+COUNTS = [5, 4, 3]  # 12 rows in three files
+
+
+def _mode(mode: Shuffle, seed: int = 3, epoch: int = 0, **kw: Any) -> list[int]:
+    return [int(i) for i in shuffle_order(mode, np.array(COUNTS), seed, epoch, **kw).to_array()]
+
+
+def test_the_block_layout_reaches_the_shuffle_also_through_a_parent() -> None:
+    layout = BlockLayout(block_rows=2, window_blocks=2)
+    block = _mode(Shuffle.BLOCK, layout=layout)
+    assert block != _mode(Shuffle.BLOCK)
+    assert ids(DatasetSampler(Shuffle.BLOCK), COUNTS, seed=3, layout=layout) == block
+    parent = SequentialSampler()
+    parent.add_child(DatasetSampler(Shuffle.BLOCK))
+    child_seed = _child_seed(3)
+    assert ids(parent, COUNTS, seed=3, layout=layout) == _mode(
+        Shuffle.BLOCK, seed=child_seed, layout=layout
+    )
+
+
+def test_partial_window_and_adaptive_threshold_reach_the_shuffle() -> None:
+    partial = DatasetSampler(Shuffle.PARTIAL, partial_window=3)
+    assert ids(partial, COUNTS, seed=3) == _mode(Shuffle.PARTIAL, partial_window=3)
+    assert _mode(Shuffle.PARTIAL, partial_window=3) != _mode(Shuffle.PARTIAL)
+    adaptive = DatasetSampler(Shuffle.ADAPTIVE, partial_window=3, adaptive_threshold=11)
+    above = _mode(Shuffle.ADAPTIVE, partial_window=3, adaptive_threshold=11)
+    assert above == _mode(Shuffle.PARTIAL, partial_window=3)
+    assert ids(adaptive, COUNTS, seed=3) == above
+
+
+def test_block_shards_are_contiguous_runs_of_one_block_order() -> None:
+    layout = BlockLayout(block_rows=2, window_blocks=2)
+    block = _mode(Shuffle.BLOCK, layout=layout)
+    shards = [ids(DatasetSampler(Shuffle.BLOCK, 2, s), COUNTS, seed=3, layout=layout)
+              for s in (0, 1)]
+    assert shards == [block[:6], block[6:]]
+    assert ids(DatasetSampler(Shuffle.BLOCK, 1, 0), COUNTS, seed=3, layout=layout) == block
+
+
+def test_adaptive_storage_measurements_count_on_one_host_only() -> None:
+    measured = BlockLayout(block_rows=2, window_blocks=2, adaptive=True)
+    block = _mode(Shuffle.BLOCK, layout=measured.without_adaptive())
+    one_host = ids(DatasetSampler(Shuffle.ADAPTIVE), COUNTS, seed=3, layout=measured)
+    assert one_host == block
+    for s in (0, 1):
+        # Ranks cannot agree on measured numbers: two shards split the GLOBAL order.
+        got = ids(DatasetSampler(Shuffle.ADAPTIVE, 2, s), COUNTS, seed=3, layout=measured)
+        assert got == ids(DatasetSampler(Shuffle.GLOBAL, 2, s), COUNTS, seed=3)
+
+
+def test_a_shuffled_parent_keys_its_order_with_seed_and_epoch() -> None:
+    for epoch in (0, 1):
+        parent = DistributedSampler(2, 0)
+        parent.add_child(SequentialSampler())
+        assert ids(parent, [7], seed=5, epoch=epoch) == ids(
+            DistributedSampler(2, 0), [7], seed=5, epoch=epoch
+        )
+    assert ids(DistributedSampler(2, 0), [7], seed=5, epoch=1) != ids(
+        DistributedSampler(2, 0), [7], seed=5, epoch=0
+    )
+
+
+def test_a_mode_sampler_refuses_a_partial_child_too() -> None:
+    with raises(SamplerError, "A child sampler's shuffle cannot be Shuffle.PARTIAL."):
+        DatasetSampler(None).add_child(DatasetSampler(Shuffle.PARTIAL))
+    with raises(SamplerError, "A child sampler's shuffle cannot be Shuffle.PARTIAL."):
+        DistributedSampler(2, 0).add_child(DistributedSampler(2, 0, shuffle=Shuffle.PARTIAL))
+
+
+def test_a_child_gets_the_labels() -> None:
+    parent = SequentialSampler()
+    parent.add_child(PKSampler(1))
+    assert ids(parent, [8], labels=lambda: LABELS) == [4, 1, 0]
+    assert parent.num_rows_for(8, labels=lambda: LABELS) == 3
+    pk = PKSampler(1)
+    pk.add_child(SequentialSampler())
+    with raises(SamplerError, "PKSampler needs the values of class_column 'label' for every "
+                "row, but the dataset did not provide them (pass labels=)."):
+        ids(pk, [8])
+
+
+def test_more_edges() -> None:
+    assert ids(DatasetSampler(None), [2, 1]) == [0, 1, 2]
+    assert (DatasetSampler(None).num_shards, DatasetSampler(None).num_padded) == (1, 0)
+    with raises(SamplerError, "Input num_shards is not within the required interval of "
+                "[1, 2147483647]. Got num_shards=0."):
+        DistributedSampler(0, 0, offset=1)
+    with raises(SamplerError, "offset should be no more than num_shards=1 (or -1 for no "
+                "offset), but got offset: 2."):
+        DistributedSampler(1, 0, offset=2)
+    assert ids(PKSampler(2), [1], labels=lambda: [7]) == [0, 0]
+    assert WeightedRandomSampler([1, 3]).weights.dtype == np.float64
