@@ -558,3 +558,12 @@ def test_more_edges() -> None:
         DistributedSampler(1, 0, offset=2)
     assert ids(PKSampler(2), [1], labels=lambda: [7]) == [0, 0]
     assert WeightedRandomSampler([1, 3]).weights.dtype == np.float64
+
+
+def test_sharded_block_keeps_the_measured_block_sizes() -> None:
+    measured = BlockLayout(block_rows=2, window_blocks=2, adaptive=True)
+    block = _mode(Shuffle.BLOCK, layout=measured.without_adaptive())
+    assert block != _mode(Shuffle.BLOCK)
+    shards = [ids(DatasetSampler(Shuffle.BLOCK, 2, s), COUNTS, seed=3, layout=measured)
+              for s in (0, 1)]
+    assert shards == [block[:6], block[6:]]
