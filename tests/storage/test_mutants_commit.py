@@ -6,8 +6,11 @@ file it names and what to do), the lock's wait and message, and each boundary of
 from __future__ import annotations
 
 import errno
+import itertools
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from mrecord import DatasetReader, FileWriter
-from mrecord.errors import CorruptFileError, DatasetLockedError
+from mrecord import DatasetReader, FileWriter, MindPage, reindex, verify_dataset
+from mrecord.errors import CorruptFileError, DatasetLockedError, UnsupportedPlatformError
 from mrecord.format.layout import Trailer
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock, TailAppend
@@ -486,3 +489,126 @@ def test_recover_waits_for_a_live_writer(tmp_path: Path) -> None:
     finally:
         timer.join()
     assert _ids(files[0]) == list(range(10))
+
+
+# -- the steps the crash harness stops at ---------------------------------------------------------
+
+
+def _append(first: Path, start: int, n: int) -> FileWriter:
+    writer = FileWriter.open_for_append(first)
+    writer.write_raw_data({"id": np.arange(start, start + n, dtype=np.int64)})
+    return writer
+
+
+def test_publishing_passes_the_documented_steps_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash harness (reliability/steps.py) stops a commit at these names; each file
+    renamed, each tail applied and each .db merged is one ``renamed_one``."""
+    steps: list[str] = []
+    monkeypatch.setattr(commit_mod, "crash_hook", steps.append)
+    files = _create(tmp_path, "ds", 2)
+    assert steps == ["journal", *["renamed_one"] * 4, "renamed_all"]
+    steps.clear()
+    with _append(files[0], 10, 6):
+        pass
+    # each tail is copied in two steps at least (three when its length is odd)
+    assert [step for step, _ in itertools.groupby(steps)] == [
+        "journal", "tail_part", "renamed_one", "tail_part", "renamed_one", "renamed_all"
+    ]
+    assert steps.count("renamed_one") == 4
+    steps.clear()
+    reindex(files[0])
+    assert steps == ["journal", "renamed_one", "renamed_one", "renamed_all"]
+    assert _ids(files[0]) == list(range(16))
+
+
+def _stop_at_nth(step: str, nth: int) -> Callable[[str], None]:
+    seen = [0]
+
+    def hook(reached: str) -> None:
+        if reached == step:
+            seen[0] += 1
+            if seen[0] == nth:
+                raise _Stop(step)
+
+    return hook
+
+
+@pytest.mark.parametrize(
+    ("step", "nth"),
+    [("journal", 1), ("tail_part", 1), ("renamed_one", 1), ("tail_part", 2),
+     ("renamed_one", 2), ("renamed_one", 3), ("renamed_one", 4), ("renamed_all", 1)],
+)
+def test_an_append_stopped_at_any_step_is_finished_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, nth: int
+) -> None:
+    """Stopped after a .db was merged (``renamed_one`` 3 and 4), the roll-forward must not
+    merge it again: its rows would be there twice."""
+    files = _create(tmp_path, "ds", 2)
+    writer = _append(files[0], 10, 6)
+    monkeypatch.setattr(commit_mod, "crash_hook", _stop_at_nth(step, nth))
+    with pytest.raises(_Stop):
+        writer.commit()
+    monkeypatch.setattr(commit_mod, "crash_hook", commit_mod._no_crash)
+    assert journal_path(tmp_path, "ds").exists()
+    assert _ids(files[1]) == list(range(16))
+    assert not journal_path(tmp_path, "ds").exists()
+    report = verify_dataset(files[0])
+    assert report.ok and report.rows == 16, report.problems
+    page = MindPage(files[0])
+    page.set_category_field("id")
+    assert page.read_at_page_by_name(13, 0, 10)[0]["id"] == 13
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ds.mrecord-lock", "ds0", "ds0.db", "ds1", "ds1.db"
+    ]
+
+
+def test_a_lock_without_wait_never_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = DatasetLock(tmp_path, "ds")
+    holder.acquire()
+    naps: list[float] = []
+    monkeypatch.setattr(time, "sleep", naps.append)
+    with pytest.raises(DatasetLockedError):
+        DatasetLock(tmp_path, "ds").acquire()
+    assert naps == []
+    holder.release()
+
+
+def test_a_lock_without_fcntl_says_why_and_closes_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # import fcntl now raises ImportError
+    lock = DatasetLock(tmp_path, "ds")
+    with pytest.raises(UnsupportedPlatformError) as info:
+        lock.acquire()
+    assert str(info.value).startswith("writing a dataset needs fcntl file locks")
+    assert not lock.held and len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_tail_is_copied_without_copy_file_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "copy_file_range", raising=False)
+    final = tmp_path / "ds0"
+    final.write_bytes(b"A" * 10)
+    tail = bytes(range(101))
+    partial_path(final).write_bytes(tail)
+    commit_mod.apply_tail(final, TailAppend("ds0", 10, len(tail)))
+    assert final.read_bytes() == b"A" * 10 + tail
+
+
+def test_copy_range_at_the_end_of_its_source_is_an_error(tmp_path: Path) -> None:
+    """copy_file_range copies nothing at the end of the source: that is a short tail, not a
+    copy of 0 bytes (the caller would wait for the rest forever)."""
+    (tmp_path / "src").write_bytes(b"0123456789")
+    (tmp_path / "dst").write_bytes(b"")
+    with (
+        open(tmp_path / "src", "rb") as src,
+        open(tmp_path / "dst", "r+b") as dst,
+        pytest.raises(CorruptFileError, match="tail ended early at byte 10"),
+    ):
+        commit_mod.copy_range(src.fileno(), dst.fileno(), 10, 0, 4)
