@@ -20,10 +20,16 @@ import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter, MindPage, reindex, verify_dataset
-from mrecord.errors import CorruptFileError, DatasetLockedError, UnsupportedPlatformError
+from mrecord.errors import (
+    CorruptFileError,
+    DatasetLockedError,
+    StoragePermissionError,
+    UnsupportedPlatformError,
+)
 from mrecord.format.layout import Trailer
 from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock, TailAppend
+from mrecord.storage.failures import advice_for
 from mrecord.storage.naming import journal_path, lock_path, partial_path, shard_file_names
 
 SCHEMA = {"id": {"type": "int64"}}
@@ -612,3 +618,175 @@ def test_copy_range_at_the_end_of_its_source_is_an_error(tmp_path: Path) -> None
         pytest.raises(CorruptFileError, match="tail ended early at byte 10"),
     ):
         commit_mod.copy_range(src.fileno(), dst.fileno(), 10, 0, 4)
+
+
+# -- check_journal: every refusal whole ---------------------------------------------------------
+
+
+def _refusal(journal: Path, why: str) -> str:
+    return (
+        f"commit journal {str(journal)!r} {why}; it cannot be rolled forward: if the "
+        "dataset's files are yours, delete the journal to keep the previous generation"
+    )
+
+
+def _check(folder: Path, name: str, doc: dict[str, Any]) -> None:
+    journal = journal_path(folder, name)
+    journal.write_bytes(msgpack.packb(doc, use_bin_type=True))
+    commit_mod.check_journal(folder, name, commit_mod.read_journal(journal), journal)
+
+
+def _refused(folder: Path, name: str, doc: dict[str, Any], why: str) -> None:
+    with pytest.raises(CorruptFileError) as info:
+        _check(folder, name, doc)
+    journal = journal_path(folder, name)
+    assert str(info.value) == _refusal(journal, why)
+    assert info.value.path == str(journal)
+
+
+@pytest.mark.parametrize("name", ["other", "xy", "dsx", "ds0x", "dsx.db", "d", "ds1.dbx"])
+def test_a_journal_naming_a_file_of_another_dataset_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    doc = {"dataset_id": "a", "generation": 1, "files": [name]}
+    _refused(tmp_path, "ds", doc, f"names {name!r}, which is not a file of dataset 'ds'")
+
+
+def test_a_journal_naming_the_datasets_own_files_passes(tmp_path: Path) -> None:
+    names = ["ds", "ds.db", "ds0", "ds12", "ds12.db"]
+    _check(tmp_path, "ds", {"dataset_id": "a", "generation": 1, "files": names})
+
+
+def test_a_journal_whose_tails_do_not_fit_is_refused_naming_the_shard(tmp_path: Path) -> None:
+    files = _create(tmp_path, "ds", 2)
+    final, size, dataset_id = files[0], files[0].stat().st_size, _dataset_id(files[0])
+    base = {"dataset_id": dataset_id, "generation": 2, "files": []}
+    _refused(tmp_path, "ds", {**base, "appends": [["ds7", size, 10]]},
+             "appends to 'ds7', which does not exist")
+    _refused(tmp_path, "ds", {**base, "appends": [["ds0", size + 1, 10]]},
+             f"records a tail at byte {size + 1} of {str(final)!r}, past its end ({size} bytes)")
+    _refused(tmp_path, "ds", {**base, "appends": [["ds0", size - 1, 10]]},
+             f"records a tail at byte {size - 1} of {str(final)!r}, where no committed "
+             "generation of it ends")
+    _refused(tmp_path, "ds", {**base, "dataset_id": "f" * 32, "appends": [["ds0", size, 10]]},
+             f"belongs to another dataset (id {'f' * 32!r}; {str(final)!r} is {dataset_id!r})")
+    # at its committed end, with or without the .db (a journal need not pair them)
+    _check(tmp_path, "ds", {**base, "appends": [["ds0", size, 10]]})
+    _check(tmp_path, "ds", {**base, "appends": [["ds0", size, 10]], "db_appends": ["ds0.db"]})
+
+
+def test_a_journal_of_another_datasets_files_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """The partial is what a roll-forward would rename, so it is what is checked while it
+    exists; the final otherwise; a file that cannot be read is left to the reader."""
+    files = _create(tmp_path, "data", 2)
+    (tmp_path / "o").mkdir()
+    other = _create(tmp_path / "o", "data", 2)
+    ours, theirs = _dataset_id(files[0]), _dataset_id(other[0])
+    final = files[1]
+    doc = {"dataset_id": ours, "generation": 2, "files": ["data1"]}
+    _check(tmp_path, "data", doc)
+    partial_path(final).write_bytes(other[1].read_bytes())
+    _refused(tmp_path, "data", doc,
+             f"belongs to another dataset (id {ours!r}; {str(final)!r} is {theirs!r})")
+    partial_path(final).unlink()
+    mine = {**doc, "dataset_id": theirs}
+    _refused(tmp_path, "data", mine,
+             f"belongs to another dataset (id {theirs!r}; {str(final)!r} is {ours!r})")
+    # an unreadable first file does not end the checks; a .db names its data file
+    for names in (["data5", "data1"], ["data0.db"], ["data5.db", "data1.db"]):
+        with pytest.raises(CorruptFileError, match="belongs to another dataset"):
+            _check(tmp_path, "data", {**mine, "files": names})
+
+
+# -- recover on a folder it may not write -------------------------------------------------------
+
+
+def _unlockable(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    def refused(self: DatasetLock, wait: float = 0.0) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(DatasetLock, "acquire", refused)
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.EROFS])
+def test_a_commit_that_cannot_be_finished_here_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    journal = journal_path(tmp_path, "ds")
+    journal.write_bytes(b"x")
+    _unlockable(monkeypatch, code)
+    naps: list[float] = []
+    monkeypatch.setattr(time, "sleep", naps.append)
+    with pytest.raises(StoragePermissionError) as info:
+        commit_mod.recover(tmp_path, "ds", wait=0.0)
+    lock = lock_path(tmp_path, "ds")
+    assert str(info.value) == (
+        f"cannot finish the interrupted commit of dataset 'ds': failed on {str(lock)!r}: "
+        f"{os.strerror(code)} ({errno.errorcode[code]}); the commit is durable (journal "
+        f"{str(journal)!r}) but not published; nothing is lost, and opening the dataset where "
+        f"it can be written finishes it; {advice_for(code)}"
+    )
+    assert info.value.errno == code and info.value.path == str(lock)
+    assert naps == []  # wait=0: no writer is waited for
+
+
+def test_a_read_only_file_system_has_no_writer_to_wait_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal_path(tmp_path, "ds").write_bytes(b"x")
+    _unlockable(monkeypatch, errno.EROFS)
+    naps: list[float] = []
+    monkeypatch.setattr(time, "sleep", naps.append)
+    with pytest.raises(StoragePermissionError):
+        commit_mod.recover(tmp_path, "ds", wait=3600.0)
+    assert naps == []
+
+
+def test_a_writer_that_finishes_while_we_wait_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = journal_path(tmp_path, "ds")
+    journal.write_bytes(b"x")
+    _unlockable(monkeypatch, errno.EACCES)
+    timer = threading.Timer(0.2, journal.unlink)
+    timer.start()
+    try:
+        assert commit_mod.recover(tmp_path, "ds", wait=3600.0) is False
+    finally:
+        timer.join()
+
+
+def test_other_lock_failures_pass_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal_path(tmp_path, "ds").write_bytes(b"x")
+    _unlockable(monkeypatch, errno.EIO)
+    with pytest.raises(OSError) as info:
+        commit_mod.recover(tmp_path, "ds", wait=0.0)
+    assert type(info.value) is OSError and info.value.errno == errno.EIO
+
+    def locked(self: DatasetLock, wait: float = 0.0) -> None:
+        raise DatasetLockedError("locked")
+
+    monkeypatch.setattr(DatasetLock, "acquire", locked)
+    with pytest.raises(DatasetLockedError):
+        commit_mod.recover(tmp_path, "ds", wait=0.0)
+
+
+def test_recover_locked_says_it_finished_a_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = FileWriter(tmp_path / "ds")
+    writer.add_schema(SCHEMA)
+    writer.write_raw_data({"id": np.arange(3, dtype=np.int64)})
+    monkeypatch.setattr(commit_mod, "crash_hook", _stop_at("journal"))
+    with pytest.raises(_Stop):
+        writer.commit()
+    monkeypatch.setattr(commit_mod, "crash_hook", commit_mod._no_crash)
+    lock = DatasetLock(tmp_path, "ds")
+    lock.acquire()
+    try:
+        assert commit_mod.recover_locked(tmp_path, "ds") is True
+    finally:
+        lock.release()
+    assert _ids(tmp_path / "ds") == [0, 1, 2]
