@@ -525,8 +525,11 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     step = max(1, len(ranges) // _SAMPLE)
     vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
     for offset, length in ranges[::step][:_SAMPLE]:
-        pages = min(_SAMPLE_PAGES, -(-length // _PAGE))
-        if _mincore(ctypes.c_void_p(address + offset), pages * _PAGE, vec) != 0:
+        # mincore wants a page-aligned address: from the page the range starts in (an
+        # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
+        lead = offset % _PAGE
+        pages = min(_SAMPLE_PAGES, -(-(lead + length) // _PAGE))
+        if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
             return False
         if not all(v & 1 for v in vec[:pages]):
             return False
