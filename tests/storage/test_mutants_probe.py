@@ -112,8 +112,8 @@ def test_a_profile_counts_reads_and_bytes_per_second_of_the_device(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A device doing one read per millisecond: 1,000 random 4 KiB reads per second, and
-    1 MiB per millisecond of 1 MiB reads; ``seconds`` is the time both phases took; the
-    device is named ``major:minor``."""
+    1 MiB per millisecond of 1 MiB reads; each phase lasts the ``seconds`` asked for, and
+    ``seconds`` is the time both took; the device is named ``major:minor``."""
     path = _file(tmp_path, 3 * MIB // 2)
     device = _fake(monkeypatch, path)
     profile = probe_storage(path, seconds=0.01)
@@ -123,6 +123,9 @@ def test_a_profile_counts_reads_and_bytes_per_second_of_the_device(
     assert profile.iops == pytest.approx(1 / TICK, rel=1e-9)
     assert profile.bandwidth == pytest.approx(MIB / TICK, rel=1e-9)
     assert profile.seconds == pytest.approx(len(device.reads) * TICK, rel=1e-9)
+    # each phase reads for the time asked (device time: ten 1 ms reads at least)
+    assert sum(size == 4 * KIB for _, _, size in device.reads) >= 10
+    assert sum(size == MIB for _, _, size in device.reads) >= 10
     assert probe_storage(path) is profile  # measured once per device
     assert len(device.opens) == 1
 
