@@ -97,13 +97,46 @@ def test_a_reader_ending_on_the_last_page_gets_the_file_checked_from_its_start()
 
 
 def test_a_damaged_chunk_is_checked_once_left_unverified_and_passed() -> None:
-    """The damaged chunk stays unverified (the reader that reaches it raises), and the
-    thread goes on past it instead of checking it again and again."""
-    ahead, record, check = _start(100, damaged=frozenset({(20, 0)}))
+    """Damaged chunks stay unverified (the reader that reaches one raises), and the
+    thread goes on past them, once round the file, instead of checking them again."""
+    ahead, record, check = _start(100, damaged=frozenset({(16, 0), (20, 0)}))
     _cold(ahead, record, [(p, 0) for p in range(START_AFTER)])
     assert ahead.join(timeout=30)
     assert check.calls == [(p, 0) for p in range(START_AFTER, 100)]
-    assert not record[20, 0] and record[:20, 0].all() and record[21:, 0].all()
+    assert not record[[16, 20], 0].any() and record[:, 0].sum() == 98
+
+
+def _both(pages: range) -> list[tuple[int, int]]:
+    return [(p, c) for p in pages for c in (0, 1)]
+
+
+def test_a_reader_of_two_columns_gets_every_chunk_of_both_checked() -> None:
+    """Column 0 read cold on pages 10..24, then column 1 on page 5: the thread starts at
+    page 6 and goes round the whole file, ending with column 0 of page 5."""
+    ahead, record, check = _start(30, cols=2)
+    _cold(ahead, record, [*((p, 0) for p in range(10, 25)), (5, 1)])
+    assert ahead.join(timeout=30)
+    assert check.calls == [
+        *_both(range(6, 10)), *((p, 1) for p in range(10, 25)), *_both(range(25, 30)),
+        *_both(range(5)), (5, 0),
+    ]
+    assert record.all()
+
+
+def test_after_a_jump_it_also_goes_round_the_whole_file() -> None:
+    """The thread is at page 26 (column 0) when a reader checks column 1 of page 5 cold:
+    from page 6 it goes round the file once more, ending with column 0 of page 5."""
+    ahead, record, check = _start(30, cols=2, hold=True)
+    _cold(ahead, record, [(p, 0) for p in range(10, 26)])
+    assert check.entered.wait(30)  # checking (26, 0)
+    _cold(ahead, record, [(5, 1)])
+    check.release.set()
+    assert ahead.join(timeout=30)
+    assert check.calls == [
+        (26, 0), *_both(range(6, 10)), *((p, 1) for p in range(10, 26)), (26, 1),
+        *_both(range(27, 30)), *_both(range(5)), (5, 0),
+    ]
+    assert record.all()
 
 
 def test_a_cold_check_while_it_runs_moves_it_after_that_page() -> None:
