@@ -35,11 +35,15 @@ from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.probe import memory_budget
 from mrecord.storage.readahead import (
+    ARRIVAL_MAX_BYTES,
     DIRECT_MIN_BYTES,
+    IO_THREADS,
     aligned_buffer,
     direct_layout,
+    direct_spans,
     hint_rows,
     looks_resident,
+    read_checked,
     read_direct,
     read_into,
 )
@@ -76,6 +80,7 @@ class DatasetReader:
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._beyond: bool | None = None  # files larger than the memory budget (asked once)
+        self._slots: int | None = None  # whole chunks checked at once (_chunks_in_flight)
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -170,6 +175,7 @@ class DatasetReader:
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
         self._beyond = None  # this process's memory budget, asked again here
+        self._slots = None
 
     @property
     def files(self) -> list[Path]:
@@ -323,8 +329,11 @@ class DatasetReader:
     ) -> set[int]:
         """Hint the rows of ``groups`` to storage; the shards that were cold (hinted)."""
         shards = self.shards
+        beyond = self._beyond_memory()
         return {
-            s for s, _, pages, slots in groups if hint_rows(shards[s], pages, slots, names, direct)
+            s
+            for s, _, pages, slots in groups
+            if hint_rows(shards[s], pages, slots, names, direct, beyond)
         }
 
     def locate_bytes(
@@ -434,6 +443,20 @@ class DatasetReader:
             beyond = self._beyond = budget is not None and size > budget
         return beyond
 
+    def _chunks_in_flight(self) -> int:
+        """Whole chunks a cold read may check at once (each in a buffer of its own, up to
+        ``ARRIVAL_MAX_BYTES``): ``IO_THREADS``, fewer when a sixteenth of the memory budget
+        holds fewer (measured: 16 buffers of 1 MiB, kept, got a reader in a 96 MB memory
+        group OOM-killed)."""
+        slots = self._slots
+        if slots is None:
+            budget = memory_budget()
+            slots = IO_THREADS
+            if budget is not None:
+                slots = max(1, min(IO_THREADS, budget // (16 * ARRIVAL_MAX_BYTES)))
+            self._slots = slots
+        return slots
+
     def _gather_var(
         self,
         field: Field,
@@ -448,7 +471,7 @@ class DatasetReader:
             shard = self.shards[s]
             # A cold shard's values are read now, straight into one buffer (views of its
             # map would be read by the consumer later, maybe evicted by then).
-            copied: list[tuple[int, Any, int, int, int | None]] | None = (
+            copied: list[tuple[int, Any, int, int, int | None, int]] | None = (
                 [] if kind is FieldKind.BYTES and s in cold else None
             )
             col = shard.field_index(field.name)
@@ -457,7 +480,10 @@ class DatasetReader:
             by_shape = kind is FieldKind.VARARRAY and len(pages) >= GROUPED_MIN_ROWS
             sparse: list[tuple[PageRows, Any]] = []
             for page, members in _by_page(pages):
-                head, raw = shard.var_page(page, field)  # checksummed by the policy
+                # A cold plain chunk is checked as its values arrive (_read_cold), else
+                # here, by the policy, before any of its bytes is used.
+                plain = shard.plain_var_page(page, field) if copied is not None else None
+                head, raw = plain if plain is not None else shard.var_page(page, field)
                 where = members if positions is None else positions[members]
                 base = shard.uncompressed_offset(page, col) if copied is not None else None
                 if kind is FieldKind.VARARRAY:
@@ -475,7 +501,7 @@ class DatasetReader:
                     a, b = start + offsets[slot], start + offsets[slot + 1]
                     if kind is FieldKind.BYTES:
                         if copied is not None:
-                            copied.append((pos, raw, a, b, base))
+                            copied.append((pos, raw, a, b, base, page))
                         elif bytes_as_arrays:
                             value = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
                             result[pos] = value.view(BytesArray)
@@ -487,7 +513,10 @@ class DatasetReader:
                         except UnicodeDecodeError as exc:
                             raise _not_utf8(shard, page, field, exc) from exc
             if copied:
-                _read_cold(shard, copied, result, bytes_as_arrays, self._beyond_memory())
+                _read_cold(
+                    shard, col, copied, result, bytes_as_arrays, self._beyond_memory(),
+                    self._chunks_in_flight(),
+                )
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
                 gather_by_shape(field, shard.file_bytes, [rows for rows, _ in sparse], result)
             else:
@@ -498,53 +527,144 @@ class DatasetReader:
 
 def _read_cold(
     shard: ShardFile,
-    values: list[tuple[int, Any, int, int, int | None]],
+    col: int,
+    values: list[tuple[int, Any, int, int, int | None, int]],
     result: list[Any],
     as_arrays: bool,
     direct: bool,
+    in_flight: int,
 ) -> None:
-    """``result[pos]`` = the bytes ``raw[a:b]`` of each value, read into one new buffer:
-    with parallel ``pread``s of exactly their bytes (``base``: the chunk's file offset,
-    None when it is not stored plain) or copied from ``raw``. Values of at least
-    ``DIRECT_MIN_BYTES`` on average that are not in the page cache are read with direct
-    I/O into page-aligned slots (no page cache filled, charged and reclaimed on their
-    way; ``read_direct``), else, or where direct I/O is refused, with buffered
-    ``pread``s. As read-only ``uint8`` BytesArrays viewing the buffer (``as_arrays``),
-    else as ``bytes``."""
-    total = sum(b - a for _, _, a, b, _ in values)
-    plain = all(base is not None for *_, base in values)
+    """``result[pos]`` = the bytes ``raw[a:b]`` of each value (of chunk ``page``, column
+    ``col``), read into new buffers. Values of chunks that still need their checksum
+    (stored plain, ``base`` their file offset) are read with their whole chunk, once, and
+    checked as it arrives (``read_checked``: no second read of the chunk beside the
+    values'). The others with parallel ``pread``s of exactly their bytes (``base`` None:
+    not stored plain, copied from ``raw``): values of at least ``DIRECT_MIN_BYTES`` on
+    average that are not in the page cache with direct I/O into page-aligned slots (no
+    page cache filled, charged and reclaimed on their way; ``read_direct``), else, or
+    where direct I/O is refused, with buffered ``pread``s. As read-only ``uint8``
+    BytesArrays viewing the buffer (``as_arrays``), else as ``bytes``."""
+    arriving: dict[int, list[int]] = {}
+    rest: list[tuple[int, Any, int, int, int | None, int]] = []
+    for i, value in enumerate(values):
+        base, page = value[4], value[5]
+        if base is not None and shard.needs_check(page, col):
+            arriving.setdefault(page, []).append(i)
+        else:
+            rest.append(value)
+    parts: list[tuple[int, np.ndarray]] = []
+    if arriving:
+        parts += _read_arriving(shard, col, values, arriving, direct, in_flight)
+    parts += _read_checked_values(shard, rest, direct)
+    for pos, part in parts:
+        if as_arrays:
+            array = part.view(BytesArray)
+            array.flags.writeable = False  # as a view of the map is
+            result[pos] = array
+        else:
+            result[pos] = part.tobytes()
+
+
+_SHARED_CHUNK_ROWS = 1.5
+"""Values per chunk needing its check, on average in a cold block, from which the block's
+order is taken as local (its chunks are read through the page cache, not around it)."""
+
+
+def _read_arriving(
+    shard: ShardFile,
+    col: int,
+    values: list[tuple[int, Any, int, int, int | None, int]],
+    arriving: dict[int, list[int]],
+    direct: bool,
+    in_flight: int,
+) -> list[tuple[int, np.ndarray]]:
+    """The values ``values[i]`` for ``i`` in ``arriving[page]``, each chunk read once and
+    checked as it arrives; a chunk ``read_checked`` could not do is checked the usual way
+    (a damaged one raises ``ChecksumError``) and its values copied from the map."""
+    total = sum(values[i][3] - values[i][2] for idx in arriving.values() for i in idx)
+    buffer = np.empty(total, dtype=np.uint8)
+    parts: list[tuple[int, np.ndarray]] = []
+    jobs: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+    at = 0
+    for page, idx in arriving.items():
+        targets = []
+        for i in idx:
+            pos, _, a, b, _, _ = values[i]
+            dest = buffer[at : at + b - a]
+            at += b - a
+            targets.append((dest, a, b))
+            parts.append((pos, dest))
+        jobs.append((page, targets))
+    # Direct, unless the block's values share their chunks (Shuffle.BLOCK mixes the rows
+    # of a few neighbouring pages) and a chunk's other rows come later: those come within
+    # the next blocks, and find the chunk in the page cache instead of reading it from the
+    # disk again. A random order spreads its values over their chunks (the other rows come
+    # much later: evicted by then); a file-order one (shuffle=False) wants all rows of each
+    # chunk but those of the one it ends in, whose rest the next block reads direct
+    # (measured: buffered, the page cache they filled made a second sequential epoch in a
+    # 200 MB group 3x slower).
+    local = sum(map(len, arriving.values())) >= _SHARED_CHUNK_ROWS * len(arriving)
+    if local:
+        ordered = [values[i] for idx in arriving.values() for i in idx]
+        ordered.sort(key=lambda v: v[0])  # the block's order
+        local = not _in_file_order([(v[4] + v[2], v[3] - v[2]) for v in ordered])  # type: ignore[operator]
+    starts = shard.page_starts_list
+    if direct and local:
+        partial = [job for job in jobs if len(job[1]) < starts[job[0] + 1] - starts[job[0]]]
+        whole = [job for job in jobs if len(job[1]) >= starts[job[0] + 1] - starts[job[0]]]
+        not_done = set(read_checked(shard, col, partial, False, in_flight))
+        not_done |= set(read_checked(shard, col, whole, True, in_flight))
+    else:
+        not_done = set(read_checked(shard, col, jobs, direct, in_flight))
+    for page, targets in jobs:
+        if page in not_done:
+            shard.check_chunk(page, col)  # raises for a damaged chunk
+            raw = values[arriving[page][0]][1]
+            for dest, a, b in targets:
+                dest[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+    return parts
+
+
+def _read_checked_values(
+    shard: ShardFile, values: list[tuple[int, Any, int, int, int | None, int]], direct: bool
+) -> list[tuple[int, np.ndarray]]:
+    """The values of chunks that need no checksum now, read as ``_read_cold`` says."""
+    if not values:
+        return []
+    total = sum(b - a for _, _, a, b, _, _ in values)
+    plain = all(base is not None for *_, base, _ in values)
     buffer: np.ndarray | None = None
     starts: list[int] = []
     read = False
-    if direct and plain and values and total >= DIRECT_MIN_BYTES * len(values):
-        ranges = [(base + a, b - a) for _, _, a, b, base in values]  # type: ignore[operator]
-        # Buffered where the values lie in file order, one after the other (shuffle=False:
-        # the kernel's read-ahead streams them; measured, direct reads made such a second
-        # epoch in a memory group 2-3x slower), or are in memory (chunks just checked).
-        if not _in_file_order(ranges) and not looks_resident(shard, ranges):
-            nbytes, starts, places4 = direct_layout(ranges)
+    if direct and plain and total >= DIRECT_MIN_BYTES * len(values):
+        ranges = [(base + a, b - a) for _, _, a, b, base, _ in values]  # type: ignore[operator]
+        # Buffered where they are in memory. Values that follow each other in the file
+        # (shuffle=False) are read direct as long runs, in 1 MiB pieces: buffered, the page
+        # cache they filled had to be reclaimed inside the memory group (measured: a second
+        # sequential epoch in a 200 MB group at 1,061 rows/s and 3.2 CPU s, OOM-killed with
+        # 16 I/O threads); direct, one request per 100 KB value was slower still.
+        if not looks_resident(shard, ranges):
+            layout = direct_spans if _in_file_order(ranges) else direct_layout
+            nbytes, starts, places4 = layout(ranges)
             buffer = aligned_buffer(nbytes)
             read = read_direct(shard, buffer, places4)
     if buffer is None or not read:
         buffer = np.empty(total, dtype=np.uint8)
         starts = []
         places, at = [], 0
-        for _, _, a, b, base in values:
+        for _, _, a, b, base, _ in values:
             starts.append(at)
             if base is not None:
                 places.append((at, base + a, b - a))
             at += b - a
         read = plain and read_into(shard, buffer, places)
-    for (pos, raw, a, b, _), at in zip(values, starts, strict=True):
+    parts = []
+    for (pos, raw, a, b, _, _), at in zip(values, starts, strict=True):
         part = buffer[at : at + b - a]
         if not read:
             part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
-        if as_arrays:
-            value = part.view(BytesArray)
-            value.flags.writeable = False  # as a view of the map is
-            result[pos] = value
-        else:
-            result[pos] = part.tobytes()
+        parts.append((pos, part))
+    return parts
 
 
 def _in_file_order(ranges: list[tuple[int, int]]) -> bool:

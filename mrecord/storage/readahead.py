@@ -13,7 +13,12 @@ What a read touches depends on the chunk, so that is decided here, not by the re
   a variable-size chunk whose head (value offsets) nobody has parsed yet is read whole: it
   arrives in one request and is checked as it arrives (no second pass over the file);
 - otherwise only the rows' own bytes: ``row_nbytes`` at the row's place in a fixed-width
-  chunk, or the value's span in a variable-size chunk.
+  chunk, or the value's span in a variable-size chunk;
+- except on a cold block, the plain chunks of bytes columns that still need their checksum:
+  the reader reads those itself (:func:`read_checked`), each with one ``pread`` into an I/O
+  thread's buffer, checks it there and copies the block's values out, so that the chunk's
+  bytes come off the disk once (checking it first and reading the values after read them
+  twice whenever memory was short or the values went by direct I/O).
 
 Hints cost a system call per range, which a warm page cache does not need: before hinting,
 a few of the ranges' first pages are looked up with ``mincore``; when they are all in memory
@@ -34,18 +39,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from mrecord.format.compression import CODEC_IDS
+from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
+    "ARRIVAL_MAX_BYTES",
     "DIRECT_MIN_BYTES",
     "ENABLED",
     "IO_THREADS",
+    "SPAN_PIECE",
     "aligned_buffer",
     "direct_layout",
+    "direct_spans",
     "hint_rows",
     "looks_resident",
+    "read_checked",
     "read_direct",
     "read_into",
     "row_ranges",
@@ -74,6 +83,7 @@ def row_ranges(
     columns: Sequence[str],
     verify_pool: Callable[[ShardFile, list[int], int], None] | None = None,
     direct: Collection[str] = (),
+    arriving: Collection[str] = (),
 ) -> list[tuple[int, int]]:
     """The ``(offset, length)`` byte ranges of ``shard`` that reading rows (``pages``,
     ``slots``) of ``columns`` touches, merged where they touch the same pages, in file
@@ -82,7 +92,10 @@ def row_ranges(
     ``verify_pool(shard, pages, col)``, when given, checksums chunks not yet verified
     first (:func:`verify_chunks`); the ones it verified then need only their rows' bytes.
     Columns in ``direct`` are read by the caller with :func:`read_into` (their chunks are
-    still checked and their heads parsed; their values' ranges are left out)."""
+    still checked and their heads parsed; their values' ranges are left out). Columns in
+    ``arriving`` (a subset of ``direct``) are checked by the caller too, as their chunks
+    arrive (:func:`read_checked`): their plain chunks are neither checked here nor read
+    whole."""
     if not len(pages):
         return []
     meta = shard.meta
@@ -95,7 +108,9 @@ def row_ranges(
         field = meta.schema.fields[col]
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
-        if shard.verify == "always":
+        if name in arriving:
+            pass  # the caller reads these chunks' values and checks them as they arrive
+        elif shard.verify == "always":
             whole[:] = True
         elif shard.verify == "once":
             unchecked = ~shard.verified_chunks(unique_pages, col)
@@ -197,6 +212,7 @@ def hint_rows(
     slots: np.ndarray,
     columns: Sequence[str],
     direct: Collection[str] = (),
+    beyond_memory: bool = False,
 ) -> int:
     """Tell ``shard`` which ranges reading rows (``pages``, ``slots``) of ``columns``
     will touch (:meth:`ShardFile.will_need`), unless they look warm already; returns how
@@ -205,11 +221,20 @@ def hint_rows(
     Chunks that ``verify="once"`` has not checked yet are read and checked first, in
     parallel and whatever the map's advice (:func:`verify_chunks`); then, when cold, only
     the rows' own bytes are hinted. A caller that gets a nonzero count should copy what it
-    reads out of the map soon (its bytes may be evicted again when memory is short)."""
+    reads out of the map soon (its bytes may be evicted again when memory is short), and
+    must itself check the plain chunks of the ``direct`` columns it reads that need a
+    checksum (:func:`read_checked`): on a cold block those are left to it, so that each
+    is read from the disk once, into the values, and checked there.
+
+    ``beyond_memory``: the caller's files are larger than its memory, so they cannot be
+    warm for long: every block is looked up, none skipped for ``WARM_SECONDS`` after a
+    warm one (measured: the last block of a sequential epoch looked warm, and the next
+    epoch's first blocks, taken as warm too, were served from the map one 4 KiB fault at
+    a time, at a sixth of the rate)."""
     if not ENABLED or not len(pages):
         return 0
     now = time.monotonic()
-    if _warm_until.get(shard, 0.0) > now:
+    if not beyond_memory and _warm_until.get(shard, 0.0) > now:
         return 0  # found warm a moment ago: reads as before, at no cost per call
     if shard.map_address() is None:
         # Not a local map (mrecord.remote's range reads, which plan their own fetches of
@@ -219,10 +244,11 @@ def hint_rows(
     if not ranges:
         return 0
     warm = _looks_warm(shard, ranges)  # before the checks below bring chunks in
-    if warm:
+    if warm and not beyond_memory:
         _warm_until[shard] = now + WARM_SECONDS
     if shard.verify == "once" or direct:
-        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct)
+        arriving = () if warm else direct
+        ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct, arriving)
     if warm:
         return 0
     shard.will_need(ranges)
@@ -285,6 +311,107 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     return all([f.result() for f in futures])
 
 
+ARRIVAL_MAX_BYTES = 2 << 20
+"""Chunks up to this long that a cold read must check are read whole, once, into a buffer
+of the reading I/O thread, checked there, and the wanted values copied out
+(:func:`read_checked`). Longer ones are checked in pieces and their values read after
+(their bytes read twice, for memory bounded at one buffer of this size per read in
+flight)."""
+
+class _Scratch:
+    """One task's page-aligned buffer, grown as its chunks need (one per task, so that the
+    memory held is bounded by the tasks in flight, not by the pool's threads)."""
+
+    def __init__(self) -> None:
+        self._buffer: np.ndarray | None = None
+
+    def get(self, nbytes: int) -> np.ndarray:
+        """A buffer of at least ``nbytes``."""
+        if self._buffer is None or len(self._buffer) < nbytes:
+            self._buffer = aligned_buffer(max(nbytes, 1 << 20))
+        return self._buffer
+
+
+def _read_chunk(
+    scratch: _Scratch, offset: int, length: int, direct_fd: int | None, fd: int | None
+) -> np.ndarray | None:
+    """The file's bytes ``offset:offset + length`` in ``scratch``, read with one ``pread``
+    (direct I/O when ``direct_fd`` is given and the read is accepted); None when neither
+    descriptor reads them whole."""
+    if direct_fd is not None:
+        lead = offset % _PAGE
+        span = -(-(lead + length) // _PAGE) * _PAGE
+        buffer = scratch.get(span)
+        try:
+            got = os.preadv(direct_fd, [buffer[:span].data.cast("B")], offset - lead)
+        except OSError:
+            got = -1  # EINVAL: alignment refused here; read buffered
+        if got >= lead + length:
+            return buffer[lead : lead + length]
+    if fd is None:
+        return None
+    buffer = scratch.get(length)[:length]
+    if os.preadv(fd, [buffer.data.cast("B")], offset) != length:
+        return None
+    return buffer
+
+
+def read_checked(
+    shard: ShardFile,
+    col: int,
+    chunks: list[tuple[int, list[tuple[np.ndarray, int, int]]]],
+    direct: bool,
+    in_flight: int = IO_THREADS,
+) -> list[int]:
+    """Check chunks as they arrive: each ``(page, targets)`` chunk of column ``col`` is read
+    whole with one ``pread`` (``O_DIRECT`` when ``direct``: no page cache filled on the
+    way), its CRC-32C checked in the buffer it landed in, and each ``(dest, a, b)`` of
+    ``targets`` gets the chunk's bytes ``a:b`` (offsets into the chunk); the chunk is then
+    marked verified. Up to ``in_flight`` chunks at once (each holds a buffer of its size:
+    a reader in a small memory group passes fewer than ``IO_THREADS``). Returns the pages
+    not done
+    (damaged, longer than ``ARRIVAL_MAX_BYTES``, or not read whole): nothing of them was
+    written to their targets, and the caller checks them the usual way
+    (:meth:`ShardFile.check_chunk`, which raises :class:`~mrecord.errors.ChecksumError`
+    for a damaged one)."""
+    direct_fd = shard.direct_fd() if direct else None
+    fd = shard.read_fd()
+
+    def one(scratch: _Scratch, item: tuple[int, list[tuple[np.ndarray, int, int]]]) -> bool:
+        page, targets = item
+        offset, length, crc = shard.chunk_place(page, col)
+        if length > ARRIVAL_MAX_BYTES:
+            return False
+        try:
+            data = _read_chunk(scratch, offset, length, direct_fd, fd)
+        except OSError:
+            return False
+        if data is None or checksum(data) != crc:
+            return False
+        for dest, a, b in targets:
+            dest[:] = data[a:b]
+        shard.mark_verified(page, col)
+        return True
+
+    def some(items: list[tuple[int, list[tuple[np.ndarray, int, int]]]]) -> list[bool]:
+        scratch = _Scratch()
+        return [one(scratch, item) for item in items]
+
+    if fd is None and direct_fd is None:
+        return [page for page, _ in chunks]
+    tasks = max(1, min(in_flight, IO_THREADS, len(chunks)))
+    if tasks == 1:
+        done = some(chunks)
+    else:
+        pool = _io_pool()
+        parts = [chunks[i::tasks] for i in range(tasks)]
+        futures = [pool.submit(some, part) for part in parts]
+        done = [False] * len(chunks)
+        for i, future in enumerate(futures):
+            done[i::tasks] = future.result()
+    return [page for (page, _), ok in zip(chunks, done, strict=True) if not ok]
+
+
 DIRECT_MIN_BYTES = 32 << 10
 """Cold values at least this long on average are read with direct I/O (``read_direct``):
 each read is rounded out to whole pages, so shorter values would read mostly padding."""
@@ -307,6 +434,39 @@ def direct_layout(
         reads.append((at, offset - lead, span, lead + length))
         at += span
     return at, starts, reads
+
+
+SPAN_PIECE = 1 << 20
+"""Direct reads of values that follow each other in the file are cut into pieces of this
+many bytes, read in parallel (one long read would leave the device's queue empty)."""
+
+
+def direct_spans(
+    places: list[tuple[int, int]], gap: int = _PAGE
+) -> tuple[int, list[int], list[tuple[int, int, int, int]]]:
+    """Like :func:`direct_layout`, for ranges that mostly follow each other in the file
+    (``shuffle=False``): ranges less than ``gap`` bytes apart share one slot, read whole
+    (the gap with them) in pieces of ``SPAN_PIECE``, so the disk sees long sequential
+    reads, not one request per value."""
+    spans: list[list[int]] = []  # [offset, end] of each merged run
+    owner: list[int] = []
+    for offset, length in places:
+        if spans and spans[-1][1] <= offset <= spans[-1][1] + gap:
+            spans[-1][1] = offset + length
+        else:
+            spans.append([offset, offset + length])
+        owner.append(len(spans) - 1)
+    nbytes, span_starts, whole = direct_layout([(a, b - a) for a, b in spans])
+    starts = [
+        span_starts[k] + offset - spans[k][0]
+        for (offset, _), k in zip(places, owner, strict=True)
+    ]
+    reads: list[tuple[int, int, int, int]] = []
+    for at, offset, span, need in whole:
+        for done in range(0, span, SPAN_PIECE):
+            size = min(SPAN_PIECE, span - done)
+            reads.append((at + done, offset + done, size, max(0, min(size, need - done))))
+    return nbytes, starts, reads
 
 
 def aligned_buffer(nbytes: int) -> np.ndarray:
@@ -365,8 +525,11 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     step = max(1, len(ranges) // _SAMPLE)
     vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
     for offset, length in ranges[::step][:_SAMPLE]:
-        pages = min(_SAMPLE_PAGES, -(-length // _PAGE))
-        if _mincore(ctypes.c_void_p(address + offset), pages * _PAGE, vec) != 0:
+        # mincore wants a page-aligned address: from the page the range starts in (an
+        # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
+        lead = offset % _PAGE
+        pages = min(_SAMPLE_PAGES, -(-(lead + length) // _PAGE))
+        if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
             return False
         if not all(v & 1 for v in vec[:pages]):
             return False

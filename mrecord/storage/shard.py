@@ -350,6 +350,40 @@ class ShardFile:
         if intact:
             self._verified[page, col] = True
 
+    def needs_check(self, page: int, col: int) -> bool:
+        """Whether a read of chunk (page, ``col``) must checksum it first (the policy:
+        ``always``, or ``once`` and not verified yet)."""
+        if self.verify == "once":
+            return not bool(self._verified[page, col])
+        return self.verify == "always"
+
+    def chunk_place(self, page: int, col: int) -> tuple[int, int, int]:
+        """Chunk (page, ``col``)'s stored ``(file offset, length, CRC-32C)``."""
+        return self._offsets[page][col], self._lengths[page][col], self._crcs[page][col]
+
+    def mark_verified(self, page: int, col: int) -> None:
+        """Record that chunk (page, ``col``)'s stored bytes were read and matched their
+        CRC-32C (by a reader that checked them as they arrived; policy ``once`` only:
+        ``always`` checks every read)."""
+        if self.verify == "once":
+            self._verified[page, col] = True
+
+    def plain_var_page(self, page: int, field: Field) -> tuple[DecodedVarChunk, Any] | None:
+        """The parsed head and the map's bytes of a variable-size chunk stored plain,
+        **not checksummed**: for a reader that reads the values' bytes itself and checks
+        the chunk as they arrive (``mrecord.storage.readahead.read_checked``), or checks
+        it with :meth:`check_chunk` before touching these bytes. None when the chunk is
+        compressed, not in a local map, or its head does not parse (use :meth:`var_page`,
+        which checks first and reports why)."""
+        col = self._field_index[field.name]
+        if self.uncompressed_offset(page, col) is None:
+            return None
+        head = self.parse_head(page, col)
+        if head is None:
+            return None
+        offset, length = self._offsets[page][col], self._lengths[page][col]
+        return head, self._memory[offset : offset + length]
+
     def read_fd(self) -> int | None:
         """A descriptor of the mapped file for ``pread`` (opened once, closed with the
         shard; None: not a local file, or it was replaced). Reads through it skip the

@@ -221,11 +221,12 @@ def test_data_that_fits_in_memory_is_read_through_the_page_cache(
     assert got == [_odd(int(i)) for i in ids] and calls  # tried direct (refused: buffered)
 
 
-def test_values_in_file_order_are_read_buffered_random_ones_direct(
+def test_values_in_file_order_are_read_direct_as_long_runs(
     odd_sizes: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """shuffle=False's values follow each other in the file: the kernel's read-ahead
-    streams them buffered; a random order's values go direct (beyond memory)."""
+    """shuffle=False's values follow each other in the file: beyond memory they are read
+    direct as one run in 1 MiB pieces (buffered, the page cache they fill is reclaimed
+    inside the memory group at a high CPU cost); a random order's values one read each."""
     import mrecord.reader.dataset_reader as dataset_reader
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
@@ -233,11 +234,11 @@ def test_values_in_file_order_are_read_buffered_random_ones_direct(
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    calls: list[int] = []
+    calls: list[list[int]] = []
     real = readahead.read_direct
 
     def spy(shard: object, buffer: np.ndarray, places: list[tuple[int, int, int, int]]) -> bool:
-        calls.append(len(places))
+        calls.append([span for _, _, span, _ in places])
         return real(shard, buffer, places)  # type: ignore[arg-type]
 
     monkeypatch.setattr(dataset_reader, "read_direct", spy)
@@ -245,4 +246,33 @@ def test_values_in_file_order_are_read_buffered_random_ones_direct(
         for ids in (np.arange(40, 80), np.arange(40, 80)[::-1].copy()):
             got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
             assert got == [_odd(int(i)) for i in ids]
-    assert calls == [40]  # only the reversed (not in file order) read went direct
+    in_order, reversed_ = calls
+    run = sum(len(_odd(i)) for i in range(40, 80))  # the values, and little between them
+    assert all(span <= readahead.SPAN_PIECE for span in in_order)
+    assert len(in_order) == -(-sum(in_order) // readahead.SPAN_PIECE) and sum(in_order) >= run
+    assert len(reversed_) == 40  # one read per value
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_direct_spans_place_every_range_where_its_bytes_land(seed: int) -> None:
+    """Simulated: the file's bytes read as the layout says give each range's bytes at its
+    start, whether ranges touch, lie a little apart (merged) or far apart (a new slot)."""
+    from mrecord.storage import readahead
+
+    rng = np.random.default_rng(seed)
+    places, at = [], int(rng.integers(0, 5000))
+    for _ in range(int(rng.integers(1, 30))):
+        n = int(rng.integers(1, 300_000))
+        places.append((at, n))
+        at += n + int(rng.choice([0, 0, 17, 4000, 9000, 2_000_000]))
+    file = rng.integers(0, 256, at + 10_000, dtype=np.uint8)
+    nbytes, starts, reads = readahead.direct_spans(places)
+    buffer = np.zeros(nbytes, dtype=np.uint8)
+    for slot, offset, span, need in reads:
+        assert slot % 4096 == 0 and offset % 4096 == 0 and span % 4096 == 0
+        assert 0 <= need <= span <= readahead.SPAN_PIECE
+        got = file[offset : offset + span]
+        assert len(got) >= need
+        buffer[slot : slot + len(got)] = got
+    for (offset, n), start in zip(places, starts, strict=True):
+        assert np.array_equal(buffer[start : start + n], file[offset : offset + n])
