@@ -57,6 +57,8 @@ def _glibc(
     for name in (*USER_SETTINGS, "MRECORD_KEEP_FREED_MEMORY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(allocator, "_outcome", None)
+    # a machine with memory to spare (under 1 GiB the allocator is left alone: small_budget)
+    monkeypatch.setattr("mrecord.storage.probe.memory_budget", lambda: 64 << 30)
 
     def confstr(name: str) -> str | None:
         if name != "CS_GNU_LIBC_VERSION":  # as os.confstr does for a name it does not know
