@@ -96,9 +96,10 @@ def test_rows_of_checked_chunks_touch_only_their_own_bytes(path: Path) -> None:
         pages, slots = _where(shard, ids)
         assert len(set(pages.tolist())) == 3
         fixed = [(shard.chunk_place(p, 0)[0] + 8 * s, 8) for p, s in _pairs(pages, slots)]
-        values = [_value_range(shard, int(p), int(s)) for p, s in _pairs(pages, slots)]
         assert row_ranges(shard, pages, slots, ["id"]) == _runs(_pages(fixed))
-        assert row_ranges(shard, pages, slots, ["blob"]) == _runs(_pages(values))
+        got = row_ranges(shard, pages, slots, ["blob"])  # heads parsed by this first read
+        values = [_value_range(shard, int(p), int(s)) for p, s in _pairs(pages, slots)]
+        assert got == _runs(_pages(values))
         both = row_ranges(shard, pages, slots, ["id", "blob"])
         assert both == _runs(_pages(fixed + values))
         # compressed chunks are read whole
@@ -144,6 +145,15 @@ def test_chunks_that_need_their_check_are_read_whole(path: Path) -> None:
         asked.clear()
         row_ranges(shard, pages, slots, ["id"], pool)
         assert asked == []  # verified: nothing to check
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        # a chunk not checked yet is read whole, the values of checked ones exactly
+        first, second = int(pages[1]), int(pages[3])  # rows 2 and 20
+        assert first != second
+        shard.mark_verified(second, 1)
+        got = row_ranges(shard, pages[[1, 3]], slots[[1, 3]], ["blob"])
+        want = [shard.chunk_place(first, 1)[:2], _value_range(shard, second, int(slots[3]))]
+        assert got == _runs(_pages(want))
 
 
 def test_direct_layout_gives_each_range_its_page_aligned_slot() -> None:
@@ -330,9 +340,13 @@ def test_hint_rows_hints_cold_rows_and_skips_warm_ones(
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: warm[0])
     with ShardFile(path, verify="never") as shard:
         pages, slots = _where(shard, [13, 2, 3, 20])
-        want = row_ranges(shard, pages, slots, ["id", "blob"])  # heads parsed here
         hinted: list[list[tuple[int, int]]] = []
         monkeypatch.setattr(shard, "will_need", hinted.append)
+        want = row_ranges(shard, pages, slots, ["id", "blob"])
+        # the heads (value offsets) not parsed yet are hinted first, all at once
+        heads = [shard.head_range(p, 1) for p in sorted(set(pages.tolist()))]
+        assert hinted == [_runs(_pages(heads))]
+        hinted.clear()
         assert readahead.hint_rows(shard, pages, slots, ["id", "blob"]) == len(want)
         assert hinted == [want]
         assert readahead.hint_rows(shard, pages[:0], slots[:0], ["id"]) == 0
