@@ -378,3 +378,36 @@ def test_values_in_memory_look_resident_wherever_they_start(path: Path) -> None:
         assert readahead.looks_resident(shard, [(0, 100)])
         assert readahead.looks_resident(shard, [(10, 100)])
         assert readahead.looks_resident(shard, [(PAGE + 10, PAGE), (size - 5, 5)])
+
+
+def test_many_places_are_each_read_once(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 places (several a task on the I/O threads): one ``pread`` each, none twice."""
+    import os
+    import threading
+
+    data = path.read_bytes()
+    count = 300
+    seen: list[int] = []
+    lock = threading.Lock()
+    real = os.preadv
+
+    def spy(fd: int, buffers: list[memoryview], offset: int) -> int:
+        with lock:
+            seen.append(offset)
+        return real(fd, buffers, offset)
+
+    with ShardFile(path) as shard:
+        monkeypatch.setattr(os, "preadv", spy)
+        spans = [(i * 500, 100) for i in range(count)]
+        buffer = np.zeros(100 * count, dtype=np.uint8)
+        assert read_into(shard, buffer, [(100 * i, o, n) for i, (o, n) in enumerate(spans)])
+        assert sorted(seen) == [o for o, _ in spans]
+        assert buffer.tobytes() == b"".join(data[o : o + n] for o, n in spans)
+        seen.clear()
+        pages = [(i % 40 * PAGE, PAGE) for i in range(count)]
+        nbytes, starts, reads = direct_layout(pages)
+        direct = aligned_buffer(nbytes)
+        assert read_direct(shard, direct, reads)
+        assert sorted(seen) == sorted(o for o, _ in pages)
+        for (offset, n), start in zip(pages, starts, strict=True):
+            assert direct[start : start + n].tobytes() == data[offset : offset + n]
