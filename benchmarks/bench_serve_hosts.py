@@ -2,13 +2,16 @@
 of the link.
 
 Run as root: ``python -m benchmarks.bench_serve_hosts [--scale 0.25] [--seconds 5]
-[--rates 1gbit,10gbit] [--clients 3] [--workload images|tabular] [--server-memory-mb N]``.
+[--rates 1gbit,10gbit] [--clients 3] [--workload images|tabular] [--server-memory-mb N]
+[--hints on,off]``.
 
 ``--workload tabular`` reads the ``vector`` column (float32[16]) of the ``tabular``
 workload instead of the images' ``data``. ``--server-memory-mb N`` puts the server in a
 memory cgroup (v1, ``hosts-bench-<pid>``, removed afterwards) of N MB after dropping the
 page cache: its reads are charged there, so a dataset larger than N is read beyond RAM
-(the server's read-ahead, fed by the clients' hints, is what keeps up).
+(the server's read-ahead, fed by the clients' hints, is what keeps up). ``--hints on,off``
+measures each client count with and without those hints (``RemoteDataset(read_ahead_hints=
+False)``; default: ``on`` only).
 
 For each link rate (``tc tbf`` on both ends of every veth, :mod:`harness.netns`), one
 server host and ``--clients`` client hosts:
@@ -116,8 +119,11 @@ def _raw_tcp(c: Cluster, clients: int, seconds: float) -> list[float]:
     return out
 
 
-def _remote(c: Cluster, clients: int, seconds: float, workload: str) -> list[dict[str, Any]]:
+def _remote(
+    c: Cluster, clients: int, seconds: float, workload: str, hints: bool = True
+) -> list[dict[str, Any]]:
     spec = {
+        "hints": hints,
         "urls": [f"http://{c.server.ip}:{PORT}"],
         "dataset": workload,
         "token": TOKEN,
@@ -133,22 +139,23 @@ def _remote(c: Cluster, clients: int, seconds: float, workload: str) -> list[dic
 
 
 @contextlib.contextmanager
-def _memory_cgroup(pid: int, megabytes: int | None) -> Iterator[None]:
-    """Process ``pid`` in a v1 memory cgroup of ``megabytes`` (page cache dropped first);
-    the cgroup is removed afterwards, whatever happens. Nothing when None."""
+def _memory_cgroup(megabytes: int | None) -> Iterator[Path | None]:
+    """A v1 memory cgroup of ``megabytes`` (page cache dropped first) for the server to
+    start in (it sizes its memory use from the limit it starts under); removed afterwards,
+    whatever happens, once its processes are gone. None when ``megabytes`` is None."""
     if megabytes is None:
-        yield
+        yield None
         return
     group = _CGROUP / f"hosts-bench-{os.getpid()}"
     group.mkdir()
     try:
         (group / "memory.limit_in_bytes").write_text(str(megabytes << 20))
         Path("/proc/sys/vm/drop_caches").write_text("1")
-        (group / "cgroup.procs").write_text(str(pid))
-        yield
+        yield group
     finally:
-        with contextlib.suppress(OSError):  # back to the root group, so rmdir can work
-            (_CGROUP / "cgroup.procs").write_text(str(pid))
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # back to the root group, so rmdir can work
+                (_CGROUP / "cgroup.procs").write_text(pid)
         for _ in range(50):
             try:
                 group.rmdir()
@@ -164,14 +171,14 @@ def bench_rate(
     seconds: float,
     workload: str = "images",
     server_memory_mb: int | None = None,
+    hints: tuple[bool, ...] = (True,),
 ) -> list[dict[str, Any]]:
     rows = []
     link = rate_bytes_per_s(rate) / 1e6
-    with cluster(clients=clients, rate=rate) as c:
-        server = start_server(c, c.server, {workload: data}, extra=["--workers", "4"])
+    with cluster(clients=clients, rate=rate) as c, _memory_cgroup(server_memory_mb) as group:
+        start_server(c, c.server, {workload: data}, extra=["--workers", "4"], cgroup=group)
         c.popen(c.server, [sys.executable, "-c", _SENDER, c.server.ip, str(PORT + 1)])
-        with _memory_cgroup(server.pid, server_memory_mb):
-            rows += _measure(c, rate, link, clients, seconds, workload, server_memory_mb)
+        rows += _measure(c, rate, link, clients, seconds, workload, server_memory_mb, hints)
     return rows
 
 
@@ -183,17 +190,21 @@ def _measure(
     seconds: float,
     workload: str,
     server_memory_mb: int | None,
+    hints: tuple[bool, ...] = (True,),
 ) -> list[dict[str, Any]]:
     rows = []
     if server_memory_mb is None:
         _remote(c, 1, 2.0, workload)  # warm the page cache and the server (and the sender)
-    for n in sorted({1, clients}):
+    for n, hinted in [(n, h) for n in sorted({1, clients}) for h in hints]:
+        if server_memory_mb is not None:  # each run from a cold server cache
+            Path("/proc/sys/vm/drop_caches").write_text("1")
         raw = sum(_raw_tcp(c, n, seconds))
-        got = _remote(c, n, seconds, workload)
+        got = _remote(c, n, seconds, workload, hinted)
         mb_s = sum(g["mb_s"] for g in got)
         row = {
             "workload": workload,
             "server_memory_mb": server_memory_mb,
+            "hints": hinted,
             "rate": rate,
             "clients": n,
             "link_MB_s": link,
@@ -218,21 +229,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=3)
     p.add_argument("--workload", choices=sorted(COLUMNS), default="images")
     p.add_argument("--server-memory-mb", type=int, default=None)
+    p.add_argument("--hints", default="on", help="on, off or on,off: the clients' read-ahead hints")
     args = p.parse_args(argv)
+    hints = tuple(h.strip() == "on" for h in args.hints.split(","))
     rows = []
     with tempfile.TemporaryDirectory(prefix="mrh-bench-") as tmp:
         data = _write(args.workload, args.scale, Path(tmp))
         for rate in args.rates.split(","):
             rows += bench_rate(
-                rate, data, args.clients, args.seconds, args.workload, args.server_memory_mb
+                rate, data, args.clients, args.seconds, args.workload, args.server_memory_mb,
+                hints,
             )
     print()
-    print("| link | clients | raw TCP MB/s | RemoteDataset MB/s | of raw TCP | of link |"
+    print("| link | clients | hints | raw TCP MB/s | RemoteDataset MB/s | of raw TCP | of link |"
           " p50 / p99 ms (256 rows) |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['rate']} ({r['link_MB_s']:.0f} MB/s) | {r['clients']} | "
+            f"{'on' if r['hints'] else 'off'} | "
             f"{r['raw_tcp_MB_s']:.0f} | {r['remote_MB_s']:.0f} | {r['of_raw']:.0%} | "
             f"{r['of_link']:.0%} | {r['p50_ms_256']:.0f} / {r['p99_ms_256']:.0f} |"
         )

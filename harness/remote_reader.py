@@ -54,6 +54,7 @@ def _dataset(spec: dict[str, Any], run: dict[str, Any], columns: list[str]) -> R
         num_parallel_workers=int(spec.get("workers", 2)),
         retries=int(spec.get("retries", 4)),
         cafile=spec.get("cafile"),
+        read_ahead_hints=bool(spec.get("hints", True)),
     )
     if spec.get("block_rows"):
         ds._block_rows = int(spec["block_rows"])  # small requests: many per epoch

@@ -38,17 +38,26 @@ def start_server(
     port: int = PORT,
     extra: Sequence[str] = (),
     timeout: float = 90.0,
+    cgroup: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``mrecord serve NAME=PATH... --host IP --port PORT`` (token from the environment)
     in ``host``; returns when uvicorn says it listens (RuntimeError with its log if it
     dies or takes longer than ``timeout``). Its log goes to a file of the cluster's
-    ``workdir`` (no pipe to drain)."""
+    ``workdir`` (no pipe to drain). With ``cgroup`` (a cgroup v1 directory) the server
+    starts in it, so that it sizes its memory use from that group's limit."""
     argv = [sys.executable, "-c", _SERVE, "serve"]
     argv += [f"{name}={path}" for name, path in datasets.items()]
     argv += ["--host", host.ip, "--port", str(port), "--local-socket", "off", *extra]
+    if cgroup is not None:
+        # The namespace's /sys hides the cgroup tree: the server waits (in a shell) until
+        # this process has moved it into the group, then starts.
+        wait = f"until grep -q 'memory:/{cgroup.name}$' /proc/self/cgroup; do sleep 0.05; done"
+        argv = ["sh", "-c", f'{wait}; exec "$@"', "sh", *argv]
     log = c.workdir / f"serve-{host.name}-{time.monotonic_ns()}.log"
     with open(log, "wb") as sink:
         proc = c.popen(host, argv, env={"MRECORD_SERVE_TOKEN": token}, stderr=sink)
+    if cgroup is not None:
+        (cgroup / "cgroup.procs").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
     while b"Uvicorn running" not in log.read_bytes():
         if time.monotonic() > deadline or proc.poll() is not None:

@@ -129,7 +129,7 @@ class _Fixtures:
                 return False
         return True
 
-    def call(self, func: Callable[..., object], names: frozenset[str], **kwargs: Any) -> object:
+    def call(self, func: Callable[..., object], names: frozenset[str], /, **kwargs: Any) -> object:
         """Call ``func`` with fresh ``names`` fixtures; tear them down afterwards."""
         import pytest
 

@@ -59,7 +59,7 @@ def column_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
     if isinstance(type_, pa.FixedShapeTensorType):
         _check_nulls(column, arr)
         return np.ascontiguousarray(arr.to_numpy_ndarray(), dtype=field.dtype)
-    if isinstance(type_, pa.ExtensionType):  # HF's Array2D..5D, bool8, ...: their storage
+    if isinstance(type_, pa.BaseExtensionType):  # HF's Array2D..5D, bool8, uuid...: storage
         _check_nulls(column, arr)
         arr = arr.storage
         if isinstance(type_, pa.Bool8Type):

@@ -132,7 +132,7 @@ def field_spec_for_arrow(column: str, type_: Any) -> dict[str, Any]:
         return {"type": _numeric(column, pa.from_numpy_dtype(type_.value_type)), "shape": shape}
     if isinstance(type_, pa.Bool8Type):
         return {"type": "bool"}
-    if isinstance(type_, pa.ExtensionType):
+    if isinstance(type_, pa.BaseExtensionType):  # Python-defined (HF) or C++ (arrow.uuid)
         return field_spec_for_arrow(column, type_.storage_type)
     if isinstance(type_, pa.DictionaryType):
         return field_spec_for_arrow(column, type_.value_type)
@@ -150,7 +150,7 @@ def field_spec_for_arrow(column: str, type_: Any) -> dict[str, Any]:
         inner = inner.value_type
     if not dims:
         return {"type": _numeric(column, type_)}
-    if isinstance(inner, pa.ExtensionType):
+    if isinstance(inner, pa.BaseExtensionType):
         raise _cannot(column, type_, "extension types inside lists are not supported")
     if 0 in dims:
         raise _cannot(column, type_, "a fixed-size list of size 0")

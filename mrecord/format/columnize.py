@@ -184,11 +184,13 @@ def _scalar_column(field: Field, values: list[Any]) -> np.ndarray:
     if field.dtype.kind in "iu":
         try:
             wide = np.array(values, dtype=np.int64 if field.dtype.kind == "i" else np.uint64)
-        except OverflowError:
-            low, high = (-(2**63), 2**63) if field.dtype.kind == "i" else (0, 2**64)
+        except OverflowError:  # some value is beyond 64 bits: name the first out of range
+            info = np.iinfo(field.dtype)
             for i, v in enumerate(values):
-                if not low <= int(v) < high:
-                    raise _fail(i, field, f"{v!r} is out of range for {field.type}") from None
+                if not info.min <= int(v) <= info.max:
+                    raise _fail(
+                        i, field, f"{v!r} is out of range for {field.type} [{info.min}, {info.max}]"
+                    ) from None
             raise
         return _checked_cast(field, wide, 0)
     if field.dtype.kind == "f":

@@ -525,8 +525,8 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     step = max(1, len(ranges) // _SAMPLE)
     vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
     for offset, length in ranges[::step][:_SAMPLE]:
-        # mincore takes a page-aligned address (else EINVAL: a value starting inside a
-        # page, as looks_resident's are, was always taken as cold): from its page's start.
+        # mincore wants a page-aligned address: from the page the range starts in (an
+        # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
         lead = offset % _PAGE
         pages = min(_SAMPLE_PAGES, -(-(lead + length) // _PAGE))
         if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:

@@ -60,3 +60,16 @@ def test_after_a_warm_block_the_next_cold_one_is_read_cold_beyond_memory(
     # Beyond memory the second block is looked at, found cold and read into a buffer;
     # with memory to spare it is taken as warm for WARM_SECONDS (views of the map).
     assert cold_reads == ([10] if beyond_memory else [])
+
+
+def test_a_range_in_memory_looks_resident_wherever_it_starts_in_a_page(path: Path) -> None:
+    """``mincore`` wants a page-aligned address: a range that starts inside a page (every
+    value but the first of a chunk) was always taken as cold, so a warm reader paid the
+    cold path (hints, copies instead of views) on every block."""
+    data = path.read_bytes()  # the whole file is in the page cache now
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        _ = shard.mm[: len(data)]  # and mapped
+        for offset in (0, 1, 100, 4095, 4096, 5000, len(data) - 10):
+            assert readahead.looks_resident(shard, [(offset, 10)]), offset
+        assert readahead.looks_resident(shard, [(8, 3 * 4096), (70_001, 20_000)])
