@@ -74,8 +74,8 @@ def probe_storage(path: str | os.PathLike[str], *, seconds: float = _PHASE_SECON
 ):
     """The :class:`StorageProfile` of the device holding ``path`` (cached per device).
 
-    ``None`` when the file system does not do direct I/O or the file is empty. OS errors
-    other than "direct I/O not supported" propagate.
+    ``None`` when the file system does not do direct I/O or the file is shorter than one
+    4 KiB read. OS errors other than "direct I/O not supported" propagate.
     """
     st = os.stat(path)
     with _cache_lock:
@@ -121,20 +121,23 @@ def _measure(path: Path, dev: int, size: int, seconds: float) -> StorageProfile 
 
 def _rate(fd: int, slots: int, io_size: int, threads: int, seconds: float) -> float:
     """Bytes per second read by ``threads`` threads, each reading ``io_size`` bytes at
-    random aligned offsets (``slots`` of them) until ``seconds`` have passed."""
+    random aligned offsets (``slots`` of them) until ``seconds`` have passed (each thread
+    reads once at least)."""
     deadline = time.perf_counter() + seconds
 
     def worker(index: int) -> int:
         rng = np.random.default_rng(index)
         buf = mmap.mmap(-1, io_size)  # page-aligned, as O_DIRECT wants
         try:
-            view = memoryview(buf)
-            done = 0
-            while time.perf_counter() < deadline:
-                offset = int(rng.integers(0, slots)) * io_size
-                done += os.preadv(fd, [view], offset)
-            view.release()
-            return done
+            # released however the loop ends: a view still held when a read raises would
+            # make buf.close() raise BufferError in place of the read's OSError
+            with memoryview(buf) as view:
+                done = 0
+                while True:  # one read at least: on a busy machine a thread may start late
+                    offset = int(rng.integers(0, slots)) * io_size
+                    done += os.preadv(fd, [view], offset)
+                    if time.perf_counter() >= deadline:
+                        return done
         finally:
             buf.close()
 

@@ -342,7 +342,9 @@ class Transaction:
                 exc.add_note(_DURABLE_NOTE)
                 raise
             self.abort()
-            if isinstance(exc, OSError):
+            # A typed error that names its operation already says it all (a shard changed
+            # since the append began); wrapping it would repeat its file and state.
+            if isinstance(exc, OSError) and getattr(exc, "operation", None) is None:
                 raise self.storage_error(exc, "commit") from exc
             raise
         self._end(TransactionState.COMMITTED)

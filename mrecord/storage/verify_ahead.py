@@ -86,7 +86,8 @@ class VerifyAhead:
     def _check_ahead(self) -> None:
         verified = self._verified
         pages = len(verified)
-        page, seen = self._jump or 0, 0  # seen: pages passed since the last jump
+        # the page after the last one a reader checked cold: past the end after the last page
+        page, seen = (self._jump or 0) % pages, 0  # seen: pages passed since the last jump
         self._jump = None
         idle = 0.0
         while seen < pages:
@@ -95,22 +96,24 @@ class VerifyAhead:
             if self._jump is not None:  # a reader checked a page cold: work right after it
                 page, seen, self._jump = self._jump % pages, 0, None
             pending = [c for c in sorted(self._columns) if not verified[page, c]]
-            if not pending:
-                page, seen = (page + 1) % pages, seen + 1
-                continue
-            while self._done >= self._budget():
-                if self._stop.wait(_POLL_SECONDS):
-                    return
-                idle += _POLL_SECONDS
-                if idle >= _IDLE_SECONDS:
-                    return  # the readers stopped; a later cold check starts a new thread
-            idle = 0.0
-            for col in pending:
-                if self._stop.is_set():
-                    return
-                if not verified[page, col] and self._check(page, col):
-                    verified[page, col] = True
-                self._done += 1
+            if pending:
+                while self._done >= self._budget():
+                    if self._stop.wait(_POLL_SECONDS):
+                        return
+                    idle += _POLL_SECONDS
+                    if idle >= _IDLE_SECONDS:
+                        return  # the readers stopped; a later cold check starts a new thread
+                idle = 0.0
+                for col in pending:
+                    if self._stop.is_set():
+                        return
+                    if not verified[page, col] and self._check(page, col):
+                        verified[page, col] = True
+                    self._done += 1
+            # on to the next page, also past a chunk found damaged (left unverified: the
+            # reader that asks for it raises), which would otherwise be checked again and
+            # again until the budget ran out
+            page, seen = (page + 1) % pages, seen + 1
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the thread has ended (it ends when done, idle or stopped); True if

@@ -1,6 +1,6 @@
-"""The freed heap glibc keeps for the next batch is bounded by the memory budget: a quarter of
-it in a small memory cgroup, ``KEEP_BYTES`` otherwise (``mrecord serve`` in a 300 MB group
-kept up to 256 MiB of freed heap and was OOM-killed)."""
+"""glibc keeps freed heap for the next batch only where there is memory to spare: under a
+memory budget of 1 GiB (a small memory cgroup) it is left as it is, as bounded memory
+matters more there (freed memory is kept per thread arena)."""
 
 from __future__ import annotations
 
@@ -14,24 +14,27 @@ from mrecord.storage import allocator
 
 
 @pytest.mark.parametrize(
-    ("budget", "keep"),
+    ("budget", "small"),
     [
-        (None, allocator.KEEP_BYTES),  # not known (not Linux)
-        (64 << 30, allocator.KEEP_BYTES),  # plenty
-        (4 * allocator.KEEP_BYTES, allocator.KEEP_BYTES),  # the boundary
-        (200 << 20, 50 << 20),  # a 200 MB group
-        (16 << 20, 4 << 20),  # the least budget there is
+        (None, False),  # not known (not Linux)
+        (64 << 30, False),  # plenty
+        (4 * allocator.KEEP_BYTES, False),  # the boundary
+        (4 * allocator.KEEP_BYTES - 1, True),
+        (200 << 20, True),  # a 200 MB group
     ],
 )
-def test_the_memory_kept_is_a_quarter_of_a_small_budget(
-    monkeypatch: pytest.MonkeyPatch, budget: int | None, keep: int
+def test_a_budget_under_1_gib_is_small(
+    monkeypatch: pytest.MonkeyPatch, budget: int | None, small: bool
 ) -> None:
     monkeypatch.setattr(probe, "memory_budget", lambda: budget)
-    assert allocator.keep_bytes() == keep
+    assert allocator.small_budget() is small
 
 
-def test_keep_freed_memory_sets_the_bounded_trim_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a fake C library: the trim threshold mallopt gets is keep_bytes()."""
+@pytest.mark.parametrize("budget", [100 << 20, 8 << 30])
+def test_keep_freed_memory_leaves_glibc_alone_under_a_small_budget(
+    monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """With a fake C library: no mallopt call under 1 GiB, KEEP_BYTES above."""
     calls: list[tuple[int, int]] = []
 
     class Mallopt:
@@ -45,11 +48,14 @@ def test_keep_freed_memory_sets_the_bounded_trim_threshold(monkeypatch: pytest.M
     class FakeLibc:
         mallopt = Mallopt()
 
-    monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
+    monkeypatch.setattr(probe, "memory_budget", lambda: budget)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
     monkeypatch.setattr(os, "confstr", lambda name: "glibc 2.36")
     for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_",
                  "MRECORD_KEEP_FREED_MEMORY"):
         monkeypatch.delenv(name, raising=False)
-    assert allocator._apply()
-    assert (-1, 25 << 20) in calls  # M_TRIM_THRESHOLD
+    applied = allocator._apply()
+    if budget < 1 << 30:
+        assert not applied and calls == []
+    else:
+        assert applied and (-1, allocator.KEEP_BYTES) in calls  # M_TRIM_THRESHOLD

@@ -1,0 +1,415 @@
+"""Tests written for mutants of mrecord/storage/readahead.py that survived the storage and
+reader tests (docs/RELIABILITY.md, "Mutation testing"): the exact byte ranges a read of rows
+touches under each checksum policy, where direct reads land, and reads that hand out the
+file's bytes, checked, or say they could not."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mrecord.storage.readahead as readahead
+from mrecord import FileWriter
+from mrecord.storage.readahead import (
+    aligned_buffer,
+    direct_layout,
+    direct_spans,
+    read_checked,
+    read_direct,
+    read_into,
+    row_ranges,
+)
+from mrecord.storage.shard import ShardFile
+from mrecord.storage.verified import clear_verified
+
+PAGE = mmap.PAGESIZE
+ROWS = 24
+
+
+def _value(i: int) -> bytes:
+    return bytes([i + 1]) * (3000 + 500 * i)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    """24 rows, pages of 32 KiB (a few rows each): ``id`` int64, ``blob`` 3-14.5 KB,
+    ``z`` bytes compressed."""
+    file = tmp_path / "d.mrecord"
+    with FileWriter(file) as writer:
+        writer.add_schema(
+            {
+                "id": {"type": "int64"},
+                "blob": {"type": "bytes"},
+                "z": {"type": "bytes", "compression": "zstd"},
+            }
+        )
+        writer.set_page_size(32 << 10)
+        writer.write_raw_data(
+            [{"id": i, "blob": _value(i), "z": b"z" * 5000} for i in range(ROWS)]
+        )
+    clear_verified()
+    return file
+
+
+def _pages(ranges: list[tuple[int, int]]) -> set[int]:
+    """The file pages (of PAGE bytes) that ``(offset, length)`` ranges cover."""
+    out: set[int] = set()
+    for offset, length in ranges:
+        out |= set(range(offset // PAGE, (offset + length - 1) // PAGE + 1))
+    return out
+
+
+def _runs(pages: set[int]) -> list[tuple[int, int]]:
+    """Consecutive pages as ``(offset, length)`` runs, in file order."""
+    runs: list[tuple[int, int]] = []
+    for p in sorted(pages):
+        if runs and runs[-1][0] + runs[-1][1] == p * PAGE:
+            runs[-1] = (runs[-1][0], runs[-1][1] + PAGE)
+        else:
+            runs.append((p * PAGE, PAGE))
+    return runs
+
+
+def _where(shard: ShardFile, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    starts = shard.page_starts
+    pages = np.searchsorted(starts, ids, side="right") - 1
+    return pages.astype(np.int64), (np.array(ids) - starts[pages]).astype(np.int64)
+
+
+def _pairs(pages: np.ndarray, slots: np.ndarray) -> list[tuple[int, int]]:
+    return list(zip(pages.tolist(), slots.tolist(), strict=True))
+
+
+def _value_range(shard: ShardFile, page: int, slot: int) -> tuple[int, int]:
+    head = shard.parse_head(page, 1)
+    offset, _, _ = shard.chunk_place(page, 1)
+    a, b = int(head.offsets[slot]), int(head.offsets[slot + 1])
+    return offset + head.data_start + a, b - a
+
+
+def test_rows_of_checked_chunks_touch_only_their_own_bytes(path: Path) -> None:
+    with ShardFile(path, verify="never") as shard:
+        ids = [13, 2, 3, 20]
+        pages, slots = _where(shard, ids)
+        assert len(set(pages.tolist())) == 3
+        fixed = [(shard.chunk_place(p, 0)[0] + 8 * s, 8) for p, s in _pairs(pages, slots)]
+        assert row_ranges(shard, pages, slots, ["id"]) == _runs(_pages(fixed))
+        got = row_ranges(shard, pages, slots, ["blob"])  # heads parsed by this first read
+        values = [_value_range(shard, int(p), int(s)) for p, s in _pairs(pages, slots)]
+        assert got == _runs(_pages(values))
+        both = row_ranges(shard, pages, slots, ["id", "blob"])
+        assert both == _runs(_pages(fixed + values))
+        # compressed chunks are read whole
+        whole_z = [shard.chunk_place(int(p), 2)[:2] for p in sorted(set(pages.tolist()))]
+        assert row_ranges(shard, pages, slots, ["z"]) == _runs(_pages(whole_z))
+        # a bytes column read directly by the caller: its values are left out
+        assert row_ranges(shard, pages, slots, ["id", "blob"], direct=["blob"]) == _runs(
+            _pages(fixed)
+        )
+        assert row_ranges(shard, pages[:0], slots[:0], ["id"]) == []
+
+
+def test_chunks_that_need_their_check_are_read_whole(path: Path) -> None:
+    ids = [13, 2, 3, 20]
+    with ShardFile(path, verify="always") as shard:
+        pages, slots = _where(shard, ids)
+        used = sorted(set(pages.tolist()))
+        whole = [shard.chunk_place(p, c)[:2] for p in used for c in (0, 1)]
+        assert row_ranges(shard, pages, slots, ["id", "blob"]) == _runs(_pages(whole))
+    with ShardFile(path, verify="once") as shard:
+        assert row_ranges(shard, pages, slots, ["id", "blob"]) == _runs(_pages(whole))
+        # the plain chunks of a column checked as they arrive: only the rows' bytes
+        values = [_value_range(shard, int(p), int(s)) for p, s in _pairs(pages, slots)]
+        wholes_id = [shard.chunk_place(p, 0)[:2] for p in used]
+        assert row_ranges(
+            shard, pages, slots, ["id", "blob"], direct=["blob"], arriving=["blob"]
+        ) == _runs(_pages(wholes_id))
+        assert row_ranges(shard, pages, slots, ["blob"], arriving=["blob"]) == _runs(
+            _pages(values)
+        )
+        asked: list[tuple[list[int], int]] = []
+
+        def pool(s: ShardFile, some: list[int], col: int) -> None:
+            asked.append((some, col))
+            readahead.verify_chunks(s, some, col)
+
+        fixed = [(shard.chunk_place(p, 0)[0] + 8 * s, 8) for p, s in _pairs(pages, slots)]
+        assert row_ranges(shard, pages, slots, ["id", "blob"], pool) == _runs(
+            _pages(fixed + values)
+        )
+        assert asked == [(used, 0), (used, 1)]
+        assert shard.verified_chunks(np.array(used), 1).all()
+        asked.clear()
+        row_ranges(shard, pages, slots, ["id"], pool)
+        assert asked == []  # verified: nothing to check
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        # a chunk not checked yet is read whole, the values of checked ones exactly
+        first, second = int(pages[1]), int(pages[3])  # rows 2 and 20
+        assert first != second
+        shard.mark_verified(second, 1)
+        got = row_ranges(shard, pages[[1, 3]], slots[[1, 3]], ["blob"])
+        want = [shard.chunk_place(first, 1)[:2], _value_range(shard, second, int(slots[3]))]
+        assert got == _runs(_pages(want))
+
+
+def test_direct_layout_gives_each_range_its_page_aligned_slot() -> None:
+    places = [(100, 50), (PAGE, PAGE), (3 * PAGE - 1, 2), (10 * PAGE + 7, 0)]
+    nbytes, starts, reads = direct_layout(places)
+    assert reads == [
+        (0, 0, PAGE, 150),
+        (PAGE, PAGE, PAGE, PAGE),
+        (2 * PAGE, 2 * PAGE, 2 * PAGE, PAGE + 1),
+        (4 * PAGE, 10 * PAGE, PAGE, 7),  # an empty range still gets its page
+    ]
+    assert starts == [100, PAGE, 3 * PAGE - 1, 4 * PAGE + 7]
+    assert nbytes == 5 * PAGE
+    assert direct_layout([]) == (0, [], [])
+
+
+def test_direct_spans_read_neighbouring_ranges_as_one_run_in_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(readahead, "SPAN_PIECE", 2 * PAGE)
+    places = [
+        (100, 1000),  # run 1
+        (1100, 3000),  # touches the one before
+        (4100 + PAGE, 10),  # a page after the end: same run
+        (4110 + 2 * PAGE + 1, 5),  # more than a page after: a new run
+        (50, 10),  # before the run's end: a new run
+    ]
+    nbytes, starts, reads = direct_spans(places)
+    run1_end = 4110 + PAGE  # bytes 100..run1_end in one slot of pages 0..2
+    run2 = 4110 + 2 * PAGE + 1
+    assert starts == [100, 1100, 4100 + PAGE, 3 * PAGE + run2 % PAGE, 4 * PAGE + 50]
+    assert reads == [
+        (0, 0, 2 * PAGE, 2 * PAGE),
+        (2 * PAGE, 2 * PAGE, PAGE, run1_end - 2 * PAGE),
+        (3 * PAGE, run2 // PAGE * PAGE, PAGE, run2 % PAGE + 5),
+        (4 * PAGE, 0, PAGE, 60),
+    ]
+    assert nbytes == 5 * PAGE
+    # the gap may be set; at 0 only ranges that touch share a run
+    assert direct_spans([(0, 10), (10, 10), (21, 1)], gap=0)[1] == [0, 10, PAGE + 21]
+
+
+def test_aligned_buffers_start_on_a_page() -> None:
+    assert len(aligned_buffer(0)) == 0
+    for nbytes in (1, PAGE, 3 * PAGE + 5):
+        buffer = aligned_buffer(nbytes)
+        assert len(buffer) == nbytes and buffer.dtype == np.uint8
+        assert buffer.ctypes.data % PAGE == 0
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 200])
+def test_read_into_and_read_direct_land_the_files_bytes(path: Path, count: int) -> None:
+    data = path.read_bytes()
+    rng = np.random.default_rng(count)
+    spans = [
+        (int(rng.integers(0, len(data) - 9000)), int(rng.integers(1, 9000))) for _ in range(count)
+    ]
+    with ShardFile(path) as shard:
+        buffer = np.zeros(sum(n for _, n in spans), dtype=np.uint8)
+        places, at = [], 0
+        for offset, n in spans:
+            places.append((at, offset, n))
+            at += n
+        assert read_into(shard, buffer, places)
+        assert buffer.tobytes() == b"".join(data[o : o + n] for o, n in spans)
+        nbytes, starts, reads = direct_layout(spans)
+        direct = aligned_buffer(nbytes)
+        assert read_direct(shard, direct, reads)
+        for (offset, n), start in zip(spans, starts, strict=True):
+            assert direct[start : start + n].tobytes() == data[offset : offset + n]
+        # past the end of the file: a short read is a failure, not bytes
+        end = len(data) // PAGE * PAGE
+        assert not read_into(shard, np.zeros(2 * PAGE, np.uint8), [(0, end, 2 * PAGE)] * count)
+        assert not read_direct(
+            shard, aligned_buffer(2 * PAGE), [(0, end, 2 * PAGE, 2 * PAGE)] * count
+        )
+        # the last page of the file: what the file holds is enough
+        tail = len(data) - end
+        last = aligned_buffer(PAGE)
+        assert read_direct(shard, last, [(0, end, PAGE, tail)])
+        assert last[:tail].tobytes() == data[end:]
+
+
+def test_reads_of_a_shard_without_a_local_file_say_so(path: Path) -> None:
+    with ShardFile(path) as shard:
+        shard._fd_tried = shard._direct_tried = True  # as for a replaced file
+        buffer = aligned_buffer(PAGE)
+        assert not read_into(shard, buffer, [(0, 0, 10)])
+        assert not read_direct(shard, buffer, [(0, 0, PAGE, 10)])
+        assert read_checked(shard, 1, [(0, [(buffer[:4], 0, 4)]), (3, [])], False) == [0, 3]
+
+
+# one parametrize (tools/mutation_quick.py leaves stacked ones to pytest)
+@pytest.mark.parametrize(
+    ("direct", "in_flight"), [(d, n) for d in (False, True) for n in (1, 3, 16)]
+)
+def test_read_checked_hands_out_checked_bytes_and_names_what_it_could_not(
+    path: Path, tmp_path: Path, direct: bool, in_flight: int
+) -> None:
+    with ShardFile(path, verify="never") as shard:
+        num_pages = shard.meta.num_pages
+        places = [shard.chunk_place(p, 1) for p in range(num_pages)]
+    data = bytearray(path.read_bytes())
+    bad_page = 2
+    offset, length, _ = places[bad_page]
+    data[offset + length - 3] ^= 1
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(bytes(data))
+    clear_verified()
+    with ShardFile(damaged, verify="once") as shard:
+        jobs = []
+        for page in range(num_pages):
+            length = places[page][1]
+            targets = [
+                (np.full(10, 0xEE, np.uint8), 0, 10),
+                (np.full(length - 100, 0xEE, np.uint8), 100, length),
+            ]
+            jobs.append((page, targets))
+        not_done = read_checked(shard, 1, jobs, direct, in_flight)
+        assert not_done == [bad_page]
+        for page, targets in jobs:
+            offset, length, _ = places[page]
+            chunk = bytes(data[offset : offset + length])
+            for dest, a, b in targets:
+                if page == bad_page:
+                    assert (dest == 0xEE).all()  # damaged bytes are never handed out
+                else:
+                    assert dest.tobytes() == chunk[a:b]
+        verified = shard.verified_chunks(np.arange(num_pages), 1).tolist()
+        assert verified == [page != bad_page for page in range(num_pages)]
+
+
+def test_chunks_over_the_arrival_limit_are_left_to_the_caller(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ShardFile(path, verify="once") as shard:
+        lengths = [shard.chunk_place(p, 1)[1] for p in range(shard.meta.num_pages)]
+        limit = sorted(lengths)[len(lengths) // 2]
+        monkeypatch.setattr(readahead, "ARRIVAL_MAX_BYTES", limit)
+        jobs: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = [
+            (p, []) for p in range(len(lengths))
+        ]
+        assert read_checked(shard, 1, jobs, False) == [
+            p for p, n in enumerate(lengths) if n > limit
+        ]
+
+
+def test_looks_resident_needs_every_sampled_page_in_memory(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out: set[int] = set()  # pages of the file not in memory
+
+    with ShardFile(path) as shard:
+        base = shard.map_address()
+        assert base is not None
+
+        def mincore(address: object, length: int, vec: object) -> int:
+            if address.value % PAGE:  # type: ignore[attr-defined]
+                return -1  # EINVAL, as the kernel's
+            first = (address.value - base) // PAGE  # type: ignore[attr-defined]
+            for i in range(length // PAGE):
+                vec[i] = 0 if first + i in out else 1  # type: ignore[index]
+            return 0
+
+        monkeypatch.setattr(readahead, "_mincore", mincore)
+        ranges = [(0, 3 * PAGE), (5 * PAGE, 1), (6 * PAGE + 10, PAGE)]
+        assert readahead.looks_resident(shard, ranges)
+        for page in (0, 2, 5, 6, 7):
+            out.clear()
+            out.add(page)
+            assert not readahead.looks_resident(shard, ranges), page
+        out.clear()
+        out.update({3, 4, 8})  # between and after the ranges
+        assert readahead.looks_resident(shard, ranges)
+        monkeypatch.setattr(readahead, "_mincore", lambda *args: -1)
+        assert not readahead.looks_resident(shard, ranges)
+        monkeypatch.setattr(readahead, "_mincore", None)
+        assert not readahead.looks_resident(shard, ranges)
+
+
+def test_hint_rows_hints_cold_rows_and_skips_warm_ones(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    warm = [False]
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: warm[0])
+    with ShardFile(path, verify="never") as shard:
+        pages, slots = _where(shard, [13, 2, 3, 20])
+        hinted: list[list[tuple[int, int]]] = []
+        monkeypatch.setattr(shard, "will_need", hinted.append)
+        want = row_ranges(shard, pages, slots, ["id", "blob"])
+        # the heads (value offsets) not parsed yet are hinted first, all at once
+        heads = [shard.head_range(p, 1) for p in sorted(set(pages.tolist()))]
+        assert hinted == [_runs(_pages(heads))]
+        hinted.clear()
+        assert readahead.hint_rows(shard, pages, slots, ["id", "blob"]) == len(want)
+        assert hinted == [want]
+        assert readahead.hint_rows(shard, pages[:0], slots[:0], ["id"]) == 0
+        warm[0] = True
+        assert readahead.hint_rows(shard, pages, slots, ["id", "blob"], beyond_memory=True) == 0
+        warm[0] = False
+        assert readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True) > 0
+        warm[0] = True
+        assert readahead.hint_rows(shard, pages, slots, ["id", "blob"]) == 0
+        warm[0] = False  # within WARM_SECONDS of a warm block: not looked at
+        monkeypatch.setattr(readahead, "WARM_SECONDS", 3600.0)
+        readahead._warm_until[shard] = 0.0
+        warm[0] = True
+        readahead.hint_rows(shard, pages, slots, ["id"])
+        warm[0] = False
+        hinted.clear()
+        assert readahead.hint_rows(shard, pages, slots, ["id"]) == 0 and hinted == []
+        monkeypatch.setattr(readahead, "ENABLED", False)
+        assert readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True) == 0
+
+
+def test_values_in_memory_look_resident_wherever_they_start(path: Path) -> None:
+    """``mincore`` takes a page-aligned address: a value starting inside a page is looked
+    up from its page's start (it was taken as cold, and read again from the disk with
+    direct I/O although it was in memory)."""
+    with ShardFile(path, verify="never") as shard:
+        assert int(shard.file_bytes.sum()) > 0  # every page of the file read: in memory
+        size = shard.size
+        assert readahead.looks_resident(shard, [(0, 100)])
+        assert readahead.looks_resident(shard, [(10, 100)])
+        assert readahead.looks_resident(shard, [(PAGE + 10, PAGE), (size - 5, 5)])
+
+
+def test_many_places_are_each_read_once(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 places (several a task on the I/O threads): one ``pread`` each, none twice."""
+    import os
+    import threading
+
+    data = path.read_bytes()
+    count = 300
+    seen: list[int] = []
+    lock = threading.Lock()
+    real = os.preadv
+
+    def spy(fd: int, buffers: list[memoryview], offset: int) -> int:
+        with lock:
+            seen.append(offset)
+        return real(fd, buffers, offset)
+
+    with ShardFile(path) as shard:
+        monkeypatch.setattr(os, "preadv", spy)
+        spans = [(i * 500, 100) for i in range(count)]
+        buffer = np.zeros(100 * count, dtype=np.uint8)
+        assert read_into(shard, buffer, [(100 * i, o, n) for i, (o, n) in enumerate(spans)])
+        assert sorted(seen) == [o for o, _ in spans]
+        assert buffer.tobytes() == b"".join(data[o : o + n] for o, n in spans)
+        seen.clear()
+        pages = [(i % 40 * PAGE, PAGE) for i in range(count)]
+        nbytes, starts, reads = direct_layout(pages)
+        direct = aligned_buffer(nbytes)
+        assert read_direct(shard, direct, reads)
+        assert sorted(seen) == sorted(o for o, _ in pages)
+        for (offset, n), start in zip(pages, starts, strict=True):
+            assert direct[start : start + n].tobytes() == data[offset : offset + n]
