@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +46,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> str:
         writer.set_page_size(1 << 12)  # many chunks: rows of one block span several
         writer.write_raw_data([{"id": i, "blob": _value(i)} for i in range(ROWS)])
     return str(writer.files[0])
-
-
-@pytest.fixture
-def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every block is taken as cold (hinted, checksummed as it arrives, copied out)."""
-    monkeypatch.setattr(readahead, "ENABLED", True)
-    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
-    clear_verified()
-    yield
-    clear_verified()
 
 
 def _rows(ds: Any, epochs: int = 1) -> list[list[tuple[int, bytes]]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +30,6 @@ def _write(path: Path, page_size: int) -> None:
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         writer.set_page_size(page_size)
         writer.write_raw_data([{"id": i, "blob": _value(i)} for i in range(ROWS)])
-
-
-@pytest.fixture
-def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every block is cold (hinted, its chunks checked as they arrive)."""
-    monkeypatch.setattr(readahead, "ENABLED", True)
-    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
-    clear_verified()
-    yield
-    clear_verified()
 
 
 @pytest.fixture
