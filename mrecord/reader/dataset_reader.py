@@ -79,8 +79,7 @@ class DatasetReader:
         self.num_rows = int(self.file_starts[-1])
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
-        self._beyond: bool | None = None  # files larger than the memory budget (asked once)
-        self._slots: int | None = None  # whole chunks checked at once (_chunks_in_flight)
+        self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -174,8 +173,7 @@ class DatasetReader:
         self._fixed_plans = {}
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
-        self._beyond = None  # this process's memory budget, asked again here
-        self._slots = None
+        self._budget = None  # this process's memory budget, asked again here
 
     @property
     def files(self) -> list[Path]:
@@ -436,26 +434,25 @@ class DatasetReader:
         (``memory_budget``, asked once): then the page cache cannot keep them for a next
         epoch, and cold values are read with direct I/O, around it; otherwise through
         it, so that the next epoch finds them in memory."""
-        beyond = self._beyond
-        if beyond is None:
-            budget = memory_budget()
-            size = sum(shard.size for shard in self.shards)
-            beyond = self._beyond = budget is not None and size > budget
-        return beyond
+        budget = self._memory_budget()
+        return budget is not None and sum(shard.size for shard in self.shards) > budget
+
+    def _memory_budget(self) -> int | None:
+        """``memory_budget()``, asked once per reader (and again in a process it is
+        unpickled in): the read-ahead decisions below are cut from it."""
+        if self._budget is None:
+            self._budget = (memory_budget(),)
+        return self._budget[0]
 
     def _chunks_in_flight(self) -> int:
         """Whole chunks a cold read may check at once (each in a buffer of its own, up to
         ``ARRIVAL_MAX_BYTES``): ``IO_THREADS``, fewer when a sixteenth of the memory budget
         holds fewer (measured: 16 buffers of 1 MiB, kept, got a reader in a 96 MB memory
         group OOM-killed)."""
-        slots = self._slots
-        if slots is None:
-            budget = memory_budget()
-            slots = IO_THREADS
-            if budget is not None:
-                slots = max(1, min(IO_THREADS, budget // (16 * ARRIVAL_MAX_BYTES)))
-            self._slots = slots
-        return slots
+        budget = self._memory_budget()
+        if budget is None:
+            return IO_THREADS
+        return max(1, min(IO_THREADS, budget // (16 * ARRIVAL_MAX_BYTES)))
 
     def _gather_var(
         self,
@@ -610,8 +607,12 @@ def _read_arriving(
         local = not _in_file_order([(v[4] + v[2], v[3] - v[2]) for v in ordered])  # type: ignore[operator]
     starts = shard.page_starts_list
     if direct and local:
-        partial = [job for job in jobs if len(job[1]) < starts[job[0] + 1] - starts[job[0]]]
-        whole = [job for job in jobs if len(job[1]) >= starts[job[0] + 1] - starts[job[0]]]
+        partial: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+        whole: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+        for job in jobs:  # a chunk the block takes only some rows of, or all of them
+            page = job[0]
+            taken_whole = len(job[1]) >= starts[page + 1] - starts[page]
+            (whole if taken_whole else partial).append(job)
         not_done = set(read_checked(shard, col, partial, False, in_flight))
         not_done |= set(read_checked(shard, col, whole, True, in_flight))
     else:
