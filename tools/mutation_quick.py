@@ -4,15 +4,18 @@ test modules: the cheap first pass of docs/RELIABILITY.md, "Mutation testing".
 ``make mutation`` (mutmut) runs every mutant in a forked worker against every test of its
 group that covers the mutated function: sound, but on a loaded machine hours per package. This
 tool generates the same mutants (mutmut 3.8.1's own generator) and calls the test functions of
-the modules given directly, mutant by mutant, stopping at the first failure. A mutant it kills
+the modules given directly, mutant by mutant, stopping at the first failure (``--only``
+narrows the mutants to names matching a pattern, to re-check some). A mutant it kills
 is killed by the suite too (the modules are part of it), so what survives here is a superset of
 what survives ``make mutation``: each survivor still needs a test or an explanation.
 
 Tests run with fresh fixtures each (``tmp_path``, ``tmp_path_factory``, ``monkeypatch`` and the
 unparametrized fixtures of their module and conftest files, autouse ones included; tests
 needing others, such as parametrized fixtures or ``capsys``, are left out), parametrized ones
-with their parameters; a mutant that spends more than ``--cpu-limit`` seconds of CPU in one
-test counts as killed (a user would see a hang).
+with their parameters; a mutant that spends more than ``--cpu-limit`` seconds of CPU, or
+``--wall-limit`` seconds of wall-clock time, in one test counts as killed (a user would see a
+hang; the wall-clock limit catches one that waits without using CPU, such as an ``open`` of a
+FIFO without ``O_NONBLOCK``).
 
     python tools/mutation_quick.py --tests tests/format/test_mutants_format.py \\
         mrecord/format/layout.py
@@ -21,6 +24,7 @@ test counts as killed (a user would see a hang).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import importlib.util
 import inspect
@@ -45,6 +49,15 @@ class _CpuLimit(BaseException):
 
 def _on_sigprof(signum: int, frame: FrameType | None) -> None:
     raise _CpuLimit
+
+
+class _WallLimit(BaseException):
+    """SIGALRM: a mutant waited past its wall-clock budget (a blocking system call returns
+    EINTR and Python raises this instead of retrying it)."""
+
+
+def _on_sigalrm(signum: int, frame: FrameType | None) -> None:
+    raise _WallLimit
 
 
 def _copy_tree(dest: Path) -> None:
@@ -220,6 +233,12 @@ def main() -> None:
     )
     parser.add_argument("sources", nargs="+", help="files to mutate")
     parser.add_argument("--cpu-limit", type=float, default=20.0, help="CPU seconds per test")
+    parser.add_argument(
+        "--wall-limit", type=float, default=120.0, help="wall-clock seconds per test"
+    )
+    parser.add_argument(
+        "--only", action="append", help="run only mutants whose name matches (fnmatch; repeatable)"
+    )
     parser.add_argument("--keep", help="folder for the mutated tree (default: a temporary one)")
     parser.add_argument("--json", help="write every mutant's verdict here")
     args = parser.parse_args()
@@ -227,6 +246,8 @@ def main() -> None:
     root = Path(args.keep or tempfile.mkdtemp(prefix="mrecord-mutation-quick."))
     _copy_tree(root)
     names = _generate(root, args.sources)
+    if args.only:
+        names = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in args.only)]
     os.chdir(root)
     sys.path.insert(0, str(root))
     os.environ["MUTANT_UNDER_TEST"] = ""
@@ -258,6 +279,7 @@ def main() -> None:
         call()
 
     signal.signal(signal.SIGPROF, _on_sigprof)
+    signal.signal(signal.SIGALRM, _on_sigalrm)
     verdicts: dict[str, str] = {}
     start = time.process_time()
     for name in names:
@@ -265,14 +287,18 @@ def main() -> None:
         verdict = "survived"
         for case_id, call in cases:
             signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
+            signal.setitimer(signal.ITIMER_REAL, args.wall_limit)
             try:
                 call()
             except _CpuLimit:
                 verdict = f"killed: CPU limit in {case_id} (hang)"
+            except _WallLimit:
+                verdict = f"killed: wall-clock limit in {case_id} (hang)"
             except BaseException:  # any failure kills the mutant
                 verdict = f"killed by {case_id}"
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
+                signal.setitimer(signal.ITIMER_REAL, 0)
             if verdict != "survived":
                 break
         verdicts[name] = verdict

@@ -6,6 +6,7 @@ file's bytes, checked, or say they could not."""
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -413,3 +414,198 @@ def test_many_places_are_each_read_once(path: Path, monkeypatch: pytest.MonkeyPa
         assert sorted(seen) == sorted(o for o, _ in pages)
         for (offset, n), start in zip(pages, starts, strict=True):
             assert direct[start : start + n].tobytes() == data[offset : offset + n]
+
+
+def test_the_loaded_mincore_tells_a_page_in_memory() -> None:
+    """``_load_mincore`` runs once, at import (before any test); called again here, it gives
+    the C library's ``mincore``, typed so that an address and a length go through whole and
+    its int result comes back (0: asked pages, 1 in their byte: in memory)."""
+    import ctypes
+
+    mincore = readahead._load_mincore()
+    assert mincore is not None
+    buffer = aligned_buffer(2 * PAGE)
+    buffer[:] = 7  # touched: in memory
+    vec = (ctypes.c_ubyte * 2)()
+    assert mincore(ctypes.c_void_p(buffer.ctypes.data), 2 * PAGE, vec) == 0
+    assert [v & 1 for v in vec] == [1, 1]
+    assert mincore(ctypes.c_void_p(buffer.ctypes.data + 1), PAGE, vec) == -1  # unaligned
+
+
+Jobs = list[tuple[int, list[tuple[np.ndarray, int, int]]]]
+
+
+def _spy_preads(
+    monkeypatch: pytest.MonkeyPatch,
+    fail: Callable[[int, int], OSError | None] = lambda fd, at: None,
+) -> list[tuple[int, int, bool, int]]:
+    """Every ``os.preadv`` from any thread as ``(offset, bytes asked, through O_DIRECT,
+    bytes read)``; ``fail(fd, offset)`` may return an error to raise instead of reading
+    (-1 read). The kernel's failures are played here: root cannot provoke them."""
+    import fcntl
+    import os
+    import threading
+
+    seen: list[tuple[int, int, bool, int]] = []
+    lock = threading.Lock()
+    real = os.preadv
+
+    def spy(fd: int, buffers: list[memoryview], offset: int) -> int:
+        direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+        asked = sum(len(b) for b in buffers)
+        error = fail(fd, offset)
+        got = -1 if error is not None else real(fd, buffers, offset)
+        with lock:
+            seen.append((offset, asked, direct, got))
+        if error is not None:
+            raise error
+        return got
+
+    monkeypatch.setattr(os, "preadv", spy)
+    return seen
+
+
+def _jobs(shard: ShardFile, pages: list[int]) -> Jobs:
+    """Each page's whole ``blob`` chunk as one target, filled with 0xEE before."""
+    lengths = [shard.chunk_place(page, 1)[1] for page in pages]
+    return [
+        (page, [(np.full(n, 0xEE, np.uint8), 0, n)]) for page, n in zip(pages, lengths, strict=True)
+    ]
+
+
+def _landed(path: Path, shard: ShardFile, jobs: Jobs) -> list[bool]:
+    """Whether each job's target got its chunk's bytes exactly."""
+    data = path.read_bytes()
+    out = []
+    for page, [(dest, _, _)] in jobs:
+        offset, length, _ = shard.chunk_place(page, 1)
+        out.append(dest.tobytes() == data[offset : offset + length])
+    return out
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_read_checked_reads_each_chunk_once_direct_only_when_asked(
+    path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """``direct``: every chunk comes through the ``O_DIRECT`` descriptor (no page cache
+    filled beyond memory); otherwise through the page cache (values found in memory are not
+    read from the disk again). One read per chunk either way."""
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        jobs = _jobs(shard, pages)
+        preads = _spy_preads(monkeypatch)
+        assert read_checked(shard, 1, jobs, direct, 4) == []
+        assert _landed(path, shard, jobs) == [True] * len(pages)
+        places = sorted(shard.chunk_place(p, 1)[0] for p in pages)
+        if direct:  # from the page each chunk starts in
+            places = [p - p % PAGE for p in places]
+        assert sorted(o for o, _, _, _ in preads) == places
+        assert {d for _, _, d, _ in preads} == {direct}
+
+
+def test_a_refused_direct_read_is_read_through_the_page_cache(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system that refuses the direct read (EINVAL for the alignment): each chunk is
+    read again buffered, checked and handed out; none is left to the caller."""
+    import errno
+    import fcntl
+    import os
+
+    def refuse(fd: int, at: int) -> OSError | None:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            return OSError(errno.EINVAL, "Invalid argument")
+        return None
+
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        jobs = _jobs(shard, pages)
+        preads = _spy_preads(monkeypatch, refuse)
+        assert read_checked(shard, 1, jobs, True, 4) == []
+        assert _landed(path, shard, jobs) == [True] * len(pages)
+        assert shard.verified_chunks(np.array(pages), 1).all()
+        buffered = sorted(o for o, _, d, _ in preads if not d)
+        assert buffered == sorted(shard.chunk_place(p, 1)[0] for p in pages)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_chunk_whose_read_fails_is_left_to_the_caller(
+    path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """An I/O error reading chunk 1 (both ways): it is named as not done, nothing is
+    written to its targets and it stays unverified; the others are done."""
+    import errno
+
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        bad = shard.chunk_place(1, 1)[0]
+
+        def eio(fd: int, at: int) -> OSError | None:
+            hit = at <= bad < at + 2 * PAGE
+            return OSError(errno.EIO, "Input/output error") if hit else None
+
+        jobs = _jobs(shard, pages)
+        _spy_preads(monkeypatch, eio)
+        assert read_checked(shard, 1, jobs, direct, 4) == [1]
+        assert (jobs[1][1][0][0] == 0xEE).all()
+        assert _landed(path, shard, jobs) == [p != 1 for p in pages]
+        assert shard.verified_chunks(np.array(pages), 1).tolist() == [p != 1 for p in pages]
+
+
+def test_read_checked_marks_only_its_columns_chunks(path: Path) -> None:
+    with ShardFile(path, verify="once") as shard:
+        assert read_checked(shard, 1, _jobs(shard, [0, 2]), False) == []
+        pages = np.arange(shard.meta.num_pages)
+        assert shard.verified_chunks(pages, 1).tolist() == [p in (0, 2) for p in pages]
+        assert not shard.verified_chunks(pages, 0).any()
+        assert not shard.verified_chunks(pages, 2).any()
+
+
+@pytest.mark.parametrize(("in_flight", "threads", "want"), [(1, 16, 1), (3, 16, 3), (8, 2, 2)])
+def test_read_checked_holds_a_buffer_per_read_in_flight(
+    path: Path, monkeypatch: pytest.MonkeyPatch, in_flight: int, threads: int, want: int
+) -> None:
+    """Each read in flight holds a buffer of its chunk: at most ``in_flight`` (what a reader
+    in a small memory group passes) and ``IO_THREADS`` of them, whatever the chunks."""
+    made: list[int] = []
+    real = readahead.aligned_buffer
+
+    def counted(nbytes: int) -> np.ndarray:
+        made.append(nbytes)
+        return real(nbytes)
+
+    monkeypatch.setattr(readahead, "aligned_buffer", counted)
+    monkeypatch.setattr(readahead, "IO_THREADS", threads)
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        assert len(pages) > 8
+        jobs = _jobs(shard, pages)
+        assert read_checked(shard, 1, jobs, False, in_flight) == []
+        assert _landed(path, shard, jobs) == [True] * len(pages)
+    assert len(made) == want
+
+
+def test_a_chunk_ending_on_a_page_boundary_is_read_direct_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A direct read returns whole pages; when the chunk ends exactly at a page's end, what
+    came back is all of it (not a short read to read again buffered)."""
+    def write(pad: int) -> Path:
+        file = tmp_path / f"p{pad}"
+        with FileWriter(file) as writer:
+            writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+            writer.write_raw_data([{"id": 0, "blob": b"v" * (3 * PAGE + pad)}])
+        clear_verified()
+        return file
+
+    with ShardFile(write(0), verify="never") as shard:
+        offset, length, _ = shard.chunk_place(0, 1)
+    file = write(-(offset + length) % PAGE)
+    with ShardFile(file, verify="once") as shard:
+        offset, length, _ = shard.chunk_place(0, 1)
+        assert (offset + length) % PAGE == 0
+        jobs = _jobs(shard, [0])
+        preads = _spy_preads(monkeypatch)
+        assert read_checked(shard, 1, jobs, True) == []
+        assert _landed(file, shard, jobs) == [True]
+        assert [(o, d) for o, _, d, _ in preads] == [(offset - offset % PAGE, True)]

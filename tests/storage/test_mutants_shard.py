@@ -5,6 +5,7 @@ what is wrong with it, whole; chunks are checked, cached and hinted as documente
 from __future__ import annotations
 
 import dataclasses
+import errno
 import mmap
 import os
 from collections.abc import Callable
@@ -21,11 +22,13 @@ from mrecord.errors import (
     CorruptFileError,
     DatasetNotFoundError,
     NotAnMrecordFileError,
+    StorageError,
+    UnreadableFileError,
 )
 from mrecord.format.compression import checksum
 from mrecord.format.layout import TRAILER_SIZE, Trailer
 from mrecord.format.metadata import ShardMetadata
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, open_regular_file
 from mrecord.storage.verified import clear_verified
 
 ROWS = 20
@@ -476,3 +479,90 @@ def test_a_replaced_or_shortened_file_gives_no_descriptor(shard_path: Path, tmp_
         os.truncate(same, shard.size - 1)  # the map is not read after this
         assert shard.open_mapped_file() is None
         assert shard.open_mapped_file(direct=True) is None
+
+
+def _failing_open(
+    monkeypatch: pytest.MonkeyPatch, target: Path, error: OSError
+) -> list[int]:
+    """``os.open`` of ``target`` raises ``error``; other paths open as usual. Returns the
+    descriptors closed from then on (``os.close`` spied)."""
+    real_open, real_close = os.open, os.close
+    closed: list[int] = []
+
+    def fake_open(path: object, flags: int, *args: int, **kwargs: int) -> int:
+        if os.fspath(path) == str(target):  # type: ignore[call-overload]
+            raise error
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    def spy_close(fd: int) -> None:
+        closed.append(fd)
+        real_close(fd)
+
+    monkeypatch.setattr(os, "open", fake_open)
+    monkeypatch.setattr(os, "close", spy_close)
+    return closed
+
+
+def test_a_data_file_this_user_may_not_read_is_refused_naming_it(
+    shard_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root reads every file, so the kernel's EACCES is played by ``os.open``."""
+    where = str(shard_path)
+    denied = PermissionError(errno.EACCES, "Permission denied", where)
+    _failing_open(monkeypatch, shard_path, denied)
+    with pytest.raises(UnreadableFileError) as info:
+        ShardFile(shard_path)
+    assert str(info.value) == (
+        f"cannot read data file {where!r}: Permission denied (EACCES); check the permissions "
+        f"of the file and its folder (ls -l {where!r}); the file itself is not damaged"
+    )
+    assert info.value.errno == errno.EACCES
+    assert isinstance(info.value, PermissionError)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_an_io_error_opening_a_data_file_is_a_storage_error_naming_it(
+    shard_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = str(shard_path)
+    eio = OSError(errno.EIO, "Input/output error", where)
+    _failing_open(monkeypatch, shard_path, eio)
+    with pytest.raises(StorageError) as info:
+        ShardFile(shard_path)
+    assert str(info.value) == (
+        f"cannot read data file {where!r}: Input/output error (EIO); nothing was changed; "
+        "the device reported an I/O error: check it (dmesg, SMART) before retrying"
+    )
+    assert (info.value.errno, info.value.path, info.value.operation) == (
+        errno.EIO, where, "read data file"
+    )
+    assert type(info.value) is StorageError and info.value.__cause__ is eio
+
+
+def test_a_descriptor_that_cannot_be_examined_is_closed(
+    shard_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fstat`` failing on the new descriptor (an I/O error): the error reaches the caller
+    and the descriptor is not leaked."""
+    closed = _failing_open(monkeypatch, shard_path / "unused", OSError(errno.EIO, "unused"))
+    opened: list[int] = []
+    real_open = os.open
+
+    def spy_open(path: object, flags: int, *args: int) -> int:
+        fd = real_open(path, flags, *args)  # type: ignore[arg-type]
+        opened.append(fd)
+        return fd
+
+    real_fstat = os.fstat
+
+    def broken_fstat(fd: int) -> os.stat_result:
+        if fd in opened:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "fstat", broken_fstat)
+    with pytest.raises(OSError) as info:
+        open_regular_file(shard_path)
+    assert info.value.errno == errno.EIO
+    assert len(opened) == 1 and closed == opened
