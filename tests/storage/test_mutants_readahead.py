@@ -609,3 +609,22 @@ def test_a_chunk_ending_on_a_page_boundary_is_read_direct_once(
         assert read_checked(shard, 1, jobs, True) == []
         assert _landed(file, shard, jobs) == [True]
         assert [(o, d) for o, _, d, _ in preads] == [(offset - offset % PAGE, True)]
+
+
+def test_the_io_threads_are_one_pool_of_io_threads_reads_in_flight() -> None:
+    """One pool per process, reused by every read: ``IO_THREADS`` reads can be in flight at
+    once (all of them wait here together), on threads named ``mrecord-io`` (as a user sees
+    them in a stack dump)."""
+    import threading
+
+    pool = readahead._io_pool()
+    assert readahead._io_pool() is pool
+    together = threading.Barrier(readahead.IO_THREADS, timeout=60)
+
+    def wait(_: int) -> str:
+        together.wait()  # BrokenBarrierError unless IO_THREADS run at once
+        return threading.current_thread().name
+
+    names = list(pool.map(wait, range(readahead.IO_THREADS)))
+    assert all(name.startswith("mrecord-io") for name in names), names
+    assert readahead._io_pool() is pool

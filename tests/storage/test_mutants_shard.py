@@ -566,3 +566,40 @@ def test_a_descriptor_that_cannot_be_examined_is_closed(
         open_regular_file(shard_path)
     assert info.value.errno == errno.EIO
     assert len(opened) == 1 and closed == opened
+
+
+def test_a_descriptor_that_cannot_be_had_is_asked_for_once(
+    shard_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replaced file (or a file system without direct I/O): the reads that want a
+    descriptor get None every time, with one ``open`` tried for each kind, not one per read."""
+    opened: list[int] = []
+    real_open = os.open
+
+    def spy_open(path: object, flags: int, *args: int) -> int:
+        opened.append(flags)
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    with ShardFile(shard_path) as shard:
+        other = tmp_path / "other"
+        _write(other)
+        os.replace(other, shard_path)
+        monkeypatch.setattr(os, "open", spy_open)
+        for _ in range(3):
+            assert shard.direct_fd() is None and shard.read_fd() is None
+        assert len(opened) == 2
+        assert [bool(f & os.O_DIRECT) for f in opened] == [True, False]
+
+
+def test_an_empty_chunk_checked_as_it_arrives_is_marked_verified(tmp_path: Path) -> None:
+    """A column of zero-size values stores empty chunks (CRC-32C 0): intact, like any."""
+    path = tmp_path / "empty"
+    with FileWriter(path) as writer:
+        writer.add_schema({"e": {"type": "float32", "shape": [0]}, "b": {"type": "bytes"}})
+        writer.write_raw_data([{"e": np.zeros(0, np.float32), "b": b""}] * 3)
+    clear_verified()
+    with ShardFile(path) as shard:
+        assert shard.chunk_place(0, 0) == (64, 0, 0)
+        assert shard.needs_check(0, 0)
+        shard.verify_arriving(0, 0)
+        assert not shard.needs_check(0, 0)
