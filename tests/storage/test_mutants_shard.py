@@ -603,3 +603,70 @@ def test_an_empty_chunk_checked_as_it_arrives_is_marked_verified(tmp_path: Path)
         assert shard.needs_check(0, 0)
         shard.verify_arriving(0, 0)
         assert not shard.needs_check(0, 0)
+
+
+def test_which_chunks_need_no_check_is_a_bool_array_under_every_policy(shard_path: Path) -> None:
+    pages = np.arange(4)
+    with (
+        ShardFile(shard_path, verify="once") as once,
+        ShardFile(shard_path, verify="always") as always,
+    ):
+        once.mark_verified(1, 1)  # recorded for every reader of the file...
+        assert once.verified_chunks(pages, 1).tolist() == [False, True, False, False]
+        assert always.verified_chunks(pages, 1).tolist() == [False] * 4  # ...but "always"
+        for shard in (once, always):
+            assert shard.verified_chunks(pages, 1).dtype == np.bool_
+    with ShardFile(shard_path, verify="never") as never:
+        verified = never.verified_chunks(pages, 1)
+        assert verified.dtype == np.bool_ and verified.tolist() == [True] * 4
+
+
+def test_descriptors_are_non_blocking_and_closed_on_exec(
+    shard_path: Path, tmp_path: Path
+) -> None:
+    """Not inherited by programs the user's process runs (``O_CLOEXEC``), and a FIFO put
+    where the shard was does not block the reader (``O_NONBLOCK``): it is not the mapped
+    file, so no descriptor."""
+    import fcntl
+
+    with ShardFile(shard_path) as shard:
+        for fd in (shard.read_fd(), shard.direct_fd()):
+            assert fd is not None
+            assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+            assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
+    with ShardFile(shard_path) as shard:
+        os.unlink(shard_path)
+        os.mkfifo(shard_path)
+        assert shard.open_mapped_file() is None
+        assert shard.open_mapped_file(direct=True) is None
+
+
+def test_a_bool_chunk_holding_another_byte_is_refused_naming_page_field_and_byte(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "flags"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "flag": {"type": "bool"}})
+        writer.set_page_size(1 << 12)
+        writer.write_raw_data([{"id": i, "flag": i % 2 == 0} for i in range(1000)])
+    clear_verified()
+    with ShardFile(path, verify="never") as shard:
+        assert shard.meta.num_pages > 2
+        offset, length, _ = shard.chunk_place(2, 1)
+
+    def two(chunks: np.ndarray, data: bytearray) -> None:
+        data[offset + 3] = 2
+        chunks[2, 1]["crc32"] = checksum(bytes(data[offset : offset + length]))
+
+    bad = tmp_path / "bad"
+    _rewrite(path, bad, two)
+    with ShardFile(bad) as shard:
+        field = shard.meta.schema.fields[1]
+        assert shard.fixed_page(1, field).dtype == np.bool_
+        with pytest.raises(CorruptFileError) as info:
+            shard.fixed_page(2, field)
+    assert str(info.value) == (
+        f"{str(bad)!r}: page 2, field 'flag' at byte {offset}: bool chunk of field 'flag' "
+        "holds a byte other than 0 or 1"
+    )
+    assert (info.value.path, info.value.page, info.value.offset) == (str(bad), 2, offset)
