@@ -670,3 +670,38 @@ def test_a_bool_chunk_holding_another_byte_is_refused_naming_page_field_and_byte
         "holds a byte other than 0 or 1"
     )
     assert (info.value.path, info.value.page, info.value.offset) == (str(bad), 2, offset)
+
+
+def test_always_checks_chunks_another_reader_verified(shard_path: Path, tmp_path: Path) -> None:
+    """Under ``always`` every read checks, also chunks a ``once`` reader of the same file
+    recorded as verified (a chunk damaged since is still caught)."""
+    with ShardFile(shard_path) as shard:
+        offset, _, _ = shard.chunk_place(2, 1)
+    data = bytearray(shard_path.read_bytes())
+    data[offset + 100] ^= 1
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(bytes(data))
+    clear_verified()
+    with ShardFile(damaged, verify="once") as once, ShardFile(damaged, verify="always") as always:
+        once.mark_verified(2, 1)  # as if it had been read intact before
+        once.check_chunks(np.arange(4), 1)  # trusted by "once"
+        with pytest.raises(ChecksumError, match="checksum mismatch in page 2, field 'blob'"):
+            always.check_chunks(np.arange(4), 1)
+
+
+def test_a_fixed_column_stored_plain_is_uncompressed_whatever_the_others(tmp_path: Path) -> None:
+    path = tmp_path / "mixed"
+    with FileWriter(path) as writer:
+        writer.add_schema(
+            {
+                "id": {"type": "int64"},
+                "z": {"type": "bytes", "compression": "zstd"},
+                "n": {"type": "int32", "compression": "zstd"},
+            }
+        )
+        writer.write_raw_data([{"id": i, "z": b"z" * 100, "n": 7} for i in range(5000)])
+    clear_verified()
+    with ShardFile(path) as shard:
+        fields = shard.meta.schema.fields
+        assert set(shard.meta.chunks[:, 2]["codec"].tolist()) == {1}  # all stored zstd
+        assert [shard.uncompressed_fixed(f) for f in fields] == [True, False, False]
