@@ -25,7 +25,7 @@ from mrecord.errors import (
     StorageError,
     UnreadableFileError,
 )
-from mrecord.format.compression import checksum
+from mrecord.format.compression import checksum, decompress
 from mrecord.format.layout import TRAILER_SIZE, Trailer
 from mrecord.format.metadata import ShardMetadata
 from mrecord.storage.shard import ShardFile, open_regular_file
@@ -705,3 +705,51 @@ def test_a_fixed_column_stored_plain_is_uncompressed_whatever_the_others(tmp_pat
         fields = shard.meta.schema.fields
         assert set(shard.meta.chunks[:, 2]["codec"].tolist()) == {1}  # all stored zstd
         assert [shard.uncompressed_fixed(f) for f in fields] == [True, False, False]
+
+
+def test_decompressed_chunks_are_kept_in_a_bounded_lru_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressed chunk read again is not decompressed again while it is among the most
+    recently used that fit the cache's bytes; the least recently used goes first."""
+    import mrecord.storage.shard as shard_module
+
+    path = tmp_path / "z"
+    with FileWriter(path) as writer:
+        writer.add_schema({"z": {"type": "bytes", "compression": "zstd"}})
+        writer.set_page_size(1 << 12)
+        writer.write_raw_data([{"z": bytes([i]) * 3000} for i in range(8)])
+    clear_verified()
+    decompressed: list[int] = []
+    real = decompress
+
+    def spy(stored: object, codec: int, raw_length: int, max_bytes: int) -> object:
+        decompressed.append(raw_length)
+        return real(stored, codec, raw_length, max_bytes)
+
+    monkeypatch.setattr(shard_module, "decompress", spy)
+    with ShardFile(path) as shard:
+        raw = [shard.meta.chunks[p, 0]["raw_length"] for p in range(3)]
+        assert all(shard.meta.chunks[p, 0]["codec"] == 1 for p in range(3))
+        monkeypatch.setattr(shard_module, "_CACHE_BYTES", int(raw[0] + raw[1] + raw[2] // 2))
+        field = shard.meta.schema.fields[0]
+        starts = shard.page_starts_list
+
+        def read(page: int) -> None:
+            head, data = shard.var_page(page, field)
+            first = starts[page]
+            values = [
+                bytes(data[head.data_start + a : head.data_start + b])
+                for a, b in zip(head.offsets[:-1], head.offsets[1:], strict=True)
+            ]
+            assert values == [bytes([first + k]) * 3000 for k in range(len(values))]
+
+        read(0)
+        read(1)
+        read(0)  # cached: now the most recently used
+        assert len(decompressed) == 2
+        read(2)  # over the cache's bytes: page 1, the least recently used, goes
+        read(0)
+        assert len(decompressed) == 3
+        read(1)
+        assert len(decompressed) == 4
