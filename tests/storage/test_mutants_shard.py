@@ -753,3 +753,28 @@ def test_decompressed_chunks_are_kept_in_a_bounded_lru_cache(
         assert len(decompressed) == 3
         read(1)
         assert len(decompressed) == 4
+
+
+@pytest.mark.parametrize(("verify", "checks"), [("once", 1), ("always", 3), ("never", 0)])
+def test_a_chunk_read_again_is_checked_as_its_policy_says(
+    shard_path: Path, monkeypatch: pytest.MonkeyPatch, verify: str, checks: int
+) -> None:
+    """``once``: the first read checksums the chunk, later ones (this reader's or
+    another's) trust it; ``always``: every read; ``never``: none."""
+    checked: list[tuple[int, int]] = []
+    real = ShardFile._chunk_intact
+
+    def spy(self: ShardFile, page: int, col: int) -> bool:
+        checked.append((page, col))
+        return real(self, page, col)
+
+    monkeypatch.setattr(ShardFile, "_chunk_intact", spy)
+    with (
+        ShardFile(shard_path, verify=verify) as shard,
+        ShardFile(shard_path, verify=verify) as other,
+    ):
+        field = shard.meta.schema.fields[1]
+        shard.var_page(1, field)
+        shard.var_page(1, field)
+        other.var_page(1, field)
+    assert checked == [(1, 1)] * checks
