@@ -628,3 +628,17 @@ def test_the_io_threads_are_one_pool_of_io_threads_reads_in_flight() -> None:
     names = list(pool.map(wait, range(readahead.IO_THREADS)))
     assert all(name.startswith("mrecord-io") for name in names), names
     assert readahead._io_pool() is pool
+
+
+@pytest.mark.parametrize("count", [1, 40])
+def test_a_refused_direct_read_is_a_failure_not_bytes(
+    path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """A file system refusing the direct reads (EINVAL): ``read_direct`` says it could not
+    (the caller then reads buffered), it never hands the buffer's old bytes out as values."""
+    import errno
+
+    with ShardFile(path) as shard:
+        _spy_preads(monkeypatch, lambda fd, at: OSError(errno.EINVAL, "Invalid argument"))
+        nbytes, _, reads = direct_layout([(i * PAGE, 100) for i in range(count)])
+        assert not read_direct(shard, aligned_buffer(nbytes), reads)
