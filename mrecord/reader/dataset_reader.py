@@ -549,10 +549,29 @@ def _read_cold(
             arriving.setdefault(page, []).append(i)
         else:
             rest.append(value)
+    # Chunks with a CRC-32C per value (format 1.3) that the block takes only some rows
+    # of: their values are read alone, as the checked ones are, and checked one by one
+    # (read whole, a random first epoch read each chunk for its first value and again
+    # for each later one: twice the dataset beyond memory).
+    starts = shard.page_starts_list
+    one_by_one = [
+        page
+        for page, idx in arriving.items()
+        if len(idx) < starts[page + 1] - starts[page] and shard.has_value_crcs(page, col)
+    ]
+    checks = len(rest)
+    for page in one_by_one:
+        rest += [values[i] for i in arriving.pop(page)]
     parts: list[tuple[int, np.ndarray]] = []
     if arriving:
         parts += _read_arriving(shard, col, values, arriving, direct, in_flight)
-    parts += _read_checked_values(shard, rest, direct)
+    read = _read_checked_values(shard, rest, direct)
+    for value, (_, part) in zip(rest[checks:], read[checks:], strict=True):
+        _, _, a, _, _, page = value
+        head = shard.parse_head(page, col)
+        slot = bisect.bisect_left(head.offsets, a - head.data_start) if head else 0
+        shard.check_value(page, col, slot, part)  # raises for a damaged value
+    parts += read
     for pos, part in parts:
         if as_arrays:
             array = part.view(BytesArray)
