@@ -117,6 +117,21 @@ def test_small_values_get_no_table(tmp_path: Path) -> None:
         assert int(shard.meta.chunks[0, 0]["offset"]) == 64  # nothing before the chunk
 
 
+def test_values_of_1_kib_on_average_get_a_table(tmp_path: Path) -> None:
+    """The threshold is the average over the chunk (here all of it in the last value)."""
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"b": {"type": "bytes"}})
+        writer.write_raw_data([{"b": b""}, {"b": b"\x07" * 2048}])  # 1,024 on average
+    data = path.read_bytes()
+    with ShardFile(path) as shard:
+        assert shard.has_value_crcs(0, 0)
+        offset = int(shard.meta.chunks[0, 0]["offset"])
+    assert offset == 128  # 64 bytes of zeros and table (12 bytes) before it
+    table = np.frombuffer(data[offset - 12 : offset], dtype="<u4").tolist()
+    assert table[1:] == [crc32c.crc32c(b""), crc32c.crc32c(b"\x07" * 2048)]
+
+
 @pytest.fixture
 def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
