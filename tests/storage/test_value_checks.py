@@ -397,3 +397,31 @@ def test_hints_for_some_values_read_those_values_not_their_chunk(tmp_path: Path)
                 assert any(a <= start and start + size <= a + n for a, n in ranges), start
             hinted = sum(n for _, n in ranges)
             assert hinted <= sum(n for _, n in spans) + 4 * 4096 + 4 * 4096, (hinted, length)
+
+
+def test_a_table_may_start_right_after_the_header(tmp_path: Path) -> None:
+    """The boundary: a table of 4 (n + 1) bytes ending at the chunk may start at byte 64,
+    not one byte before; the refusal names the page and field."""
+    from mrecord.errors import MetadataError
+    from mrecord.format.metadata import ShardMetadata
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    doc = _file_metadata(path)
+    n = int(np.frombuffer(doc["page_rows"], dtype="<u4")[0])
+    data_end = path.stat().st_size - 32
+    for offset, ok in ((64 + 4 * (n + 1), True), (64 + 4 * (n + 1) - 1, False)):
+        records = bytearray(doc["chunks"])
+        records[32 : 32 + 8] = struct.pack("<Q", offset)  # page 0, field 1 ("blob")
+        doc2 = dict(doc, chunks=bytes(records))
+        packed = msgpack.packb(doc2, use_bin_type=True)
+        if ok:
+            meta = ShardMetadata.decode(packed, data_end)
+            assert int(meta.chunks[0, 1]["offset"]) == offset
+            continue
+        with pytest.raises(MetadataError) as caught:
+            ShardMetadata.decode(packed, data_end)
+        assert str(caught.value) == (
+            "page 0, field 'blob': a value table on a chunk that cannot have one "
+            "(fixed-width, compressed, or no room before it)"
+        )
