@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,15 @@ from mrecord.sampling.samplers import DistributedSampler
 from mrecord.sampling.shuffle import BlockLayout, Shuffle, shuffle_order
 
 NAN = math.nan
+
+
+@pytest.fixture(autouse=True)
+def _warnings_are_errors() -> Iterator[None]:
+    """As pyproject's ``filterwarnings = error``, also under tools/mutation_quick.py: an
+    edge case (one row, no full batch) gives nan without a numpy RuntimeWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
 
 
 # ------------------------------------------------------------------- brute-force metrics
@@ -281,6 +291,38 @@ def test_kendall_tau_on_a_sample_of_positions() -> None:
         assert got["kendall_tau"] == pytest.approx(1 - 2 / 45)
 
 
+def test_kendall_tau_is_exact_up_to_65536_positions_by_default() -> None:
+    # One swapped pair: exactly one inversion.
+    for n in (65_535, 65_536):
+        order = np.arange(n)
+        order[[0, 1]] = [1, 0]
+        tau = order_metrics(order, [n], batch_size=n)["kendall_tau"]
+        assert tau == 1 - 2 / (n * (n - 1) // 2)
+    # 65,537 positions: a subset of 65,536, which keeps the pair (tau of 65,536) or not (1).
+    order = np.arange(65_537)
+    order[[0, 1]] = [1, 0]
+    tau = order_metrics(order, [65_537], batch_size=1)["kendall_tau"]
+    assert tau in (1.0, 1 - 2 / (65_536 * 65_535 // 2))
+    report = shuffle_quality([65_537], modes=["none"], epochs=1, batch_size=65_537)
+    assert report.modes[0].values["kendall_tau"] == [1.0]
+
+
+def test_two_positions() -> None:
+    up = order_metrics([0, 1], [2], batch_size=2)
+    down = order_metrics([1, 0], [2], batch_size=2)
+    assert up["kendall_tau"] == 1.0 and down["kendall_tau"] == -1.0
+    assert up["adjacent_gap"] == 1.0 and down["displacement"] == pytest.approx(0.5)
+    assert up["files_per_batch"] == 1.0
+    codes, counts = np.array([0, 1]), np.array([1, 1])
+    labelled = order_metrics([1, 0], [2], batch_size=2, codes=codes, class_counts=counts)
+    assert labelled["label_entropy"] == pytest.approx(math.log(2))
+    assert labelled["label_autocorr"] == pytest.approx(-1.0)
+    # Fewer rows than a batch: no label entropy.
+    short = order_metrics([1, 0], [2], batch_size=3, codes=codes, class_counts=counts)
+    assert math.isnan(short["label_entropy"]) and math.isnan(short["files_per_batch"])
+    assert short["label_autocorr"] == pytest.approx(-1.0)
+
+
 def test_kendall_tau_sample_is_seeded_by_the_generator() -> None:
     rng = np.random.default_rng(9)
     order = rng.permutation(500)
@@ -478,6 +520,9 @@ def test_epoch_corr_of_rank_zero_rows_read_in_both_epochs() -> None:
     # |0/5 - 0/3| + |2/5 - 1/3| + |4/5 - 2/3| = 0 + 1/15 + 2/15, over 3.
     assert values["displacement"] == [pytest.approx(1 / 15)] * 2
     assert values["adjacent_gap"] == [2.0, 2.0] and values["files_per_batch"] == [1.0, 1.0]
+    # Two rows on rank 0 (0 2): correlation of two positions, exactly 1 for the same order.
+    two = shuffle_quality([4], modes=["none"], num_shards=2, epochs=2)
+    assert two.modes[0].values["epoch_corr"] == [pytest.approx(1.0)]
     # One row per rank: positions cannot vary, no correlation.
     one = shuffle_quality([2], modes=["none", "global"], num_shards=2, epochs=2)
     assert all(math.isnan(m.values["epoch_corr"][0]) for m in one.modes)
