@@ -291,22 +291,6 @@ def test_kendall_tau_on_a_sample_of_positions() -> None:
         assert got["kendall_tau"] == pytest.approx(1 - 2 / 45)
 
 
-def test_kendall_tau_is_exact_up_to_65536_positions_by_default() -> None:
-    # One swapped pair: exactly one inversion.
-    for n in (65_535, 65_536):
-        order = np.arange(n)
-        order[[0, 1]] = [1, 0]
-        tau = order_metrics(order, [n], batch_size=n)["kendall_tau"]
-        assert tau == 1 - 2 / (n * (n - 1) // 2)
-    # 65,537 positions: a subset of 65,536, which keeps the pair (tau of 65,536) or not (1).
-    order = np.arange(65_537)
-    order[[0, 1]] = [1, 0]
-    tau = order_metrics(order, [65_537], batch_size=1)["kendall_tau"]
-    assert tau in (1.0, 1 - 2 / (65_536 * 65_535 // 2))
-    report = shuffle_quality([65_537], modes=["none"], epochs=1, batch_size=65_537)
-    assert report.modes[0].values["kendall_tau"] == [1.0]
-
-
 def test_two_positions() -> None:
     up = order_metrics([0, 1], [2], batch_size=2)
     down = order_metrics([1, 0], [2], batch_size=2)
@@ -356,27 +340,6 @@ def _all_permutation_means(
             if key in sums:
                 sums[key] += value
     return {key: value / len(perms) for key, value in sums.items()}
-
-
-@pytest.mark.parametrize(
-    ("counts", "labels"),
-    [
-        ([2, 1, 2, 1], [0, 0, 1, 1, 2, 3]),  # classes of the same size
-        ([2, 0, 4], ["x", "y", "y", "z", "z", "z"]),  # an empty file
-        ([6], [0, 1, 2, 3, 4, 5]),  # one file, every class one row
-    ],
-)
-def test_uniform_values_are_the_means_over_every_permutation(
-    counts: list[int], labels: list[Any]
-) -> None:
-    total = sum(counts)
-    _, class_counts = _codes(labels)
-    for batch in range(1, total + 1):
-        want = _all_permutation_means(counts, batch, labels)
-        got = uniform_metrics(counts, batch_size=batch, class_counts=class_counts)
-        assert_same(got, {**want, "kendall_tau": 0.0}, PER_EPOCH)
-        assert want["kendall_tau"] == pytest.approx(0.0, abs=1e-12)
-        assert got["epoch_corr"] == 0.0
 
 
 def test_uniform_closed_forms_by_hand() -> None:
@@ -710,3 +673,43 @@ def test_text_table_without_labels_or_block() -> None:
         "distinct files per batch                  -    2.000",
         "epoch-to-epoch correlation                -    0.000",
     ])  # fmt: skip
+
+
+# ------------------------------------------ the slow ones last (mutation_quick stops early)
+
+
+@pytest.mark.parametrize(
+    ("counts", "labels"),
+    [
+        ([2, 1, 2, 1], [0, 0, 1, 1, 2, 3]),  # classes of the same size
+        ([2, 0, 4], ["x", "y", "y", "z", "z", "z"]),  # an empty file
+        ([6], [0, 1, 2, 3, 4, 5]),  # one file, every class one row
+    ],
+)
+def test_uniform_values_are_the_means_over_every_permutation(
+    counts: list[int], labels: list[Any]
+) -> None:
+    total = sum(counts)
+    _, class_counts = _codes(labels)
+    for batch in range(1, total + 1):
+        want = _all_permutation_means(counts, batch, labels)
+        got = uniform_metrics(counts, batch_size=batch, class_counts=class_counts)
+        assert_same(got, {**want, "kendall_tau": 0.0}, PER_EPOCH)
+        assert want["kendall_tau"] == pytest.approx(0.0, abs=1e-12)
+        assert got["epoch_corr"] == 0.0
+
+
+def test_kendall_tau_is_exact_up_to_65536_positions_by_default() -> None:
+    # One swapped pair: exactly one inversion.
+    for n in (65_535, 65_536):
+        order = np.arange(n)
+        order[[0, 1]] = [1, 0]
+        tau = order_metrics(order, [n], batch_size=n)["kendall_tau"]
+        assert tau == 1 - 2 / (n * (n - 1) // 2)
+    # 65,537 positions: a subset of 65,536, which keeps the pair (tau of 65,536) or not (1).
+    order = np.arange(65_537)
+    order[[0, 1]] = [1, 0]
+    tau = order_metrics(order, [65_537], batch_size=1)["kendall_tau"]
+    assert tau in (1.0, 1 - 2 / (65_536 * 65_535 // 2))
+    report = shuffle_quality([65_537], modes=["none"], epochs=1, batch_size=65_537)
+    assert report.modes[0].values["kendall_tau"] == [1.0]
