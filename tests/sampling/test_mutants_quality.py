@@ -400,15 +400,17 @@ def test_uniform_files_per_batch_for_large_files() -> None:
 # ------------------------------------------------------------------------ shuffle_quality
 
 
-def _orders(mode: str, counts: list[int], shards: int, epochs: int, **kw: Any) -> list[Any]:
+def _orders(
+    mode: str, counts: list[int], shards: int, epochs: int, seed: int = 11, **kw: Any
+) -> list[Any]:
     shuffle = None if mode == "none" else Shuffle(mode)
     out = []
     for epoch in range(epochs):
         if shards == 1:
-            order = shuffle_order(shuffle, counts, 11, epoch, **kw)
+            order = shuffle_order(shuffle, counts, seed, epoch, **kw)
         else:
             sampler = DistributedSampler(shards, 0, shuffle=False if shuffle is None else shuffle)
-            order = sampler.build_order(counts, seed=11, epoch=epoch, **kw)
+            order = sampler.build_order(counts, seed=seed, epoch=epoch, **kw)
         out.append([int(x) for x in order.to_array()])
     return out
 
@@ -523,6 +525,19 @@ def test_reports_of_one_seed_are_equal() -> None:
                                kendall_sample=30, seed=3).to_dict()  # fmt: skip
 
     assert make() == make()
+
+
+def test_kendall_subsets_are_drawn_from_the_seed() -> None:
+    counts = [40, 30]
+    report = shuffle_quality(counts, modes=["global", "files"], epochs=2, kendall_sample=12,
+                             seed=7)  # fmt: skip
+    rng = np.random.default_rng(7)  # the docstring's generator, mode after mode, epoch by epoch
+    for quality in report.modes:
+        for epoch, order in enumerate(_orders(quality.mode, counts, 1, 2, seed=7)):
+            positions = sorted(int(p) for p in rng.choice(70, size=12, replace=False))
+            subset = [order[p] for p in positions]
+            want = brute_metrics(subset, [70], 1)["kendall_tau"]
+            assert quality.values["kendall_tau"][epoch] == pytest.approx(want, abs=1e-12)
 
 
 def test_modes_are_named_any_case_or_as_shuffle() -> None:
@@ -711,5 +726,10 @@ def test_kendall_tau_is_exact_up_to_65536_positions_by_default() -> None:
     order[[0, 1]] = [1, 0]
     tau = order_metrics(order, [65_537], batch_size=1)["kendall_tau"]
     assert tau in (1.0, 1 - 2 / (65_536 * 65_535 // 2))
-    report = shuffle_quality([65_537], modes=["none"], epochs=1, batch_size=65_537)
-    assert report.modes[0].values["kendall_tau"] == [1.0]
+    # The report samples as well: a Kendall tau of 65,536 positions is 1 - 2k / C(65536, 2)
+    # for a whole k; one of all 65,537 (prime) would be 1 - 2k' / C(65537, 2), whole k' only
+    # for k' a multiple of 65,537.
+    report = shuffle_quality([65_537], modes=["global"], epochs=1, batch_size=65_537)
+    (tau,) = report.modes[0].values["kendall_tau"]
+    k = (1 - tau) * (65_536 * 65_535 // 2) / 2
+    assert abs(k - round(k)) < 1e-3 and abs(tau) < 0.02
