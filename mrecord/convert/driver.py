@@ -159,6 +159,7 @@ def write_source(
 
     opts = options or WriteOptions()
     opts.check(source.schema)
+    source.check_destination(dst, output_files(dst, opts.shard_num))
     index = list(source.index_fields if opts.index_fields is None else opts.index_fields)
     key = _resume_key(source, opts, index)
     started = time.perf_counter()
