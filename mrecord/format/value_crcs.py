@@ -77,9 +77,8 @@ def encode_value_crcs(field: Field, parts: Sequence[Any], rows: int) -> bytes | 
     crcs[0] = checksum(head)
     if len(values) == rows:  # one buffer a value, as written
         crcs[1:] = [checksum(value) for value in values]
-    else:  # one buffer of all values, cut by the offsets
-        data = memoryview(b"".join(values)) if len(values) != 1 else memoryview(values[0])
-        data = data.cast("B")
+    else:  # variable-shape arrays: one buffer of all values, cut by the offsets
+        data = memoryview(values[0])
         bounds = offsets.tolist()
         crcs[1:] = [checksum(data[bounds[i] : bounds[i + 1]]) for i in range(rows)]
     return crcs.tobytes()

@@ -437,6 +437,15 @@ class DatasetReader:
         budget = self._memory_budget()
         return budget is not None and sum(shard.size for shard in self.shards) > budget
 
+    @property
+    def memory_budget(self) -> int | None:
+        """Bytes this process may still fill, as storage measures it
+        (``mrecord.storage.probe.memory_budget``: the memory group's limit less what is
+        charged to it, and the machine's available memory), asked once per reader; None
+        when nothing says. What the reader's read-ahead windows are cut from, and what a
+        server sizes its blocks in flight by."""
+        return self._memory_budget()
+
     def _memory_budget(self) -> int | None:
         """``memory_budget()``, asked once per reader (and again in a process it is
         unpickled in): the read-ahead decisions below are cut from it."""
@@ -476,10 +485,23 @@ class DatasetReader:
             # together (when there are enough such rows), else row by row.
             by_shape = kind is FieldKind.VARARRAY and len(pages) >= GROUPED_MIN_ROWS
             sparse: list[tuple[PageRows, Any]] = []
+            starts = shard.page_starts_list
             for page, members in _by_page(pages):
-                # A cold plain chunk is checked as its values arrive (_read_cold), else
-                # here, by the policy, before any of its bytes is used.
-                plain = shard.plain_var_page(page, field) if copied is not None else None
+                # A cold plain chunk is checked as its values arrive (_read_cold). A warm
+                # one with a CRC per value (format 1.3) of which the block wants only some
+                # rows: each of those values, here (the chunk's other pages stay unread).
+                # Else the chunk, here, by the policy, before any of its bytes is used.
+                by_value = (
+                    copied is None
+                    and kind is not FieldKind.VARARRAY
+                    and len(members) < starts[page + 1] - starts[page]
+                    and shard.has_value_crcs(page, col)
+                    and shard.needs_check(page, col)
+                )
+                plain = (
+                    shard.plain_var_page(page, field) if copied is not None or by_value else None
+                )
+                by_value = by_value and plain is not None
                 head, raw = plain if plain is not None else shard.var_page(page, field)
                 where = members if positions is None else positions[members]
                 base = shard.uncompressed_offset(page, col) if copied is not None else None
@@ -496,6 +518,8 @@ class DatasetReader:
                 offsets, start = head.offsets, head.data_start
                 for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
+                    if by_value:
+                        shard.check_value(page, col, slot, raw[a:b])  # raises if damaged
                     if kind is FieldKind.BYTES:
                         if copied is not None:
                             copied.append((pos, raw, a, b, base, page))

@@ -41,6 +41,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
@@ -108,15 +109,22 @@ def row_ranges(
         field = meta.schema.fields[col]
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
+        # Bytes and strings with a CRC per value (format 1.3): the reader checks the
+        # values it takes, so only they (and the head and table) are read, not the chunk.
+        by_value = (
+            (column["flags"] & FLAG_VALUE_CRCS) != 0
+            if field.kind in (FieldKind.BYTES, FieldKind.STRING)
+            else np.zeros(len(column), dtype=bool)
+        )
         if name in arriving:
             pass  # the caller reads these chunks' values and checks them as they arrive
         elif shard.verify == "always":
-            whole[:] = True
+            whole |= ~by_value
         elif shard.verify == "once":
-            unchecked = ~shard.verified_chunks(unique_pages, col)
+            unchecked = ~shard.verified_chunks(unique_pages, col) & ~by_value
             if unchecked.any() and verify_pool is not None:
                 verify_pool(shard, unique_pages[unchecked].tolist(), col)
-                unchecked = ~shard.verified_chunks(unique_pages, col)
+                unchecked &= ~shard.verified_chunks(unique_pages, col)
             whole |= unchecked
         if field.kind is FieldKind.FIXED:
             row_bytes = field.row_nbytes

@@ -185,6 +185,8 @@ class ShardFile:
         self._codecs: list[list[int]] = chunks["codec"].tolist()
         self._tables: list[list[int]] = (chunks["flags"] & FLAG_VALUE_CRCS).tolist()
         self._value_tables: dict[tuple[int, int], np.ndarray] = {}
+        # Under "once": which values of a chunk with a value table were checked one by one.
+        self._values_checked: dict[tuple[int, int], np.ndarray] = {}
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
         self._memory = self._bytes_view()
         self._file_bytes: np.ndarray | None = None
@@ -500,9 +502,24 @@ class ShardFile:
         """Check ``value``, the bytes of row ``slot`` of chunk (page, ``col``) as read,
         against its CRC-32C in the chunk's value table; raise
         :class:`~mrecord.errors.ChecksumError` naming the file, page, field and row when
-        they differ, or when the chunk's head and its table disagree."""
+        they differ, or when the chunk's head and its table disagree.
+
+        Under ``verify="once"`` a value checked before is not checked again, and once
+        every value of the chunk has been, the chunk counts as verified (a later epoch
+        reads it without checks, as one checked whole)."""
+        key = (page, col)
+        checked = self._values_checked.get(key) if self.verify == "once" else None
+        if checked is not None and checked[slot]:
+            return
         crcs = self._value_table(page, col)
         if crcs is not None and checksum(value) == int(crcs[slot]):
+            if self.verify == "once":
+                if checked is None:
+                    checked = self._values_checked.setdefault(key, np.zeros(len(crcs), bool))
+                checked[slot] = True
+                if checked.all():
+                    self._verified[page, col] = True
+                    self._values_checked.pop(key, None)
             return
         field = self.meta.schema.fields[col].name
         offset = self._offsets[page][col]

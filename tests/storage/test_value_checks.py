@@ -117,6 +117,21 @@ def test_small_values_get_no_table(tmp_path: Path) -> None:
         assert int(shard.meta.chunks[0, 0]["offset"]) == 64  # nothing before the chunk
 
 
+def test_values_of_1_kib_on_average_get_a_table(tmp_path: Path) -> None:
+    """The threshold is the average over the chunk (here all of it in the last value)."""
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"b": {"type": "bytes"}})
+        writer.write_raw_data([{"b": b""}, {"b": b"\x07" * 2048}])  # 1,024 on average
+    data = path.read_bytes()
+    with ShardFile(path) as shard:
+        assert shard.has_value_crcs(0, 0)
+        offset = int(shard.meta.chunks[0, 0]["offset"])
+    assert offset == 128  # 64 bytes of zeros and table (12 bytes) before it
+    table = np.frombuffer(data[offset - 12 : offset], dtype="<u4").tolist()
+    assert table[1:] == [crc32c.crc32c(b""), crc32c.crc32c(b"\x07" * 2048)]
+
+
 @pytest.fixture
 def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
@@ -225,8 +240,9 @@ def test_a_damaged_value_raises_naming_its_row_and_its_neighbours_are_served(
 
 
 def test_mrecord_verify_finds_a_damaged_value_table(tmp_path: Path) -> None:
-    """A table entry that disagrees with an intact value: readers that checked the chunk
-    whole serve the right bytes; ``mrecord verify`` names the row."""
+    """A table entry that disagrees with an intact value: ``mrecord verify`` names the
+    row; a reader of that row alone raises (the file is damaged, if not the value); one
+    that reads the whole chunk checks it whole and serves the right bytes."""
     path = tmp_path / "d.mrecord"
     _write(path)
     with ShardFile(path) as shard:
@@ -243,7 +259,10 @@ def test_mrecord_verify_finds_a_damaged_value_table(tmp_path: Path) -> None:
         "damaged page)"
     ]
     with DatasetReader.open(path, verify="always") as reader:
-        assert reader.read_rows([2], columns=["blob"]).columns["blob"] == [_blob(2)]
+        with pytest.raises(ChecksumError, match="page 0, field 'blob', row 2 "):
+            reader.read_rows([2], columns=["blob"])
+        got = reader.read_rows(list(range(n)), columns=["blob"]).columns["blob"]
+        assert list(got) == [_blob(i) for i in range(n)]
 
 
 def test_pages_assembled_from_other_files_keep_their_tables(tmp_path: Path) -> None:
@@ -303,3 +322,106 @@ def test_a_table_where_none_can_be_is_refused(tmp_path: Path, col: int, why: str
     doc["chunks"] = bytes(records)
     if why != "no room":
         ShardMetadata.decode(msgpack.packb(doc, use_bin_type=True), data_end)
+
+
+def _damage_value(path: Path, page: int, slot: int) -> int:
+    """Flip one bit of value ``slot`` of page ``page``'s blob chunk; its shard row."""
+    with ShardFile(path) as shard:
+        col = shard.field_index("blob")
+        head = shard.parse_head(page, col)
+        assert head is not None and shard.has_value_crcs(page, col)
+        at = int(shard.meta.chunks[page, col]["offset"]) + head.data_start + head.offsets[slot]
+        row = int(shard.page_starts[page]) + slot
+    data = bytearray(path.read_bytes())
+    data[at + 7] ^= 0x10
+    path.write_bytes(bytes(data))
+    clear_verified()
+    return row
+
+
+def test_a_warm_read_of_some_values_checks_just_those(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm (in memory): the rows taken from a chunk with a CRC per value are checked one
+    by one; a damaged one raises naming its row, the others are served, and once every
+    value of the chunk was checked (``once``) the chunk counts as verified."""
+    import mrecord.storage.readahead as readahead
+
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    bad = _damage_value(path, 0, 4)
+    with DatasetReader.open(path, verify="once") as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("blob")
+        n = int(shard.meta.page_rows[0])
+        for as_arrays in (False, True):
+            with pytest.raises(ChecksumError, match=f"page 0, field 'blob', row {bad} "):
+                reader.read_rows([2, bad], columns=["blob"], bytes_as_arrays=as_arrays)
+        good = [i for i in range(n) if i != bad]
+        for i in good:  # one at a time: each a partial read of the chunk
+            got = reader.read_rows([i], columns=["blob"]).columns["blob"]
+            assert list(got) == [_blob(i)]
+        assert not shard.verified_chunks(np.array([0]), col)[0]  # one value never passed
+    path2 = tmp_path / "e.mrecord"
+    _write(path2)
+    with DatasetReader.open(path2, verify="once") as reader:
+        shard = reader.shards[0]
+        for i in range(n):
+            assert list(reader.read_rows([i], columns=["blob"]).columns["blob"]) == [_blob(i)]
+            assert shard.verified_chunks(np.array([0]), col)[0] == (i == n - 1)
+
+
+def test_hints_for_some_values_read_those_values_not_their_chunk(tmp_path: Path) -> None:
+    """What read-ahead hints (``row_ranges``) for rows of a chunk with a CRC per value,
+    under ``once`` and ``always``: their values, the head and the table, not the chunk."""
+    from mrecord.storage.readahead import row_ranges
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    clear_verified()
+    for verify in ("once", "always"):
+        with ShardFile(path, verify=verify) as shard:
+            col = shard.field_index("blob")
+            offset, length, _ = shard.chunk_place(0, col)
+            head = shard.parse_head(0, col)
+            assert head is not None
+            slots = np.array([5, 0, 17])
+            ranges = row_ranges(shard, np.zeros(3, dtype=np.int64), slots, ["blob"])
+            spans = [
+                (offset + head.data_start + head.offsets[s], len(_blob(int(s))))
+                for s in slots.tolist()
+            ]
+            table, head_length = shard.head_range(0, col)
+            for start, size in [*spans, (table, head_length)]:
+                assert any(a <= start and start + size <= a + n for a, n in ranges), start
+            hinted = sum(n for _, n in ranges)
+            assert hinted <= sum(n for _, n in spans) + 4 * 4096 + 4 * 4096, (hinted, length)
+
+
+def test_a_table_may_start_right_after_the_header(tmp_path: Path) -> None:
+    """The boundary: a table of 4 (n + 1) bytes ending at the chunk may start at byte 64,
+    not one byte before; the refusal names the page and field."""
+    from mrecord.errors import MetadataError
+    from mrecord.format.metadata import ShardMetadata
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    doc = _file_metadata(path)
+    n = int(np.frombuffer(doc["page_rows"], dtype="<u4")[0])
+    data_end = path.stat().st_size - 32
+    for offset, ok in ((64 + 4 * (n + 1), True), (64 + 4 * (n + 1) - 1, False)):
+        records = bytearray(doc["chunks"])
+        records[32 : 32 + 8] = struct.pack("<Q", offset)  # page 0, field 1 ("blob")
+        doc2 = dict(doc, chunks=bytes(records))
+        packed = msgpack.packb(doc2, use_bin_type=True)
+        if ok:
+            meta = ShardMetadata.decode(packed, data_end)
+            assert int(meta.chunks[0, 1]["offset"]) == offset
+            continue
+        with pytest.raises(MetadataError) as caught:
+            ShardMetadata.decode(packed, data_end)
+        assert str(caught.value) == (
+            "page 0, field 'blob': a value table on a chunk that cannot have one "
+            "(fixed-width, compressed, or no room before it)"
+        )

@@ -81,12 +81,25 @@ class ServedDataset:
     _page: MindPage | None = None
     _layout: LayoutAnswer | None = None
     _categories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _row_bytes: dict[str, float] = field(default_factory=dict)
     _verify_state: dict[str, Any] = field(default_factory=lambda: {"state": "running"})
 
     @classmethod
     def open(cls, name: str, path: Path) -> ServedDataset:
         """Open the dataset at ``path`` (every shard, checksums checked once per page)."""
         return cls(name, path, DatasetReader.open(path, verify="once"))
+
+    def value_bytes_per_row(self, column: str) -> float:
+        """The average bytes of one row's value of ``column``, decompressed, from the
+        shards' page directories (nothing read): what a block of it will hold."""
+        cached = self._row_bytes.get(column)
+        if cached is None:
+            rows = max(1, self.reader.num_rows)
+            total = 0
+            for shard in self.reader.shards:
+                total += shard.meta.raw_bytes(shard.field_index(column), values_only=True)
+            cached = self._row_bytes[column] = total / rows
+        return cached
 
     def close(self) -> None:
         """Release the files."""
