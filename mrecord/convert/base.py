@@ -81,6 +81,13 @@ class Source(ABC):
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield every row once, in order, ``batch_rows`` at a time (the last may be short)."""
 
+    def iter_batches_for(self, shard_num: int, batch_rows: int) -> Iterator[Batch]:
+        """The batches to write into a dataset of ``shard_num`` shards (what the
+        converter reads when the source has no :meth:`plan`). By default
+        :meth:`iter_batches`; a source whose rows already sit in shards (mrecord) may
+        cut its batches so that the writer puts each row back into its own shard."""
+        return self.iter_batches(batch_rows)
+
     def plan(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> BatchPlan[Any, Any] | None:
         """The work of :meth:`iter_batches` cut into independent pieces that worker
         processes can run (see :mod:`mrecord.convert.parallel`), or None when this

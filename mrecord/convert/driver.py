@@ -253,7 +253,8 @@ def _batches(
         for b, batch in prefetch(run_plan(plan, workers=opts.worker_count, start=start)):
             yield b + 1, batch or {}
         return
-    for b, batch in enumerate(prefetch(source.iter_batches(opts.batch_rows))):
+    batches = source.iter_batches_for(opts.shard_num, opts.batch_rows)
+    for b, batch in enumerate(prefetch(batches)):
         if b >= start:  # a source without a plan is read again up to its checkpoint
             yield b + 1, batch
 

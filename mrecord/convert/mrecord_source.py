@@ -9,7 +9,9 @@ class names, images) and the index fields carry over, and so do the shard count 
 page size unless the write options say otherwise (:attr:`MrecordSource.write_defaults`).
 
 Rows are read a batch at a time with :meth:`DatasetReader.read_rows` (columns in,
-columns out: no row dicts). The reader checks what it reads (``verify="once"``): a
+columns out: no row dicts). When the shard count is kept, the batches are cut so that
+the writer puts every row back into its own shard at its own global id
+(:meth:`MrecordSource.iter_batches_for`). The reader checks what it reads (``verify="once"``): a
 damaged chunk raises its :class:`~mrecord.errors.ChecksumError`, naming the file, page
 and offset, and the conversion stops with nothing written at the destination; damaged
 bytes are never copied into a new dataset.
@@ -67,6 +69,19 @@ class MrecordSource(Source):
             ids = np.arange(start, min(start + batch_rows, n), dtype=np.int64)
             yield dict(self.reader.read_rows(ids).columns)
 
+    def iter_batches_for(self, shard_num: int, batch_rows: int) -> Iterator[Batch]:
+        """Batches that give each row its old shard and its old global id when the
+        dataset keeps its shard count (see :func:`_shard_runs`); otherwise
+        :meth:`iter_batches` (the writer then cuts each batch into one run per shard)."""
+        check_batch_rows(batch_rows)
+        counts = self.reader.file_row_counts
+        if shard_num == 1 or shard_num != len(counts) or not _writer_balanced(counts):
+            yield from self.iter_batches(batch_rows)
+            return
+        starts = self.reader.file_starts[:-1]
+        for ids in _shard_runs(counts, starts, max(1, batch_rows // shard_num)):
+            yield dict(self.reader.read_rows(ids).columns)
+
     def fingerprint(self) -> str:
         """A digest of every shard file and its ``.db`` (names, sizes, modification
         times): a resumed conversion must read the same dataset."""
@@ -99,6 +114,31 @@ class MrecordSource(Source):
     def close(self) -> None:
         """Unmap the shard files."""
         self.reader.close()
+
+
+def _writer_balanced(counts: Sequence[int]) -> bool:
+    """Whether shards of ``counts`` rows are what ``FileWriter`` writes for a new
+    dataset: balanced within one row, the larger shards first (each call's extra rows
+    go to the shards after the last call's, starting at shard 0; FORMAT.md, "Rows,
+    pages and shards"). The Ray sink may write others."""
+    return list(counts) == sorted(counts, reverse=True) and counts[0] - counts[-1] <= 1
+
+
+def _shard_runs(counts: Sequence[int], starts: np.ndarray, step: int) -> Iterator[np.ndarray]:
+    """Global ids of each ``write_raw_data`` call that puts shard ``j``'s rows, in
+    order, into shard ``j`` again: ``k`` runs of ``step`` rows (one from each shard, in
+    shard order: the writer cuts a call of ``k * step`` rows into exactly these runs),
+    then one row from each shard that has one more (a call of ``e < k`` rows goes to
+    shards ``0 .. e-1``, as every earlier call left the writer's next shard at 0)."""
+    low = min(counts)
+    for done in range(0, low, step):
+        size = min(step, low - done)
+        yield np.concatenate(
+            [np.arange(s + done, s + done + size, dtype=np.int64) for s in starts.tolist()]
+        )
+    extra = [int(starts[j]) + low for j, n in enumerate(counts) if n > low]
+    if extra:
+        yield np.asarray(extra, dtype=np.int64)
 
 
 def _is_list(src: PathArg) -> bool:

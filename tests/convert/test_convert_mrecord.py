@@ -218,6 +218,24 @@ def test_shards_and_page_size_change_the_layout_not_the_rows(tmp_path: Path) -> 
     _assert_rows_equal(_rows(tmp_path / "one"), want)
 
 
+@pytest.mark.parametrize(("rows", "shards", "batch_rows"), [(61, 3, 8), (40, 2, 5), (7, 4, 1)])
+def test_kept_shard_count_keeps_every_row_id(
+    tmp_path: Path, rows: int, shards: int, batch_rows: int
+) -> None:
+    """Each row goes back to its shard, at its global id, whatever the batch size: the
+    rewritten dataset's shards hold the source shards' rows (ids, MindPage answers and
+    saved positions stay valid)."""
+    src = _write_all_types(tmp_path / "old.mrecord", rows=rows, shards=shards)
+    # FileWriter splits each call across the shards: the source's global order is not
+    # the order its rows were written in.
+    before = _rows(src)
+    convert_mrecord(src, tmp_path / "new", batch_rows=batch_rows)
+    new = tmp_path / ("new0" if shards > 1 else "new")
+    assert [m.num_rows for m in _metas(new)] == [m.num_rows for m in _metas(src)]
+    assert [m.next_shard for m in _metas(new)] == [m.next_shard for m in _metas(src)]
+    _assert_rows_equal(_rows(new), before)
+
+
 def test_options_override_index_and_compression(tmp_path: Path) -> None:
     src = _write_all_types(tmp_path / "old.mrecord", rows=10, shards=1)
     convert_mrecord(src, tmp_path / "z", index_fields=[], compression="zstd")
@@ -338,3 +356,31 @@ def test_help_lists_the_kind_with_an_example() -> None:
         "mrecord convert mrecord old.mrecord new.mrecord  # rewrite with the current format "
         "(1.3: value checksums)"
     ) in result.output
+
+
+def test_interrupted_conversion_resumes_to_the_same_bytes(tmp_path: Path) -> None:
+    """Stopped after some checkpoints and run again with ``resume``: the clean run's bytes."""
+    src = _write_all_types(tmp_path / "old.mrecord", rows=60)
+    for name in ("clean", "resumed"):
+        (tmp_path / name).mkdir()
+    options = WriteOptions(shard_num=2, page_size=4096, batch_rows=5, checkpoint_bytes=1)
+    with MrecordSource(src) as source:
+        write_source(source, tmp_path / "clean" / "d", options, dataset_id="cd" * 16)
+    seen = []
+
+    def stop_at_35(rows: int) -> None:
+        seen.append(rows)
+        if sum(seen) >= 35:
+            raise KeyboardInterrupt
+
+    with MrecordSource(src) as source, pytest.raises(KeyboardInterrupt):
+        write_source(source, tmp_path / "resumed" / "d", options, progress=stop_at_35)
+    assert not list((tmp_path / "resumed").glob("d*[0-9]"))
+    resume = WriteOptions(**{**options.__dict__, "resume": True})
+    with MrecordSource(src) as source:
+        summary = write_source(source, tmp_path / "resumed" / "d", resume)
+    assert summary.resumed_at_row > 0
+    # The resumed dataset keeps the id of the run it continues; compare all but the id.
+    clean = _rows(tmp_path / "clean" / "d0")
+    _assert_rows_equal(_rows(tmp_path / "resumed" / "d0"), clean)
+    _assert_rows_equal(clean, [_row(i) for i in range(60)])
