@@ -25,7 +25,7 @@ KIND and SRC:
   csv          a CSV file with a header line
   npz, npy     an .npz / .npy file, or a folder of .npy files
   mindrecord   any shard file of a MindRecord dataset written by MindSpore
-  mrecord      any shard file of an mrecord dataset: rewritten by this mrecord
+  mrecord      any shard file of an mrecord dataset, rewritten in the current format
   parquet      a Parquet file, or a folder of them          (needs mrecord[arrow])
   arrow        an Arrow IPC file or stream, or a folder of them
   hf           a folder written by datasets' save_to_disk (never downloads)
@@ -43,8 +43,9 @@ Examples:
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
 mrecord keeps SRC's schema, description, index fields, shard count and page size
-unless options say otherwise; DST may not be SRC's dataset (write elsewhere, then
-rename), and a damaged SRC chunk stops the conversion (ChecksumError).
+unless options say otherwise; DST may not be SRC's dataset (to replace it, write the
+same name in another folder, then move the new files over the old), and a damaged SRC
+chunk stops the conversion (ChecksumError).
 Image checking, --resize and --reencode (imagefolder) and PNG encoding (cifar10
 --png) run in --workers threads or processes (default: one per core; 1 is serial);
 the dataset is the same, byte for byte, whatever the number of workers. Every --checkpoint of
