@@ -11,10 +11,10 @@ page size unless the write options say otherwise (:attr:`MrecordSource.write_def
 Rows are read a batch at a time with :meth:`DatasetReader.read_rows` (columns in,
 columns out: no row dicts). When the shard count is kept, the batches are cut so that
 the writer puts every row back into its own shard at its own global id
-(:meth:`MrecordSource.iter_batches_for`). The reader checks what it reads (``verify="once"``): a
-damaged chunk raises its :class:`~mrecord.errors.ChecksumError`, naming the file, page
-and offset, and the conversion stops with nothing written at the destination; damaged
-bytes are never copied into a new dataset.
+(:meth:`MrecordSource.iter_batches_for`). The reader checks what it reads
+(``verify="once"``): a damaged chunk raises its :class:`~mrecord.errors.ChecksumError`,
+naming the file, page and offset, and the conversion stops with nothing written at the
+destination; damaged bytes are never copied into a new dataset.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ __all__ = ["MrecordSource"]
 
 
 class MrecordSource(Source):
-    """Every row of an mrecord dataset (any shard file, or a list of shard files), in
-    global row order (see the module docstring)."""
+    """Every row of an mrecord dataset (any shard file, or a list of shard files): in
+    global row order, or cut so that each row keeps its shard (see the module
+    docstring)."""
 
     kind = "mrecord"
 
@@ -44,8 +45,8 @@ class MrecordSource(Source):
         self.reader = DatasetReader.open(src, check_index=check_index)
         try:
             first = self.reader.shards[0].meta
-            # The batch reads touch each chunk once, in file order: no read-ahead of a
-            # random order is planned, and the reader's default checks apply.
+            # The batches read each file's chunks once, in file order: no read-ahead of
+            # a random order is planned, and the reader's default checks apply.
             super().__init__(
                 name=str(self.reader.files[0] if _is_list(src) else src),
                 schema=self.reader.schema.to_dict(),
