@@ -336,7 +336,9 @@ class _Api:
     @_answers
     async def info(self, request: Request) -> Response:
         ds = self._dataset(request)
-        info = dict(await self._run(ds.info))
+        # ?verify=1 (the web page): also check every page, in the background
+        start_verify = request.query_params.get("verify") == "1"
+        info = dict(await self._run(ds.info, start_verify))
         info["limits"] = asdict(self.limits)
         client = request.client
         if self.local_socket and client is not None and is_loopback(client.host):
