@@ -785,3 +785,45 @@ def test_a_chunk_read_again_is_checked_as_its_policy_says(
         shard.var_page(1, field)
         other.var_page(1, field)
     assert checked == [(1, 1)] * checks
+
+
+def test_a_file_rewritten_in_place_with_its_old_mtime_is_checked_again(shard_path: Path) -> None:
+    """What a reader verified is kept per committed state: the same inode and mtime with
+    other metadata (here a chunk's CRC changed, as damage would look) is checked again."""
+    with ShardFile(shard_path) as shard:
+        shard.check_chunks(np.arange(shard.meta.num_pages), 1)
+        assert shard.all_verified(1)
+    before = shard_path.stat()
+    data = bytearray(shard_path.read_bytes())
+    trailer = Trailer.parse(bytes(data[-TRAILER_SIZE:]), len(data))
+    start, end = trailer.metadata_offset, trailer.metadata_offset + trailer.metadata_length
+    meta = ShardMetadata.decode(bytes(data[start:end]), start)
+    chunks = meta.chunks.copy()
+    chunks[2, 1]["crc32"] ^= 1
+    body = dataclasses.replace(meta, chunks=chunks).encode()
+    assert len(body) == trailer.metadata_length
+    tail = Trailer(start, len(body), checksum(body)).encode()
+    with open(shard_path, "r+b") as file:  # the same inode
+        file.write(bytes(data[:start]) + body + tail)
+    os.utime(shard_path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert shard_path.stat().st_ino == before.st_ino
+    assert shard_path.stat().st_mtime_ns == before.st_mtime_ns
+    with ShardFile(shard_path) as shard:
+        assert not shard.verified_chunks(np.arange(shard.meta.num_pages), 1).any()
+        with pytest.raises(ChecksumError, match="checksum mismatch in page 2, field 'blob'"):
+            shard.check_chunks(np.arange(shard.meta.num_pages), 1)
+
+
+def test_a_shard_with_a_damaged_header_is_corrupt_not_foreign(
+    shard_path: Path, tmp_path: Path
+) -> None:
+    """Its trailer still ends the file: a damaged mrecord shard, not some other format."""
+    data = bytearray(shard_path.read_bytes())
+    data[0] ^= 0xFF
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError) as info:
+        ShardFile(damaged)
+    assert type(info.value) is CorruptFileError
+    assert str(info.value).startswith(f"{str(damaged)!r}: ")
+    assert info.value.path == str(damaged)
