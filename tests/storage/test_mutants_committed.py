@@ -338,3 +338,48 @@ def test_a_tail_half_copied_is_finished_by_a_reader_not_by_a_lock_holder(
     for shard in shards:
         shard.close()
     assert journal_names_for(files[-1]) == []
+
+
+# -- journal_names_for: which journals may commit a file that cannot be read -------------------
+
+
+def test_the_journal_of_each_name_less_its_digits_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds1 = _stopped_create(monkeypatch, tmp_path, "ds1", 2, 30, "journal")  # ds10, ds11
+    assert journal_names_for(ds1[0]) == ["ds1"]
+    assert journal_names_for(tmp_path / "ds12") == []  # "ds1"'s journal does not name it
+    assert journal_names_for(tmp_path / "other") == []
+    # A damaged journal counts (recovering it says it is damaged): "ds" and "ds1" both may
+    # commit "ds10", nearest name first.
+    journal_path(tmp_path, "ds").write_bytes(b"\xc1")
+    assert journal_names_for(ds1[0]) == ["ds1", "ds"]
+    assert journal_names_for(tmp_path / "ds7") == ["ds"]
+    with pytest.raises(DatasetNotFoundError) as info:  # two candidates: no name guessed
+        dataset_name_of(tmp_path / "ds10")
+    assert str(info.value) == f"data file {str(ds1[0])!r} does not exist"
+
+
+def test_a_journal_that_is_gone_meanwhile_or_named_by_no_dataset_does_not_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal_path(tmp_path, "").write_bytes(b"\xc1")  # "" is no dataset's name
+    assert journal_names_for(tmp_path / "12") == []
+    journal_path(tmp_path, "ds").write_bytes(b"\xc1")
+
+    def gone(journal: Path) -> None:
+        raise FileNotFoundError(journal)
+
+    monkeypatch.setattr(commit_mod, "read_journal", gone)
+    assert journal_names_for(tmp_path / "ds3") == []
+
+
+def test_an_append_journal_names_the_shards_it_appends_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.reliability.test_recovery import _create as create_recovery
+
+    files = create_recovery(tmp_path, "ds", 3)
+    _stopped_append(monkeypatch, files, 40, 10, "journal")
+    assert [journal_names_for(f) for f in files] == [["ds"], ["ds"], ["ds"]]
+    assert [dataset_name_of(f) for f in files] == ["ds", "ds", "ds"]
