@@ -471,3 +471,48 @@ def test_a_damaged_file_is_named_as_damaged_even_beside_numbered_names(tmp_path:
     (tmp_path / "ds1").write_bytes(b"not a shard at all, though ds10 is one" * 4)
     with pytest.raises(CorruptFileError):
         dataset_name_of(tmp_path / "ds1")
+
+
+def _track_closes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[ShardFile], list[ShardFile]]:
+    """Every ShardFile opened, and every one closed, from now on."""
+    opened: list[ShardFile] = []
+    closed: list[ShardFile] = []
+    init, close = ShardFile.__init__, ShardFile.close
+
+    def tracked_init(self: ShardFile, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        opened.append(self)
+
+    def tracked_close(self: ShardFile) -> None:
+        closed.append(self)
+        close(self)
+
+    monkeypatch.setattr(ShardFile, "__init__", tracked_init)
+    monkeypatch.setattr(ShardFile, "close", tracked_close)
+    return opened, closed
+
+
+def test_every_shard_opened_for_a_refusal_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _create(tmp_path)
+    _rewrite_metadata(files[1], generation=2)
+    _patch_sleep(monkeypatch, lambda seconds: None)
+    opened, closed = _track_closes(monkeypatch)
+    with pytest.raises(ForeignShardError):
+        open_committed(files[0])
+    assert len(opened) == 4 * 3 and {id(s) for s in closed} == {id(s) for s in opened}
+    files[2].unlink()  # a sibling missing: the ones opened before it are closed
+    opened.clear()
+    closed.clear()
+    with pytest.raises(DatasetNotFoundError):
+        open_committed(files[0])
+    assert len(opened) == 2 and {id(s) for s in closed} == {id(s) for s in opened}
+    (tmp_path / "b").mkdir()
+    other = _create(tmp_path / "b")
+    db_path(other[2]).unlink()  # a check after the files were found consistent fails
+    opened.clear()
+    closed.clear()
+    with pytest.raises(MissingIndexError):
+        open_committed(other[0])
+    assert len(opened) == 3 and {id(s) for s in closed} == {id(s) for s in opened}
