@@ -33,7 +33,7 @@ from mrecord.storage.committed import (
     sibling_problems,
 )
 from mrecord.storage.naming import db_path, journal_path, shard_file_names
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, read_shard_metadata
 from tests.reliability.test_recovery import _stopped_append, _stopped_create
 from tests.reliability.test_verify_consistency import _rewrite_metadata
 
@@ -67,6 +67,9 @@ def _problems(paths: list[Path], expand: bool) -> list[tuple[type[Exception], st
 def _meta(path: Path) -> tuple[str, dict[str, Any]]:
     with ShardFile(path, verify="never") as shard:
         return shard.meta.dataset_id, shard.meta.schema.to_dict()
+
+
+_real_read_journal = commit_mod.read_journal
 
 
 def _patch_sleep(monkeypatch: pytest.MonkeyPatch, sleep: Callable[[float], object]) -> None:
@@ -268,7 +271,9 @@ def test_a_commit_that_never_settles_is_refused_after_a_hundred_looks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files = _create(tmp_path)
-    _rewrite_metadata(files[1], generation=2)
+    # Whatever a mismatched sibling says its dataset is called: the journal looked for is
+    # that of the dataset being opened.
+    _rewrite_metadata(files[1], generation=2, dataset_name="other")
     journal_path(tmp_path, "ds").write_bytes(b"")
     sleeps: list[float] = []
     _patch_sleep(monkeypatch, sleeps.append)
@@ -329,15 +334,22 @@ def test_a_tail_half_copied_is_finished_by_a_reader_not_by_a_lock_holder(
 
     files = create_recovery(tmp_path, "ds1", 2)
     _stopped_append(monkeypatch, files, 40, 60, "tail_part")
+    half = []
+    for path in files:
+        try:
+            read_shard_metadata(path)
+        except CorruptFileError:
+            half.append(path)
+    assert len(half) == 1  # stopped in its first tail
     with pytest.raises(CorruptFileError):
-        open_committed(files[-1], lock_held=True)
-    assert dataset_name_of(files[-1]) == "ds1"  # read from the journal naming it
-    assert journal_names_for(files[-1]) == ["ds1"]
-    shards = open_committed(files[-1])
+        open_committed(half[0], lock_held=True)
+    assert dataset_name_of(half[0]) == "ds1"  # read from the journal naming it
+    assert journal_names_for(half[0]) == ["ds1"]
+    shards = open_committed(half[0])  # finishes the append, then reads it
     assert sum(s.meta.num_rows for s in shards) == 100
     for shard in shards:
         shard.close()
-    assert journal_names_for(files[-1]) == []
+    assert journal_names_for(half[0]) == []
 
 
 # -- journal_names_for: which journals may commit a file that cannot be read -------------------
@@ -354,6 +366,7 @@ def test_the_journal_of_each_name_less_its_digits_is_asked(
     # commit "ds10", nearest name first.
     journal_path(tmp_path, "ds").write_bytes(b"\xc1")
     assert journal_names_for(ds1[0]) == ["ds1", "ds"]
+    journal_path(tmp_path, "d").write_bytes(b"\xc1")  # "ds7" less digits is never "d"
     assert journal_names_for(tmp_path / "ds7") == ["ds"]
     with pytest.raises(DatasetNotFoundError) as info:  # two candidates: no name guessed
         dataset_name_of(tmp_path / "ds10")
@@ -372,6 +385,18 @@ def test_a_journal_that_is_gone_meanwhile_or_named_by_no_dataset_does_not_count(
 
     monkeypatch.setattr(commit_mod, "read_journal", gone)
     assert journal_names_for(tmp_path / "ds3") == []
+    read = _real_read_journal
+    journal_path(tmp_path, "ds1").write_bytes(b"\xc1")
+
+    def ds1_gone(journal: Path) -> object:
+        if journal.name.startswith("ds1"):
+            raise FileNotFoundError(journal)
+        return read(journal)
+
+    monkeypatch.setattr(commit_mod, "read_journal", ds1_gone)
+    assert journal_names_for(tmp_path / "ds10") == ["ds"]  # looked on past the one gone
+    monkeypatch.setattr(commit_mod, "read_journal", read)
+    assert journal_names_for(tmp_path / "ds10") == ["ds1", "ds"]  # past a damaged one too
 
 
 def test_an_append_journal_names_the_shards_it_appends_to(
@@ -382,6 +407,7 @@ def test_an_append_journal_names_the_shards_it_appends_to(
     files = create_recovery(tmp_path, "ds", 3)
     _stopped_append(monkeypatch, files, 40, 10, "journal")
     assert [journal_names_for(f) for f in files] == [["ds"], ["ds"], ["ds"]]
+    assert journal_names_for(tmp_path / "ds5") == []  # a shard it does not append to
     assert [dataset_name_of(f) for f in files] == ["ds", "ds", "ds"]
 
 
