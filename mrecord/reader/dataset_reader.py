@@ -437,6 +437,15 @@ class DatasetReader:
         budget = self._memory_budget()
         return budget is not None and sum(shard.size for shard in self.shards) > budget
 
+    @property
+    def memory_budget(self) -> int | None:
+        """Bytes this process may still fill, as storage measures it
+        (``mrecord.storage.probe.memory_budget``: the memory group's limit less what is
+        charged to it, and the machine's available memory), asked once per reader; None
+        when nothing says. What the reader's read-ahead windows are cut from, and what a
+        server sizes its blocks in flight by."""
+        return self._memory_budget()
+
     def _memory_budget(self) -> int | None:
         """``memory_budget()``, asked once per reader (and again in a process it is
         unpickled in): the read-ahead decisions below are cut from it."""

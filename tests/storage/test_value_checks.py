@@ -375,7 +375,7 @@ def test_a_warm_read_of_some_values_checks_just_those(
 def test_hints_for_some_values_read_those_values_not_their_chunk(tmp_path: Path) -> None:
     """What read-ahead hints (``row_ranges``) for rows of a chunk with a CRC per value,
     under ``once`` and ``always``: their values, the head and the table, not the chunk."""
-    from mrecord.storage.readahead import row_ranges
+    from mrecord.storage.readahead import row_ranges, verify_chunks
 
     path = tmp_path / "d.mrecord"
     _write(path)
@@ -388,6 +388,11 @@ def test_hints_for_some_values_read_those_values_not_their_chunk(tmp_path: Path)
             assert head is not None
             slots = np.array([5, 0, 17])
             ranges = row_ranges(shard, np.zeros(3, dtype=np.int64), slots, ["blob"])
+            # the same when chunks not checked yet are first checked by a pool
+            pooled = row_ranges(
+                shard, np.zeros(3, dtype=np.int64), slots, ["blob"], verify_chunks
+            )
+            assert pooled == ranges
             spans = [
                 (offset + head.data_start + head.offsets[s], len(_blob(int(s))))
                 for s in slots.tolist()
@@ -425,3 +430,83 @@ def test_a_table_may_start_right_after_the_header(tmp_path: Path) -> None:
             "page 0, field 'blob': a value table on a chunk that cannot have one "
             "(fixed-width, compressed, or no room before it)"
         )
+
+
+def test_a_value_checked_in_one_chunk_says_nothing_of_another(tmp_path: Path) -> None:
+    """Under ``once`` the values checked one by one are remembered per chunk: row 3 of
+    page 0 checked does not let row 3 of page 1, damaged, through."""
+    import mrecord.storage.readahead as readahead
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    bad = _damage_value(path, 1, 3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
+        with DatasetReader.open(path, verify="once") as reader:
+            good = int(reader.shards[0].page_starts[0]) + 3
+            assert list(reader.read_rows([good], columns=["blob"]).columns["blob"]) == [
+                _blob(good)
+            ]
+            with pytest.raises(ChecksumError, match=f"row {bad} "):
+                reader.read_rows([bad], columns=["blob"])
+
+
+def test_verify_names_a_head_that_disagrees_with_its_table_and_the_last_entry(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        offset = int(shard.meta.chunks[0, 1]["offset"])
+        n = int(shard.meta.page_rows[0])
+        offset1 = int(shard.meta.chunks[1, 1]["offset"])
+        n1 = int(shard.meta.page_rows[1])
+        last = int(shard.page_starts[1]) + n1 - 1
+    data = bytearray(path.read_bytes())
+    data[offset - 4 * (n + 1)] ^= 0x01  # page 0: the head's CRC
+    data[offset1 - 4] ^= 0x01  # page 1: the last value's CRC (the table ends at the chunk)
+    path.write_bytes(bytes(data))
+    clear_verified()
+    report = verify_dataset(path)
+    assert [p for p in report.problems if "checksum" in p] == [
+        f"{str(path)!r}: checksum mismatch in page 0, field 'blob', the head at byte {offset} "
+        "disagrees with its value table; the file is damaged (`mrecord verify` lists every "
+        "damaged page)",
+        f"{str(path)!r}: checksum mismatch in page 1, field 'blob', row {last} "
+        f"({len(_blob(last))} bytes); the file is damaged (`mrecord verify` lists every "
+        "damaged page)",
+    ]
+    with ShardFile(path) as shard, pytest.raises(ChecksumError) as caught:
+        shard.check_value_table(1, shard.meta.schema.fields[1])
+    assert (caught.value.path, caught.value.page, caught.value.offset) == (str(path), 1, offset1)
+
+
+def test_assembled_pages_keep_the_table_of_their_first_chunk(tmp_path: Path) -> None:
+    """When a page's first chunk has a table, a run of pages copied elsewhere starts at
+    that table (else it would be left behind)."""
+    paths = [tmp_path / "a.mrecord", tmp_path / "b.mrecord"]
+    for path in paths:
+        with FileWriter(path) as writer:
+            writer.add_schema({"blob": {"type": "bytes"}, "id": {"type": "int64"}})
+            writer.set_page_size(200_000)
+            writer.write_raw_data([{"blob": _blob(i), "id": i} for i in range(30)])
+    target = tmp_path / "t.mrecord"
+    with ShardFile(paths[0]) as sa, ShardFile(paths[1]) as sb:
+        assert sa.has_value_crcs(1, 0) and int(sa.meta.chunks[1, 0]["offset"]) == min(
+            int(sa.meta.chunks[1, 0]["offset"]), int(sa.meta.chunks[1, 1]["offset"])
+        )
+        expected = [int(i) for i in range(int(sa.page_starts[1]), int(sa.page_starts[3]))]
+        expected += [int(i) for i in range(int(sb.page_starts[0]), int(sb.page_starts[2]))]
+        runs = [PageRun(paths[0], sa.meta, 1, 3), PageRun(paths[1], sb.meta, 0, 2)]
+        assemble_shard(target, runs, sa.meta)
+    with ShardFile(target, verify="always") as shard:
+        blob = shard.meta.schema.fields[0]
+        got = []
+        for page in range(shard.meta.num_pages):
+            shard.check_value_table(page, blob)
+            head, raw = shard.var_page(page, blob)
+            got += [
+                bytes(raw[head.data_start + x : head.data_start + y])
+                for x, y in zip(head.offsets, head.offsets[1:], strict=False)
+            ]
+    assert got == [_blob(i) for i in expected]
