@@ -459,9 +459,10 @@ def test_index_connections_are_read_only(shard: Path) -> None:
                 conn.execute("DELETE FROM rows")
         finally:
             conn.close()
-    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
-        connect_foreign_db(shard.parent / "absent.db", ("rows",))
-    assert not (shard.parent / "absent.db").exists()
+    for immutable in (False, True):  # nor does it create a missing file
+        with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+            connect_foreign_db(shard.parent / "absent.db", ("rows",), immutable=immutable)
+        assert not (shard.parent / "absent.db").exists()
 
 
 def test_a_value_over_the_limit_is_refused(shard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -570,3 +571,36 @@ def test_a_query_takes_its_parameters_and_a_failed_one_names_the_index(shard: Pa
         f"index of {str(shard)!r} cannot be queried (no such column: no_column); {_hint(shard)}"
     )
     assert info.value.path == str(db_path(shard))
+
+
+def test_the_importer_reads_a_foreign_db_as_it_is_on_disk(hot_journal: Path) -> None:
+    """``immutable=True`` (MindSpore's ``.db`` files, which the importer only reads): no lock
+    taken and no journal rolled back, so the file is read, and neither file changes."""
+    journal = Path(f"{hot_journal}-journal")
+    before = (hot_journal.read_bytes(), journal.read_bytes())
+    conn = connect_foreign_db(hot_journal, ("rows", "metadata"), immutable=True)
+    try:
+        assert conn.execute("SELECT count(*) FROM rows").fetchone() == (6,)
+    finally:
+        conn.close()
+    assert (hot_journal.read_bytes(), journal.read_bytes()) == before
+
+
+def test_an_index_whose_schema_is_not_utf8_is_refused_naming_it(shard: Path) -> None:
+    """SQLite quotes the damaged bytes in its message, which Python cannot decode."""
+    db = db_path(shard)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA writable_schema=ON")
+        damaged = b"CREATE TABLE rows (row_id, '\xff"
+        conn.execute(
+            "UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'rows'", (damaged,)
+        )
+    finally:
+        conn.close()
+    with pytest.raises(CorruptFileError) as info:
+        open_index_db(shard)
+    assert str(info.value) == (
+        f"index {str(db)!r} cannot be opened (its schema is damaged (bytes that are not UTF-8: "
+        f"invalid start byte)); {_hint(shard)}"
+    )
