@@ -26,7 +26,7 @@ from mrecord.format.layout import HEADER_SIZE, Trailer, encode_header
 from mrecord.format.metadata import ShardMetadata
 from mrecord.storage import shard_output
 from mrecord.storage.index_db import write_index_db
-from mrecord.storage.naming import db_path
+from mrecord.storage.naming import db_path, partial_path
 from mrecord.storage.shard import read_shard_metadata
 from mrecord.storage.shard_output import PageRun, ShardOutput, assemble_shard, write_tail
 
@@ -381,16 +381,19 @@ def test_a_shard_assembled_from_runs_of_pages_holds_their_rows_in_order(
     assert meta_a.num_pages >= 4 and meta_b.num_pages >= 3
     template = read_shard_metadata(t)
     runs = [PageRun(a, meta_a, 1, 3), PageRun(b, meta_b, 0, 2), PageRun(a, meta_a, 3, 4)]
-    final = assemble_shard(t, runs, template)
+    final = assemble_shard(partial_path(t), runs, template)  # (what the Ray sink publishes)
+    os.replace(partial_path(t), t)
     want = _ids(meta_a, 0, 1, 3) + _ids(meta_b, 1000, 0, 2) + _ids(meta_a, 0, 3, 4)
     assert final.num_rows == len(want)
     assert final.page_rows.tolist() == (
         meta_a.page_rows[1:3].tolist() + meta_b.page_rows[0:2].tolist() + [meta_a.page_rows[3]]
     )
     assert (final.dataset_id, final.shard_names) == (template.dataset_id, template.shard_names)
-    on_disk = read_shard_metadata(t)
+    on_disk = read_shard_metadata(t)  # what it returns is what a reader gets
     assert on_disk.page_rows.tolist() == final.page_rows.tolist()
+    assert on_disk.page_rows.dtype == final.page_rows.dtype
     assert on_disk.chunks.tolist() == final.chunks.tolist()
+    assert on_disk.chunks.dtype == final.chunks.dtype
     assert all(int(o) % 64 == 0 for o in final.chunks["offset"].reshape(-1))
     data = t.read_bytes()
     assert data[:HEADER_SIZE] == encode_header()
@@ -442,6 +445,11 @@ def test_a_shard_assembled_from_no_pages_is_header_metadata_and_trailer(
     final = assemble_shard(t, [], template)
     assert (final.num_rows, final.num_pages) == (0, 0)
     assert final.chunks.shape == (0, len(template.schema.fields))
+    on_disk = read_shard_metadata(t)
+    assert (on_disk.page_rows.dtype, on_disk.chunks.dtype) == (
+        final.page_rows.dtype,
+        final.chunks.dtype,
+    )
     assert t.read_bytes() == encode_header() + _tail(final, HEADER_SIZE)
     assert _publish(t, final) == []
 
@@ -459,3 +467,60 @@ def test_an_empty_part_is_renamed_with_its_tail_after_the_header(
     final = assemble_shard(t, [PageRun(empty, meta_empty, 0, 0)], template)
     assert t.read_bytes() == encode_header() + _tail(final, HEADER_SIZE)
     assert _publish(t, final) == []
+
+
+@pytest.mark.parametrize("whole", ["first pages", "last pages"])
+def test_one_run_of_part_of_a_file_is_copied_not_renamed(
+    parts: tuple[Path, Path, Path], whole: str
+) -> None:
+    """Only a run of a whole file may take the file itself."""
+    a, _, t = parts
+    meta_a = read_shard_metadata(a)
+    start, stop = (0, 2) if whole == "first pages" else (2, meta_a.num_pages)
+    before = a.read_bytes()
+    final = assemble_shard(t, [PageRun(a, meta_a, start, stop)], read_shard_metadata(t))
+    assert a.read_bytes() == before
+    assert final.page_rows.tolist() == meta_a.page_rows[start:stop].tolist()
+    assert _publish(t, final) == _ids(meta_a, 0, start, stop)
+
+
+def test_runs_longer_than_a_copy_step_are_copied_in_steps(
+    parts: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shard_output, "_COPY_STEP", 100)
+    a, b, t = parts
+    meta_a, meta_b = read_shard_metadata(a), read_shard_metadata(b)
+    runs = [PageRun(a, meta_a, 0, 2), PageRun(b, meta_b, 1, 3)]
+    final = assemble_shard(t, runs, read_shard_metadata(t))
+    assert _publish(t, final) == _ids(meta_a, 0, 0, 2) + _ids(meta_b, 1000, 1, 3)
+
+
+def test_a_source_that_fails_to_close_after_its_copy_is_no_failure(
+    parts: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pages were copied: a failing ``close`` of the read-only source changes nothing."""
+    a, b, t = parts
+    meta_a, meta_b = read_shard_metadata(a), read_shard_metadata(b)
+    failed: list[int] = []
+
+    def close(fd: int) -> None:
+        os.close(fd)
+        if not failed:  # the first run's source, closed after its copy
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(shard_output, "os", _OsProxy(close=close))
+    runs = [PageRun(a, meta_a, 0, 1), PageRun(b, meta_b, 0, 1)]
+    final = assemble_shard(t, runs, read_shard_metadata(t))
+    monkeypatch.undo()
+    assert len(failed) == 1
+    assert _publish(t, final) == _ids(meta_a, 0, 0, 1) + _ids(meta_b, 1000, 0, 1)
+
+
+def test_abort_after_a_failed_adopt_raises_nothing(tmp_path: Path) -> None:
+    partial = tmp_path / "p"
+    out = ShardOutput(partial)
+    with pytest.raises(FileNotFoundError):
+        out.adopt(tmp_path / "no_checkpoint", 64)
+    out.abort()
+    assert not partial.exists()
