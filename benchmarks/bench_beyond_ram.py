@@ -378,18 +378,28 @@ def _write(python: str, side: str, workload: str, rows: int, path: Path) -> str 
     )
     if proc.returncode != 0:
         return proc.stderr.strip()[-300:]
-    _done_mark(path).write_text("written\n")
+    _done_mark(path).write_text(_mark_text(side))
     return None
+
+
+def _mark_text(side: str) -> str:
+    """What a finished write leaves in its mark: mrecord's says the format version, so
+    data of an older version (without value tables, say) is written again. (Imported
+    here: MindSpore's child process runs this module without mrecord's dependencies.)"""
+    from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR
+
+    return f"written {FORMAT_MAJOR}.{FORMAT_MINOR}\n" if side == "mrecord" else "written\n"
 
 
 def _done_mark(path: Path) -> Path:
     return path.with_name(path.name + ".written")
 
 
-def _written(path: Path) -> bool:
-    """Whether ``path`` was written whole by an earlier run (a write cut short, by a
-    kill or a full disk, leaves no mark and is written again)."""
-    return path.exists() and _done_mark(path).exists()
+def _written(path: Path, side: str) -> bool:
+    """Whether ``path`` was written whole by an earlier run of this version (a write cut
+    short, by a kill or a full disk, leaves no mark and is written again)."""
+    mark = _done_mark(path)
+    return path.exists() and mark.exists() and mark.read_text() == _mark_text(side)
 
 
 def _mindspore_python(option: str | None) -> tuple[str | None, str]:
@@ -562,13 +572,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = (_QUICK_ROWS if args.quick else _FULL_ROWS)[workload]
         ours = args.dir / f"{workload}{rows}.mrecord"
         theirs = args.dir / f"{workload}{rows}.mindrecord"
-        if not _written(ours):
+        if not _written(ours, "mrecord"):
             print(f"writing {rows:,} {workload} rows with mrecord ...", flush=True)
             failed = _write(sys.executable, "mrecord", workload, rows, ours)
             if failed:
                 raise SystemExit(f"mrecord's writer failed: {failed}")
         side_python = ms_python
-        if side_python is not None and not _written(theirs):
+        if side_python is not None and not _written(theirs, "mindspore"):
             print(f"writing {rows:,} {workload} rows with MindSpore (minutes) ...", flush=True)
             failed = _write(side_python, "mindspore", workload, rows, theirs)
             if failed:

@@ -12,7 +12,7 @@ from mrecord.cli._options import SizeParam, emit_json, progress_bar, progress_op
 
 __all__ = ["convert"]
 
-_KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord"]
+_KINDS = ["cifar10", "mnist", "imagefolder", "csv", "npz", "npy", "mindrecord", "mrecord"]
 _KINDS += ["parquet", "arrow", "hf"]
 
 _HELP = """Convert SRC (of source KIND) into the mrecord dataset DST.
@@ -25,6 +25,7 @@ KIND and SRC:
   csv          a CSV file with a header line
   npz, npy     an .npz / .npy file, or a folder of .npy files
   mindrecord   any shard file of a MindRecord dataset written by MindSpore
+  mrecord      any shard file of an mrecord dataset, rewritten in the current format
   parquet      a Parquet file, or a folder of them          (needs mrecord[arrow])
   arrow        an Arrow IPC file or stream, or a folder of them
   hf           a folder written by datasets' save_to_disk (never downloads)
@@ -36,10 +37,15 @@ Examples:
   mrecord convert imagefolder photos/ photos.mrecord --resize 224x224 --reencode jpeg
   mrecord convert csv table.csv table.mrecord --schema '{"id": "int64", "name": "string"}'
   mrecord convert mindrecord train.mindrecord0 train.mrecord --json
+  mrecord convert mrecord old.mrecord new.mrecord  # rewrite with the current format (1.3: value checksums)
   mrecord convert parquet table.parquet table.mrecord --shards 4
   mrecord convert hf saved_dataset/ train.mrecord --split train
 
 The output is written atomically: if the conversion fails, nothing is left at DST.
+mrecord keeps SRC's schema, description, index fields, shard count and page size
+unless options say otherwise; DST may not be SRC's dataset (to replace it, write the
+same name in another folder, then move the new files over the old), and a damaged SRC
+chunk stops the conversion (ChecksumError).
 Image checking, --resize and --reencode (imagefolder) and PNG encoding (cifar10
 --png) run in --workers threads or processes (default: one per core; 1 is serial);
 the dataset is the same, byte for byte, whatever the number of workers. Every --checkpoint of
@@ -47,7 +53,7 @@ pages is made durable in DST.mrecord-resume: a conversion killed on the way and 
 again with --resume goes on from there and ends with the dataset an uninterrupted
 run writes.
 Exit codes: 0 ok, 2 usage error, 3 bad input file, 4 other failure.
-"""
+"""  # noqa: E501 (an example's comment, kept on its line)
 
 _ONLY_FOR = {
     "split": ("cifar10", "mnist", "hf"),
@@ -58,7 +64,7 @@ _ONLY_FOR = {
     "reencode": ("imagefolder",),
     "skip_bad_images": ("imagefolder",),
     "check_images": ("imagefolder",),
-    "no_check_index": ("mindrecord",),
+    "no_check_index": ("mindrecord", "mrecord"),
 }
 
 
@@ -130,7 +136,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
             "on_error": "skip" if given["skip_bad_images"] else "raise",
             "check": given["check_images"] or "structure",
         }
-    if kind == "mindrecord":
+    if kind in ("mindrecord", "mrecord"):
         return {"check_index": not given["no_check_index"]}
     if kind == "hf":
         return {"split": given["split"]}
@@ -146,10 +152,14 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "shard_num",
     type=click.IntRange(1, 1000),
     default=None,
-    help="Number of shard files (default 1; with --engine ray, one per 256 MiB of data).",
+    help="Number of shard files (default 1, mrecord: SRC's; with --engine ray, one per "
+    "256 MiB of data).",
 )
 @click.option(
-    "--page-size", type=SizeParam(), default=None, help="Target page size (e.g. 1M, 64K)."
+    "--page-size",
+    type=SizeParam(),
+    default=None,
+    help="Target page size (e.g. 1M, 64K; mrecord: default SRC's).",
 )
 @click.option(
     "--compression", type=click.Choice(["zstd"]), default=None, help="Compress with zstd."
@@ -206,7 +216,9 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "~8x the CPU), or not at all (none).",
 )
 @click.option(
-    "--no-check-index", is_flag=True, help="mindrecord: do not compare the .db files with the data."
+    "--no-check-index",
+    is_flag=True,
+    help="mindrecord, mrecord: do not compare the .db files with the data.",
 )
 @click.option(
     "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
@@ -269,6 +281,7 @@ def convert(
     import os
 
     from mrecord.convert import SOURCES, WriteOptions, write_source
+    from mrecord.convert.api import with_source_defaults
     from mrecord.errors import DatasetExistsError
 
     if no_index and index_fields:
@@ -297,6 +310,8 @@ def convert(
                 SOURCES[kind](src, **source_options) as source,
                 progress_bar(source.num_rows, kind, quiet, force=progress) as bar,
             ):
+                given = {"shard_num": shard_num, "page_size": page_size}
+                options = with_source_defaults(options, source, given=given)
                 summary = write_source(source, dst, options, progress=bar.update)
     except DatasetExistsError as exc:
         raise CommandError(f"{exc} (mrecord convert: use --overwrite)", EXIT_USAGE) from None

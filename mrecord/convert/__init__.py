@@ -1,5 +1,6 @@
 """Conversion library: CIFAR-10, MNIST, image folders, CSV, NumPy, MindRecord, Parquet,
-Arrow and Hugging Face datasets → mrecord.
+Arrow and Hugging Face datasets → mrecord, and mrecord datasets rewritten by the current
+writer (``convert_mrecord``).
 
 ``tools/`` and ``mrecord convert`` are thin layers over these functions::
 
@@ -22,6 +23,7 @@ from mrecord.convert.api import (
     convert_imagefolder,
     convert_mindrecord,
     convert_mnist,
+    convert_mrecord,
     convert_npz,
     convert_parquet,
 )
@@ -34,6 +36,7 @@ from mrecord.convert.imagefolder import ImageFolderSource
 from mrecord.convert.mindrecord import MindRecordDataset
 from mrecord.convert.mindrecord_source import MindRecordSource
 from mrecord.convert.mnist import MnistSource
+from mrecord.convert.mrecord_source import MrecordSource
 from mrecord.convert.npz import NpzSource
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "MindRecordDataset",
     "MindRecordSource",
     "MnistSource",
+    "MrecordSource",
     "NpzSource",
     "ParquetSource",
     "Source",
@@ -59,6 +63,7 @@ __all__ = [
     "convert_imagefolder",
     "convert_mindrecord",
     "convert_mnist",
+    "convert_mrecord",
     "convert_npz",
     "convert_parquet",
     "infer_csv_schema",

@@ -12,6 +12,7 @@ the fields of :class:`WriteOptions`, passed as keywords::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from mrecord.convert.driver import ConversionSummary, ProgressCallback, WriteOpt
 from mrecord.convert.imagefolder import ImageFolderSource
 from mrecord.convert.mindrecord_source import MindRecordSource
 from mrecord.convert.mnist import MnistSource
+from mrecord.convert.mrecord_source import MrecordSource
 from mrecord.convert.npz import NpzSource
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "convert_imagefolder",
     "convert_mindrecord",
     "convert_mnist",
+    "convert_mrecord",
     "convert_npz",
     "convert_parquet",
 ]
@@ -50,6 +53,7 @@ SOURCES: dict[str, Callable[..., Source]] = {
     "npz": NpzSource,
     "npy": NpzSource,
     "mindrecord": MindRecordSource,
+    "mrecord": MrecordSource,
     "parquet": ParquetSource,
     "arrow": ArrowSource,
     "hf": HfSource,
@@ -59,21 +63,35 @@ SOURCES: dict[str, Callable[..., Source]] = {
 
 def convert(
     kind: str,
-    src: PathLike,
+    src: PathLike | Sequence[PathLike],
     dst: PathLike,
     *,
     source_options: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
     **write_options: Any,
 ) -> ConversionSummary:
-    """Convert ``src`` of ``kind`` (a key of :data:`SOURCES`) to the dataset ``dst``."""
+    """Convert ``src`` of ``kind`` (a key of :data:`SOURCES`) to the dataset ``dst``.
+
+    A write option not given (or None) takes the source's suggestion where it has one
+    (:attr:`Source.write_defaults <mrecord.convert.base.Source>`: an mrecord source keeps
+    its shard count and page size), else the :class:`WriteOptions` default."""
     from mrecord.errors import ArgumentError
 
     if kind not in SOURCES:
         raise ArgumentError(f"unknown source kind {kind!r}; choose one of {sorted(SOURCES)}")
     options = WriteOptions(**write_options)
     with SOURCES[kind](src, **dict(source_options or {})) as source:
+        options = with_source_defaults(options, source, given=write_options)
         return write_source(source, dst, options, progress=progress)
+
+
+def with_source_defaults(
+    options: WriteOptions, source: Source, *, given: Mapping[str, Any]
+) -> WriteOptions:
+    """``options`` with each of the source's ``write_defaults`` filled in where ``given``
+    (the options the caller named) has no value for it."""
+    fill = {k: v for k, v in source.write_defaults.items() if given.get(k) is None}
+    return dataclasses.replace(options, **fill) if fill else options
 
 
 def convert_cifar10(
@@ -183,6 +201,30 @@ def convert_mindrecord(
     """A MindRecord dataset written by MindSpore (any shard file) → the same rows in mrecord."""
     return convert(
         "mindrecord",
+        src,
+        dst,
+        source_options={"check_index": check_index},
+        progress=progress,
+        **write_options,
+    )
+
+
+def convert_mrecord(
+    src: PathLike | Sequence[PathLike],
+    dst: PathLike,
+    *,
+    check_index: bool = True,
+    progress: ProgressCallback | None = None,
+    **write_options: Any,
+) -> ConversionSummary:
+    """An mrecord dataset (any shard file, or a list of shard files) → the same rows,
+    schema, description and index fields, written by this mrecord (the current format
+    version). The shard count and page size are kept unless ``shard_num`` /
+    ``page_size`` are given. ``dst`` must not be ``src``'s dataset (ArgumentError): write
+    elsewhere, then rename. A damaged source chunk stops the conversion with the
+    reader's ChecksumError, and nothing is left at ``dst``."""
+    return convert(
+        "mrecord",
         src,
         dst,
         source_options={"check_index": check_index},

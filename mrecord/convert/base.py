@@ -53,7 +53,9 @@ class Source(ABC):
     ``desc`` (the dataset description, often JSON), ``index_fields`` (suggested
     ``add_index`` fields), ``num_rows`` (``None`` when unknown up front) and
     ``problems`` (human-readable notes about input that was skipped, filled while
-    iterating; never silently empty when something was left out).
+    iterating; never silently empty when something was left out) and
+    ``write_defaults`` (write options the source suggests, used where the caller gives
+    none: an mrecord source keeps its ``shard_num`` and ``page_size``; empty by default).
     """
 
     kind: ClassVar[str] = ""
@@ -73,16 +75,30 @@ class Source(ABC):
         self.num_rows = num_rows
         self.index_fields = list(index_fields)
         self.problems: list[str] = []
+        self.write_defaults: dict[str, Any] = {}
 
     @abstractmethod
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield every row once, in order, ``batch_rows`` at a time (the last may be short)."""
+
+    def iter_batches_for(self, shard_num: int, batch_rows: int) -> Iterator[Batch]:
+        """The batches to write into a dataset of ``shard_num`` shards (what the
+        converter reads when the source has no :meth:`plan`). By default
+        :meth:`iter_batches`; a source whose rows already sit in shards (mrecord) may
+        cut its batches so that the writer puts each row back into its own shard."""
+        return self.iter_batches(batch_rows)
 
     def plan(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> BatchPlan[Any, Any] | None:
         """The work of :meth:`iter_batches` cut into independent pieces that worker
         processes can run (see :mod:`mrecord.convert.parallel`), or None when this
         source reads its rows one after another (the default). The plan's batches
         must be exactly the ones :meth:`iter_batches` yields."""
+        return None
+
+    def check_destination(self, dst: str | os.PathLike[str], files: Sequence[Path]) -> None:
+        """Raise a typed error when writing the dataset ``dst`` (data files ``files``)
+        would harm this source, before anything is written (default: nothing to check;
+        an mrecord source refuses its own dataset)."""
         return None
 
     def fingerprint(self) -> str:

@@ -159,6 +159,7 @@ def write_source(
 
     opts = options or WriteOptions()
     opts.check(source.schema)
+    source.check_destination(dst, output_files(dst, opts.shard_num))
     index = list(source.index_fields if opts.index_fields is None else opts.index_fields)
     key = _resume_key(source, opts, index)
     started = time.perf_counter()
@@ -252,7 +253,8 @@ def _batches(
         for b, batch in prefetch(run_plan(plan, workers=opts.worker_count, start=start)):
             yield b + 1, batch or {}
         return
-    for b, batch in enumerate(prefetch(source.iter_batches(opts.batch_rows))):
+    batches = source.iter_batches_for(opts.shard_num, opts.batch_rows)
+    for b, batch in enumerate(prefetch(batches)):
         if b >= start:  # a source without a plan is read again up to its checkpoint
             yield b + 1, batch
 

@@ -22,7 +22,10 @@ Keys (all required)::
 A CHUNK_DTYPE record is 32 bytes::
 
     [offset: u64] [stored length: u64] [raw length: u64] [crc32c of stored bytes: u32]
-    [codec: u8 (0 none, 1 zstd)] [zeros: 3]
+    [codec: u8 (0 none, 1 zstd)] [flags: u8] [zeros: 2]
+
+Flags (format 1.3; zero before): bit 0, a table of value checksums precedes the chunk
+(``mrecord.format.value_crcs``); only plain variable-size chunks may set it.
 
 MessagePack is read with explicit size limits; pickle is never used.
 """
@@ -40,6 +43,7 @@ import numpy as np
 from mrecord.errors import MetadataError
 from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
 from mrecord.format.schema import FieldKind, StoredSchema, parse_schema
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 
 __all__ = ["CHUNK_DTYPE", "MetadataError", "ShardMetadata", "check_basename"]
 
@@ -50,7 +54,8 @@ CHUNK_DTYPE = np.dtype(
         ("raw_length", "<u8"),
         ("crc32", "<u4"),
         ("codec", "u1"),
-        ("pad", "V3"),
+        ("flags", "u1"),
+        ("pad", "V2"),
     ]
 )
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -206,6 +211,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     page_size = _get(doc, "page_size", int)
     page_rows, chunks = _directory(doc, len(schema.fields), num_rows, data_end)
     _check_fixed_sizes(schema, page_rows, chunks)
+    _check_flags(schema, page_rows, chunks)
     if num_rows < 0 or generation < 0 or not 0 <= next_shard < len(shard_names) or page_size <= 0:
         raise MetadataError("metadata has a negative or out-of-range count")
     return ShardMetadata(
@@ -278,6 +284,29 @@ def _check_fixed_sizes(schema: StoredSchema, page_rows: np.ndarray, chunks: np.n
                 f"page {page}, field {f.name!r}: raw length {int(chunks[page, col]['raw_length'])} "
                 f"is not {int(page_rows[page])} rows of {per_row} bytes"
             )
+
+
+def _check_flags(schema: StoredSchema, page_rows: np.ndarray, chunks: np.ndarray) -> None:
+    """A value table (format 1.3) belongs to a plain variable-size chunk and lies after
+    the header, before the chunk. Other flag bits are ignored (a later minor version may
+    only use them for what a reader can do without, as 1.2 readers ignore this one)."""
+    if not chunks.size:
+        return
+    flags = chunks["flags"]
+    tables = (flags & FLAG_VALUE_CRCS) != 0
+    if not tables.any():
+        return
+    fixed = np.array([f.kind is FieldKind.FIXED for f in schema.fields])
+    table_start = chunks["offset"].astype(np.int64) - 4 * (
+        page_rows.astype(np.int64)[:, None] + 1
+    )
+    bad = tables & (fixed[None, :] | (chunks["codec"] != 0) | (table_start < HEADER_SIZE))
+    if bad.any():
+        page, col = (int(i) for i in np.argwhere(bad)[0])
+        raise MetadataError(
+            f"page {page}, field {schema.fields[col].name!r}: a value table on a chunk "
+            "that cannot have one (fixed-width, compressed, or no room before it)"
+        )
 
 
 def _directory(

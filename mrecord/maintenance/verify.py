@@ -150,6 +150,7 @@ def _check_pages(
                     shard.fixed_page(page, fld)
                 else:
                     shard.var_page(page, fld)
+                    shard.check_value_table(page, fld)
             except MrecordError as exc:
                 report.problems.append(str(exc))
         report.pages_checked += 1

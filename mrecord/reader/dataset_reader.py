@@ -437,6 +437,15 @@ class DatasetReader:
         budget = self._memory_budget()
         return budget is not None and sum(shard.size for shard in self.shards) > budget
 
+    @property
+    def memory_budget(self) -> int | None:
+        """Bytes this process may still fill, as storage measures it
+        (``mrecord.storage.probe.memory_budget``: the memory group's limit less what is
+        charged to it, and the machine's available memory), asked once per reader; None
+        when nothing says. What the reader's read-ahead windows are cut from, and what a
+        server sizes its blocks in flight by."""
+        return self._memory_budget()
+
     def _memory_budget(self) -> int | None:
         """``memory_budget()``, asked once per reader (and again in a process it is
         unpickled in): the read-ahead decisions below are cut from it."""
@@ -476,10 +485,23 @@ class DatasetReader:
             # together (when there are enough such rows), else row by row.
             by_shape = kind is FieldKind.VARARRAY and len(pages) >= GROUPED_MIN_ROWS
             sparse: list[tuple[PageRows, Any]] = []
+            starts = shard.page_starts_list
             for page, members in _by_page(pages):
-                # A cold plain chunk is checked as its values arrive (_read_cold), else
-                # here, by the policy, before any of its bytes is used.
-                plain = shard.plain_var_page(page, field) if copied is not None else None
+                # A cold plain chunk is checked as its values arrive (_read_cold). A warm
+                # one with a CRC per value (format 1.3) of which the block wants only some
+                # rows: each of those values, here (the chunk's other pages stay unread).
+                # Else the chunk, here, by the policy, before any of its bytes is used.
+                by_value = (
+                    copied is None
+                    and kind is not FieldKind.VARARRAY
+                    and len(members) < starts[page + 1] - starts[page]
+                    and shard.has_value_crcs(page, col)
+                    and shard.needs_check(page, col)
+                )
+                plain = (
+                    shard.plain_var_page(page, field) if copied is not None or by_value else None
+                )
+                by_value = by_value and plain is not None
                 head, raw = plain if plain is not None else shard.var_page(page, field)
                 where = members if positions is None else positions[members]
                 base = shard.uncompressed_offset(page, col) if copied is not None else None
@@ -496,6 +518,8 @@ class DatasetReader:
                 offsets, start = head.offsets, head.data_start
                 for pos, slot in zip(pos_list, slot_list, strict=True):
                     a, b = start + offsets[slot], start + offsets[slot + 1]
+                    if by_value:
+                        shard.check_value(page, col, slot, raw[a:b])  # raises if damaged
                     if kind is FieldKind.BYTES:
                         if copied is not None:
                             copied.append((pos, raw, a, b, base, page))
@@ -549,10 +573,29 @@ def _read_cold(
             arriving.setdefault(page, []).append(i)
         else:
             rest.append(value)
+    # Chunks with a CRC-32C per value (format 1.3) that the block takes only some rows
+    # of: their values are read alone, as the checked ones are, and checked one by one
+    # (read whole, a random first epoch read each chunk for its first value and again
+    # for each later one: twice the dataset beyond memory).
+    starts = shard.page_starts_list
+    one_by_one = [
+        page
+        for page, idx in arriving.items()
+        if len(idx) < starts[page + 1] - starts[page] and shard.has_value_crcs(page, col)
+    ]
+    checks = len(rest)
+    for page in one_by_one:
+        rest += [values[i] for i in arriving.pop(page)]
     parts: list[tuple[int, np.ndarray]] = []
     if arriving:
         parts += _read_arriving(shard, col, values, arriving, direct, in_flight)
-    parts += _read_checked_values(shard, rest, direct)
+    read = _read_checked_values(shard, rest, direct)
+    for value, (_, part) in zip(rest[checks:], read[checks:], strict=True):
+        _, _, a, _, _, page = value
+        head = shard.parse_head(page, col)
+        slot = bisect.bisect_left(head.offsets, a - head.data_start) if head else 0
+        shard.check_value(page, col, slot, part)  # raises for a damaged value
+    parts += read
     for pos, part in parts:
         if as_arrays:
             array = part.view(BytesArray)

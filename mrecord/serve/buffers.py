@@ -43,13 +43,20 @@ class BufferPool:
     """Up to ``keep`` uint8 buffers, reused when no view of them is alive; thread-safe.
 
     ``take(n)`` returns an uninitialized ``uint8`` array of ``n`` bytes: a view of a pooled
-    buffer when one is free and big enough, else a new one (pooled while there is room).
+    buffer when one is free and big enough, else a new one (pooled while there is room:
+    fewer than ``keep`` buffers and, when ``keep_bytes`` is given, that many bytes).
     ``allocate(n)`` makes a new buffer (default: ``numpy.empty``; the same-host transport
     gives shared memory).
     """
 
-    def __init__(self, keep: int, allocate: Callable[[int], np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        keep: int,
+        allocate: Callable[[int], np.ndarray] | None = None,
+        keep_bytes: int | None = None,
+    ) -> None:
         self._keep = keep
+        self._keep_bytes = keep_bytes  # None: any size; else the most bytes kept in all
         self._allocate = allocate or _empty
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
@@ -75,6 +82,10 @@ class BufferPool:
                 return self._buffers[min(fits, key=lambda i: self._buffers[i].size)][:nbytes]
             # Round up so that blocks of slightly different sizes share buffers.
             fresh = self._allocate(-(-nbytes // _ROUND) * _ROUND)
+            if self._keep_bytes is not None and (
+                sum(b.size for b in self._buffers) + fresh.size > self._keep_bytes
+            ):
+                return fresh[:nbytes]  # kept, it would hold memory the budget has not
             if len(self._buffers) < self._keep:
                 self._buffers.append(fresh)
             elif free:  # keep the bigger one: the next blocks are likely this size

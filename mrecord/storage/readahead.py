@@ -41,6 +41,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
@@ -108,15 +109,22 @@ def row_ranges(
         field = meta.schema.fields[col]
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
+        # Bytes and strings with a CRC per value (format 1.3): the reader checks the
+        # values it takes, so only they (and the head and table) are read, not the chunk.
+        by_value = (
+            (column["flags"] & FLAG_VALUE_CRCS) != 0
+            if field.kind in (FieldKind.BYTES, FieldKind.STRING)
+            else np.zeros(len(column), dtype=bool)
+        )
         if name in arriving:
             pass  # the caller reads these chunks' values and checks them as they arrive
         elif shard.verify == "always":
-            whole[:] = True
+            whole |= ~by_value
         elif shard.verify == "once":
-            unchecked = ~shard.verified_chunks(unique_pages, col)
+            unchecked = ~shard.verified_chunks(unique_pages, col) & ~by_value
             if unchecked.any() and verify_pool is not None:
                 verify_pool(shard, unique_pages[unchecked].tolist(), col)
-                unchecked = ~shard.verified_chunks(unique_pages, col)
+                unchecked &= ~shard.verified_chunks(unique_pages, col)
             whole |= unchecked
         if field.kind is FieldKind.FIXED:
             row_bytes = field.row_nbytes
@@ -126,8 +134,11 @@ def row_ranges(
                 starts.append(base + slots[exact].astype(np.int64) * row_bytes)
                 lengths.append(np.full(int(exact.sum()), row_bytes, dtype=np.int64))
         else:
-            var_starts, var_lengths = _var_ranges(shard, col, pages, slots, unique_pages, whole)
-            if name not in direct:
+            spans = name not in direct  # a direct column's values are the caller's reads
+            var_starts, var_lengths = _var_ranges(
+                shard, col, pages, slots, unique_pages, whole, spans
+            )
+            if spans:
                 starts.append(var_starts)
                 lengths.append(var_lengths)
         if whole.any():
@@ -145,10 +156,13 @@ def _var_ranges(
     slots: np.ndarray,
     unique_pages: np.ndarray,
     whole: np.ndarray,
+    spans: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Value spans of rows in variable-size chunks that need no checksum and are stored
     plain. Heads not parsed yet are read first, all at once (a few KiB each), and parsed;
-    a chunk whose head does not parse is marked ``whole`` (its read will report why)."""
+    a chunk whose head does not parse is marked ``whole`` (its read will report why).
+    ``spans`` False: only the heads (and ``whole``), no spans (measured: a quarter of a
+    cold random block's reading thread went to spans nobody used)."""
     heads = shard.cached_heads(col)
     missing = [
         page
@@ -163,6 +177,10 @@ def _var_ranges(
             shard.parse_head(page, col)
     out_starts: list[int] = []
     out_lengths: list[int] = []
+    if not spans:
+        for i, page in enumerate(unique_pages.tolist()):
+            whole[i] |= heads(page) is None
+        return np.array(out_starts, dtype=np.int64), np.array(out_lengths, dtype=np.int64)
     offsets_of = shard.chunk_offsets(col)
     index = np.searchsorted(unique_pages, pages).tolist()
     for page, slot, i in zip(pages.tolist(), slots.tolist(), index, strict=True):

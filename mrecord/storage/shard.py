@@ -52,6 +52,7 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS, table_length
 from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
@@ -182,6 +183,10 @@ class ShardFile:
         self._raw_lengths: list[list[int]] = chunks["raw_length"].tolist()
         self._crcs: list[list[int]] = chunks["crc32"].tolist()
         self._codecs: list[list[int]] = chunks["codec"].tolist()
+        self._tables: list[list[int]] = (chunks["flags"] & FLAG_VALUE_CRCS).tolist()
+        self._value_tables: dict[tuple[int, int], np.ndarray] = {}
+        # Under "once": which values of a chunk with a value table were checked one by one.
+        self._values_checked: dict[tuple[int, int], np.ndarray] = {}
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
         self._memory = self._bytes_view()
         self._file_bytes: np.ndarray | None = None
@@ -435,8 +440,11 @@ class ShardFile:
         field = self.meta.schema.fields[col]
         rows = self._page_rows_list[page]
         ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
-        head = 8 * (rows + 1) + 8 * rows * ndim
-        return self._offsets[page][col], min(head, self._lengths[page][col])
+        head = min(8 * (rows + 1) + 8 * rows * ndim, self._lengths[page][col])
+        offset = self._offsets[page][col]
+        if self._tables[page][col]:  # and the value table right before it
+            return offset - table_length(rows), table_length(rows) + head
+        return offset, head
 
     def parse_head(self, page: int, col: int) -> Any:
         """Parse and cache the head of plain variable-size chunk (page, ``col``) without
@@ -460,8 +468,72 @@ class ShardFile:
             return None
         if head.shapes is not None:
             head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+        if self._tables[page][col] and self._value_table(page, col) is None:
+            return None  # a damaged head (or table): read whole and checked, it says why
         self._heads.put(key, head)
         return head
+
+    def _value_table(self, page: int, col: int) -> np.ndarray | None:
+        """The CRC-32C of each value of chunk (page, ``col``) from its value table (kept),
+        when the table's first entry matches the chunk's head (offsets and shapes); else
+        None."""
+        key = (page, col)
+        table = self._value_tables.get(key)
+        if table is not None:
+            return table
+        start, length = self.head_range(page, col)
+        head_start = self._offsets[page][col]
+        if start + length > self.size:
+            return None
+        table = np.frombuffer(self._memory[start:head_start], dtype="<u4")
+        head = self._memory[head_start : start + length]
+        if checksum(head) != int(table[0]):
+            return None
+        self._value_tables[key] = table = table[1:].copy()
+        return table
+
+    def has_value_crcs(self, page: int, col: int) -> bool:
+        """Whether chunk (page, ``col``) carries a CRC-32C per value (format 1.3): its
+        values can be checked one by one (:meth:`check_value`), without reading the
+        chunk whole."""
+        return bool(self._tables[page][col])
+
+    def check_value(self, page: int, col: int, slot: int, value: Any) -> None:
+        """Check ``value``, the bytes of row ``slot`` of chunk (page, ``col``) as read,
+        against its CRC-32C in the chunk's value table; raise
+        :class:`~mrecord.errors.ChecksumError` naming the file, page, field and row when
+        they differ, or when the chunk's head and its table disagree.
+
+        Under ``verify="once"`` a value checked before is not checked again, and once
+        every value of the chunk has been, the chunk counts as verified (a later epoch
+        reads it without checks, as one checked whole)."""
+        key = (page, col)
+        checked = self._values_checked.get(key) if self.verify == "once" else None
+        if checked is not None and checked[slot]:
+            return
+        crcs = self._value_table(page, col)
+        if crcs is not None and checksum(value) == int(crcs[slot]):
+            if self.verify == "once":
+                if checked is None:
+                    checked = self._values_checked.setdefault(key, np.zeros(len(crcs), bool))
+                checked[slot] = True
+                if checked.all():
+                    self._verified[page, col] = True
+                    self._values_checked.pop(key, None)
+            return
+        field = self.meta.schema.fields[col].name
+        offset = self._offsets[page][col]
+        if crcs is None:
+            what = f"the head at byte {offset} disagrees with its value table"
+        else:
+            what = f"row {self.page_starts_list[page] + slot} ({len(value)} bytes)"
+        raise ChecksumError(
+            f"{str(self.path)!r}: checksum mismatch in page {page}, field {field!r}, "
+            f"{what}; the file is damaged (`mrecord verify` lists every damaged page)",
+            path=str(self.path),
+            page=page,
+            offset=offset,
+        )
 
     def chunk_offsets(self, col: int) -> list[int]:
         """The file offset of each page's chunk of column ``col``."""
@@ -590,6 +662,20 @@ class ShardFile:
                 head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
             self._heads.put(key, head)
         return head, raw
+
+    def check_value_table(self, page: int, field: Field) -> None:
+        """Check chunk (page, ``field``)'s value table (format 1.3) against the chunk:
+        its head's CRC and every value's (after the chunk's own check, by the policy).
+        Raises :class:`~mrecord.errors.ChecksumError` for the first that differs; nothing
+        to do for a chunk without a table (``mrecord verify`` checks every chunk so)."""
+        col = self._field_index[field.name]
+        if not self._tables[page][col]:
+            return
+        head, raw = self.var_page(page, field)
+        offsets, start = head.offsets, head.data_start
+        for slot in range(len(offsets) - 1):
+            value = raw[start + offsets[slot] : start + offsets[slot + 1]]
+            self.check_value(page, col, slot, value)
 
     def uncompressed_fixed(self, field: Field) -> bool:
         """True when every chunk of a FIXED field is stored uncompressed (global gathers apply)."""

@@ -38,6 +38,7 @@ from mrecord.errors import WriterStateError
 from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.pool import single_thread_executor
 from mrecord.storage.commit import copy_range
 
@@ -267,7 +268,7 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
         chunks: list[np.ndarray] = []
         for run in runs:
             block = run.meta.chunks[run.start : run.stop]
-            src_start = int(block["offset"].min())
+            src_start = _pages_start(block, run.meta.page_rows[run.start : run.stop])
             src_end = _pages_end(block)
             dst = align(pos)
             if dst > pos:
@@ -290,6 +291,16 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
     finally:
         os.close(fd)
     return final
+
+
+def _pages_start(chunks: np.ndarray, page_rows: np.ndarray) -> int:
+    """Where the bytes of pages (``chunks``, ``page_rows``) begin: their first chunk, or
+    the value table before it (``mrecord.format.value_crcs``; a multiple of 64 either
+    way, so the copied chunks keep their alignment)."""
+    tables = (chunks["flags"] & FLAG_VALUE_CRCS) != 0
+    prefixes = np.array([prefix_length(n) for n in page_rows.tolist()], dtype=np.int64)
+    before = np.where(tables, prefixes.reshape(-1, 1), 0)
+    return int((chunks["offset"].astype(np.int64) - before).min())
 
 
 def _pages_end(chunks: np.ndarray) -> int:

@@ -23,9 +23,12 @@ from mrecord.format.columnize import Columns
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import StoredSchema
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.storage.shard_output import ShardOutput
 
 __all__ = ["ShardWriter"]
+
+_ZEROS = bytes(64)
 
 
 def _concat(parts: list[np.ndarray | list[Any]]) -> np.ndarray | list[Any]:
@@ -116,9 +119,19 @@ class ShardWriter:
         self._pending_bytes = int(sizes[start:].sum())
 
     def _write_page(self, chunks: list[EncodedChunk], n_rows: int) -> None:
-        offsets = self._out.write_page([(c.parts, c.length) for c in chunks])
+        # A chunk's value table goes right before it, after zeros that keep the chunk on
+        # its 64-byte boundary (mrecord.format.value_crcs).
+        prefixes = [0 if c.value_crcs is None else prefix_length(n_rows) for c in chunks]
+        items = [
+            (c.parts, c.length)
+            if c.value_crcs is None
+            else ((_ZEROS[: p - len(c.value_crcs)], c.value_crcs, *c.parts), p + c.length)
+            for c, p in zip(chunks, prefixes, strict=True)
+        ]
+        offsets = self._out.write_page(items) + np.array(prefixes, dtype=np.int64)
         records = np.zeros(len(chunks), dtype=CHUNK_DTYPE)
         records["offset"] = offsets
+        records["flags"] = [0 if c.value_crcs is None else FLAG_VALUE_CRCS for c in chunks]
         records["length"] = [c.length for c in chunks]
         records["raw_length"] = [c.raw_length for c in chunks]
         records["crc32"] = [c.crc32 for c in chunks]

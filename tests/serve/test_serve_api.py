@@ -69,7 +69,7 @@ def client(served: dict[str, ServedDataset]) -> Iterator[TestClient]:
 def _verify_result(client: TestClient, name: str) -> dict[str, Any]:
     """``info``'s verify answer once the background check is done."""
     for _ in range(400):
-        verify: dict[str, Any] = client.get(f"/api/datasets/{name}").json()["verify"]
+        verify: dict[str, Any] = client.get(f"/api/datasets/{name}?verify=1").json()["verify"]
         if verify["state"] == "done":
             return verify
         time.sleep(0.05)
@@ -101,6 +101,9 @@ def test_info_has_shards_index_fields_verify_and_no_server_paths(
     client: TestClient, gallery: Path
 ) -> None:
     info = client.get("/api/datasets/gallery").json()
+    # a program's request starts no verify (it reads every page); the page's does
+    assert info["verify"] == {"state": "not started"}
+    info = client.get("/api/datasets/gallery?verify=1").json()
     assert info["rows"] == ROWS
     assert [f["file"] for f in info["files"]] == [f"gallery.mrecord{i}" for i in range(3)]
     assert sum(f["rows"] for f in info["files"]) == ROWS

@@ -12,12 +12,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mrecord.format.value_crcs as value_crcs
 import mrecord.storage.readahead as readahead
 from mrecord import DatasetReader, FileWriter
 from mrecord.errors import ChecksumError
 from mrecord.storage.verified import clear_verified
 
 ROWS = 40
+
+
+@pytest.fixture(autouse=True)
+def _whole_chunk_checksums(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about chunks checked whole: their files get no CRC per value
+    (format 1.3; those are tests/storage/test_value_checks.py's)."""
+    monkeypatch.setattr(value_crcs, "VALUE_CRC_MIN_BYTES", 1 << 62)
 
 
 def _value(i: int) -> bytes:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mrecord.format.value_crcs as value_crcs
 import mrecord.storage.readahead as readahead
 from mrecord import FileWriter
 from mrecord.storage.readahead import (
@@ -34,9 +35,11 @@ def _value(i: int) -> bytes:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
+def path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """24 rows, pages of 32 KiB (a few rows each): ``id`` int64, ``blob`` 3-14.5 KB,
-    ``z`` bytes compressed."""
+    ``z`` bytes compressed; chunks checked whole (no CRC per value: those are
+    tests/storage/test_value_checks.py's)."""
+    monkeypatch.setattr(value_crcs, "VALUE_CRC_MIN_BYTES", 1 << 62)
     file = tmp_path / "d.mrecord"
     with FileWriter(file) as writer:
         writer.add_schema(

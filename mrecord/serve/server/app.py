@@ -53,6 +53,7 @@ from mrecord.serve.server.answers import (
     row_bytes,
 )
 from mrecord.serve.server.fairness import ClientShares
+from mrecord.serve.server.memory import BlockMemory
 from mrecord.serve.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, parse_field_value
@@ -266,7 +267,13 @@ class _Api:
         self.local_socket = local_socket
         self.limits = limits
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
-        self.buffers = BufferPool(keep=limits.read_threads + 2)
+        budgets = [ds.reader.memory_budget for ds in datasets.values()]
+        known = [b for b in budgets if b is not None]
+        # Blocks in flight, and the idle buffers kept for the next ones, within the memory
+        # the server started with (a server in a 300 MB group was OOM-killed without).
+        self.memory = BlockMemory.for_budget(min(known) if known else None)
+        keep_bytes = None if self.memory.capacity is None else self.memory.capacity // 2
+        self.buffers = BufferPool(keep=limits.read_threads + 2, keep_bytes=keep_bytes)
         self._limiter: anyio.CapacityLimiter | None = None
         self._hint_limiter: anyio.CapacityLimiter | None = None
         self.shares = ClientShares(limits.client_share(), limits.client_max_requests)
@@ -329,7 +336,9 @@ class _Api:
     @_answers
     async def info(self, request: Request) -> Response:
         ds = self._dataset(request)
-        info = dict(await self._run(ds.info))
+        # ?verify=1 (the web page): also check every page, in the background
+        start_verify = request.query_params.get("verify") == "1"
+        info = dict(await self._run(ds.info, start_verify))
         info["limits"] = asdict(self.limits)
         client = request.client
         if self.local_socket and client is not None and is_loopback(client.host):
@@ -458,9 +467,20 @@ class _Api:
             check_answer_bytes(block.columns, len(ids), self.limits)  # before any copy
             return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
 
-        buffers = await self._run(read)
+        # The values read and their encoded copy, held until the answer is sent.
+        expected = plan.fixed_bytes + len(ids) * sum(
+            ds.value_bytes_per_row(c) for c in plan.columns if plan.kinds[c][0] != "fixed"
+        )
+        held = await self.memory.acquire(2 * int(expected))
+        try:
+            buffers = await self._run(read)
+        except BaseException:
+            await self.memory.release(held)
+            raise
         self.metrics.served(ds.name, len(ids), sum(memoryview(b).nbytes for b in buffers))
-        return _BuffersResponse(buffers, self.limits.send_timeout_s)
+        return _BuffersResponse(
+            buffers, self.limits.send_timeout_s, functools.partial(self.memory.release, held)
+        )
 
     @_answers
     async def hint(self, request: Request) -> Response:
@@ -494,9 +514,15 @@ class _BuffersResponse:
     _SLICE = 1 << 20
     """Bytes per body message: each costs tens of microseconds of Python on the event loop."""
 
-    def __init__(self, buffers: list[bytes | memoryview], timeout: float) -> None:
+    def __init__(
+        self,
+        buffers: list[bytes | memoryview],
+        timeout: float,
+        done: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.buffers = [memoryview(b).cast("B") for b in buffers]
         self.timeout = timeout
+        self.done = done  # called once the body is sent, or the sending failed
 
     def _slices(self) -> Iterator[bytes | memoryview]:
         """The body in messages of about ``_SLICE`` bytes: big buffers cut, small ones (the
@@ -515,6 +541,14 @@ class _BuffersResponse:
             yield b"".join(small)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._send(send)
+        finally:
+            self.buffers = []
+            if self.done is not None:
+                await self.done()
+
+    async def _send(self, send: Send) -> None:
         total = sum(len(b) for b in self.buffers)
         await send(
             {

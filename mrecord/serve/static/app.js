@@ -147,7 +147,7 @@ async function openDataset(name) {
   $("histogram").replaceChildren(h("p", { class: "muted" }, "computing statistics…"));
   $("stats-table").replaceChildren();
   try {
-    state.info = await api(dsPath());
+    state.info = await api(dsPath() + "?verify=1");
   } catch (e) { toast(e.message); return; }
   state.info.features = features(state.info.desc);
   renderInfo(state.info);
@@ -187,7 +187,7 @@ function showVerify(v) {
     verify.className = "verify muted";
     verify.textContent = "verifying every page checksum…";
     const name = state.name;
-    setTimeout(() => { if (name === state.name) api(dsPath()).then((i) => { if (name === state.name) showVerify(i.verify); }).catch(() => {}); }, 1000);
+    setTimeout(() => { if (name === state.name) api(dsPath() + "?verify=1").then((i) => { if (name === state.name) showVerify(i.verify); }).catch(() => {}); }, 1000);
     return;
   }
   verify.className = "verify " + (v.ok ? "ok" : "bad");
