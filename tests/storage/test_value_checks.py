@@ -510,3 +510,42 @@ def test_assembled_pages_keep_the_table_of_their_first_chunk(tmp_path: Path) -> 
                 for x, y in zip(head.offsets, head.offsets[1:], strict=False)
             ]
     assert got == [_blob(i) for i in expected]
+
+
+def test_a_chunk_counts_as_verified_only_when_its_own_values_all_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row of the smaller of pages 0 and 1 but its last, then that slot of the
+    other: the other has had one value checked, not all, so it still needs its checks."""
+    import mrecord.storage.readahead as readahead
+
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    clear_verified()
+    with DatasetReader.open(path, verify="once") as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("blob")
+        small, big = sorted((0, 1), key=lambda p: int(shard.meta.page_rows[p]))
+        n = int(shard.meta.page_rows[small])
+        first = {p: int(shard.page_starts[p]) for p in (small, big)}
+        for slot in range(n - 1):
+            reader.read_rows([first[small] + slot], columns=["blob"])
+        reader.read_rows([first[big] + n - 1], columns=["blob"])
+        assert not shard.verified_chunks(np.array([small, big]), col).any()
+        reader.read_rows([first[small] + n - 1], columns=["blob"])
+        assert shard.verified_chunks(np.array([small, big]), col).tolist() == [True, False]
+
+
+def test_assembled_pages_take_no_bytes_from_before_their_first_chunk(tmp_path: Path) -> None:
+    """A run whose first chunk has no table starts at that chunk: right after the header."""
+    a = tmp_path / "a.mrecord"
+    _write(a, page_size=200_000)
+    target = tmp_path / "t.mrecord"
+    with ShardFile(a) as sa:
+        assert not sa.has_value_crcs(1, 0)  # "id" first: fixed-width
+        assemble_shard(target, [PageRun(a, sa.meta, 1, 3)], sa.meta)
+        moved = int(sa.meta.chunks[1, 0]["offset"]) - 64
+        expected = (sa.meta.chunks[1:3]["offset"].astype(np.int64) - moved).tolist()
+    with ShardFile(target) as shard:
+        assert shard.meta.chunks["offset"].astype(np.int64).tolist() == expected
