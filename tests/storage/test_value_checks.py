@@ -389,9 +389,7 @@ def test_hints_for_some_values_read_those_values_not_their_chunk(tmp_path: Path)
             slots = np.array([5, 0, 17])
             ranges = row_ranges(shard, np.zeros(3, dtype=np.int64), slots, ["blob"])
             # the same when chunks not checked yet are first checked by a pool
-            pooled = row_ranges(
-                shard, np.zeros(3, dtype=np.int64), slots, ["blob"], verify_chunks
-            )
+            pooled = row_ranges(shard, np.zeros(3, dtype=np.int64), slots, ["blob"], verify_chunks)
             assert pooled == ranges
             spans = [
                 (offset + head.data_start + head.offsets[s], len(_blob(int(s))))
@@ -444,9 +442,7 @@ def test_a_value_checked_in_one_chunk_says_nothing_of_another(tmp_path: Path) ->
         mp.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
         with DatasetReader.open(path, verify="once") as reader:
             good = int(reader.shards[0].page_starts[0]) + 3
-            assert list(reader.read_rows([good], columns=["blob"]).columns["blob"]) == [
-                _blob(good)
-            ]
+            assert list(reader.read_rows([good], columns=["blob"]).columns["blob"]) == [_blob(good)]
             with pytest.raises(ChecksumError, match=f"row {bad} "):
                 reader.read_rows([bad], columns=["blob"])
 
@@ -549,3 +545,30 @@ def test_assembled_pages_take_no_bytes_from_before_their_first_chunk(tmp_path: P
         expected = (sa.meta.chunks[1:3]["offset"].astype(np.int64) - moved).tolist()
     with ShardFile(target) as shard:
         assert shard.meta.chunks["offset"].astype(np.int64).tolist() == expected
+
+
+def test_assembled_offsets_past_10_8_bytes_stay_exact(tmp_path: Path) -> None:
+    """A page run assembled after 100 MB of others: its chunks' offsets pass 10**8 (nine
+    digits) and must stay the exact integers (shards of real datasets are far larger)."""
+    big, small = tmp_path / "big.mrecord", tmp_path / "small.mrecord"
+    for path, values in (
+        (big, [bytes([i]) * (1 << 20) for i in range(96)]),
+        (small, [_blob(i) for i in range(20)]),
+    ):
+        with FileWriter(path) as writer:
+            writer.add_schema({"blob": {"type": "bytes"}})
+            writer.write_raw_data([{"blob": v} for v in values])
+    target = tmp_path / "t.mrecord"
+    with ShardFile(big) as sb, ShardFile(small) as ss:
+        n = int(ss.meta.page_rows[0])
+        runs = [PageRun(big, sb.meta, 0, sb.meta.num_pages), PageRun(small, ss.meta, 0, 1)]
+        assemble_shard(target, runs, sb.meta)
+    with ShardFile(target, verify="always") as shard:
+        last = shard.meta.num_pages - 1
+        assert int(shard.meta.chunks[last, 0]["offset"]) > 10**8
+        head, raw = shard.var_page(last, shard.meta.schema.fields[0])
+        got = [
+            bytes(raw[head.data_start + a : head.data_start + b])
+            for a, b in zip(head.offsets, head.offsets[1:], strict=False)
+        ]
+    assert got == [_blob(i) for i in range(n)]
