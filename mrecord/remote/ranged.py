@@ -286,6 +286,7 @@ class RangeShardFile(ShardFile):
                 wanted[(page, col)] = page_slots
         pieces: dict[tuple[int, int], dict[int, bytes]] = {}
         got_whole: dict[tuple[int, int], bytes] = {}
+        self._index_from_tables([k for k in wanted if k not in self._index])
         claimed, waiting = self._claim(list(wanted))
         try:
             ready = [k for k in wanted if k not in claimed and k not in waiting]
@@ -298,6 +299,37 @@ class RangeShardFile(ShardFile):
         retry = [k for k in later if k not in self._index]  # the other fetch failed
         self._fetch_rows([k for k in later if k in self._index], wanted, pieces, retry, got_whole)
         self._local.wanted, self._local.whole, self._local.pieces = wanted, got_whole, pieces
+
+    def _index_from_tables(self, keys: list[tuple[int, int]]) -> None:
+        """Index the bytes and string chunks among ``keys`` that carry a CRC-32C per value
+        (format 1.3) from their head and table alone: one small range request each, all
+        at once, instead of the whole chunk; their rows are then fetched one by one and
+        each checked against its CRC. The head must match the table's first entry."""
+        tabled = [
+            (page, col)
+            for page, col in keys
+            if self.has_value_crcs(page, col)
+            and self.meta.schema.fields[col].kind in (FieldKind.BYTES, FieldKind.STRING)
+        ]
+        if not tabled or self.reads is None:
+            return
+        places = [self.head_range(page, col) for page, col in tabled]
+        fetched = _fetch(self.remote, [(start, start + n) for start, n in places])
+        for (page, col), data in zip(tabled, fetched, strict=True):
+            rows = self._page_rows_list[page]
+            table = np.frombuffer(data, dtype="<u4", count=rows + 1)
+            head = bytes(data[4 * (rows + 1) :])
+            offset, length = self._offsets[page][col], self._lengths[page][col]
+            if checksum(head) != int(table[0]):
+                raise self._mismatch(page, col, offset, "the head of")
+            offsets = np.frombuffer(head, dtype="<u8", count=rows + 1).astype(np.int64)
+            if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or (
+                int(offsets[-1]) != length - len(head)
+            ):
+                raise self._corrupt(page, col, offset, "inconsistent value offsets")
+            index = _ChunkIndex(len(head) + offsets, table[1:].copy(), head)
+            with self._index_lock:
+                self._index.setdefault((page, col), index)
 
     def _claim(
         self, keys: list[tuple[int, int]]
