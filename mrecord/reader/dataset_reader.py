@@ -495,7 +495,7 @@ class DatasetReader:
                     copied is None
                     and kind is not FieldKind.VARARRAY
                     and len(members) < starts[page + 1] - starts[page]
-                    and shard.has_value_crcs(page, col)
+                    and shard.checks_by_value(page, col)
                     and shard.needs_check(page, col)
                 )
                 plain = (

@@ -57,12 +57,15 @@ from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
-__all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
+__all__ = ["BY_VALUE_MIN_BYTES", "VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
 
 VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
 _CACHE_BYTES = 64 << 20
 _CODEC_NONE = CODEC_IDS["none"]
+BY_VALUE_MIN_BYTES = 32 << 10
+"""Values at least this long on average are checked one by one when found in memory
+(:meth:`ShardFile.checks_by_value`)."""
 # Non-blocking (a FIFO where a shard belongs must not block open) and close-on-exec;
 # both are POSIX flags, absent on Windows, where there are no FIFOs to open.
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -497,6 +500,17 @@ class ShardFile:
         values can be checked one by one (:meth:`check_value`), without reading the
         chunk whole."""
         return bool(self._tables[page][col])
+
+    def checks_by_value(self, page: int, col: int) -> bool:
+        """Whether a read of some rows of chunk (page, ``col``) that finds them in memory
+        checks just those values (their CRC-32C each, format 1.3) rather than the chunk
+        whole: when it has a value table and its values average ``BY_VALUE_MIN_BYTES`` or
+        more. Smaller values are checked faster as one chunk (one CRC over memory, against
+        a call per value), and big ones found in memory may be all of the chunk that is
+        (a server's hinted rows)."""
+        if not self._tables[page][col]:
+            return False
+        return self._lengths[page][col] >= BY_VALUE_MIN_BYTES * self._page_rows_list[page]
 
     def check_value(self, page: int, col: int, slot: int, value: Any) -> None:
         """Check ``value``, the bytes of row ``slot`` of chunk (page, ``col``) as read,

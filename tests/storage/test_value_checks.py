@@ -572,3 +572,25 @@ def test_assembled_offsets_past_10_8_bytes_stay_exact(tmp_path: Path) -> None:
             for a, b in zip(head.offsets, head.offsets[1:], strict=False)
         ]
     assert got == [_blob(i) for i in range(n)]
+
+
+def test_small_values_found_in_memory_are_checked_as_their_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2 KB values (a table each, under BY_VALUE_MIN_BYTES): a warm read of some rows
+    checks their chunk whole, once (one CRC over memory beats a call per value), as
+    before value tables; a cold read still checks them one by one."""
+    import mrecord.storage.readahead as readahead
+
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"b": {"type": "bytes"}})
+        writer.write_raw_data([{"b": bytes([i]) * 2048} for i in range(200)])
+    clear_verified()
+    with DatasetReader.open(path, verify="once") as reader:
+        shard = reader.shards[0]
+        assert shard.has_value_crcs(0, 0) and not shard.checks_by_value(0, 0)
+        got = reader.read_rows([3, 1], columns=["b"]).columns["b"]
+        assert list(got) == [bytes([3]) * 2048, bytes([1]) * 2048]
+        assert shard.verified_chunks(np.array([0]), 0)[0]  # checked whole
