@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -19,3 +21,20 @@ def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     clear_verified()
     yield
     clear_verified()
+
+
+@pytest.fixture
+def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    real = os.preadv
+
+    def spy(fd: int, buffers: list[memoryview], offset: int, *rest: int) -> int:
+        got = real(fd, buffers, offset, *rest)
+        with lock:
+            seen.append((offset, got))
+        return got
+
+    monkeypatch.setattr(os, "preadv", spy)
+    return seen

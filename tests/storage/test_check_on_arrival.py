@@ -5,8 +5,6 @@ takes the values from there; before, the check read the chunk and the values wer
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -38,23 +36,6 @@ def _write(path: Path, page_size: int) -> None:
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         writer.set_page_size(page_size)
         writer.write_raw_data([{"id": i, "blob": _value(i)} for i in range(ROWS)])
-
-
-@pytest.fixture
-def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
-    seen: list[tuple[int, int]] = []
-    lock = threading.Lock()
-    real = os.preadv
-
-    def spy(fd: int, buffers: list[memoryview], offset: int, *rest: int) -> int:
-        got = real(fd, buffers, offset, *rest)
-        with lock:
-            seen.append((offset, got))
-        return got
-
-    monkeypatch.setattr(os, "preadv", spy)
-    return seen
 
 
 def _chunks(reader: DatasetReader) -> list[tuple[int, int]]:

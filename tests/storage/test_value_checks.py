@@ -7,9 +7,7 @@ the ``crc32c`` package, never by mrecord's own table code.
 
 from __future__ import annotations
 
-import os
 import struct
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -130,23 +128,6 @@ def test_values_of_1_kib_on_average_get_a_table(tmp_path: Path) -> None:
     assert offset == 128  # 64 bytes of zeros and table (12 bytes) before it
     table = np.frombuffer(data[offset - 12 : offset], dtype="<u4").tolist()
     assert table[1:] == [crc32c.crc32c(b""), crc32c.crc32c(b"\x07" * 2048)]
-
-
-@pytest.fixture
-def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
-    seen: list[tuple[int, int]] = []
-    lock = threading.Lock()
-    real = os.preadv
-
-    def spy(fd: int, buffers: list[memoryview], offset: int, *rest: int) -> int:
-        got = real(fd, buffers, offset, *rest)
-        with lock:
-            seen.append((offset, got))
-        return got
-
-    monkeypatch.setattr(os, "preadv", spy)
-    return seen
 
 
 def _blob_chunks(reader: DatasetReader) -> list[tuple[int, int]]:
