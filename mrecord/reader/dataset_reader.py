@@ -591,9 +591,12 @@ def _read_cold(
         parts += _read_arriving(shard, col, values, arriving, direct, in_flight)
     read = _read_checked_values(shard, rest, direct)
     for value, (_, part) in zip(rest[checks:], read[checks:], strict=True):
-        _, _, a, _, _, page = value
+        _, _, a, b, _, page = value
         head = shard.parse_head(page, col)
-        slot = bisect.bisect_left(head.offsets, a - head.data_start) if head else 0
+        # Values that start at the same byte are empty but the last: an empty one takes
+        # the first such slot (the same CRC as any other empty one), others the last.
+        find = bisect.bisect_left if a == b else bisect.bisect_right
+        slot = find(head.offsets, a - head.data_start) - (a != b) if head else 0
         shard.check_value(page, col, slot, part)  # raises for a damaged value
     parts += read
     for pos, part in parts:

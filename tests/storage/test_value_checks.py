@@ -575,3 +575,20 @@ def test_small_values_found_in_memory_are_checked_as_their_chunk(
         got = reader.read_rows([3, 1], columns=["b"]).columns["b"]
         assert list(got) == [bytes([3]) * 2048, bytes([1]) * 2048]
         assert shard.verified_chunks(np.array([0]), 0)[0]  # checked whole
+
+
+def test_empty_values_beside_others_are_read_cold_without_a_false_alarm(
+    tmp_path: Path, cold: None
+) -> None:
+    """An empty value starts where the next value does: each row is still matched to its
+    own CRC when its chunk's values are read alone."""
+    path = tmp_path / "d.mrecord"
+    values = [b"", _blob(1), b"", b"", _blob(4), _blob(5), b""]
+    with FileWriter(path) as writer:
+        writer.add_schema({"blob": {"type": "bytes"}})
+        writer.write_raw_data([{"blob": v} for v in values])
+    with DatasetReader.open(path, verify="once") as reader:
+        assert reader.shards[0].has_value_crcs(0, 0)
+        for ids in ([1], [0, 1], [3, 4], [6, 5], [2]):
+            got = reader.read_rows(ids, columns=["blob"]).columns["blob"]
+            assert [bytes(v) for v in got] == [values[i] for i in ids], ids
