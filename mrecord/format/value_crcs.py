@@ -37,6 +37,7 @@ from mrecord.format.schema import Field, FieldKind
 __all__ = [
     "FLAG_VALUE_CRCS",
     "VALUE_CRC_MIN_BYTES",
+    "checked_value_crcs",
     "encode_value_crcs",
     "prefix_length",
     "table_length",
@@ -82,3 +83,13 @@ def encode_value_crcs(field: Field, parts: Sequence[Any], rows: int) -> bytes | 
         bounds = offsets.tolist()
         crcs[1:] = [checksum(data[bounds[i] : bounds[i + 1]]) for i in range(rows)]
     return crcs.tobytes()
+
+
+def checked_value_crcs(table: Any, head: Any) -> np.ndarray | None:
+    """The CRC-32C of each value from a chunk's ``table`` bytes (head's CRC first), when
+    its first entry matches the chunk's ``head`` bytes (offsets, and shapes); else None
+    (the head or the table is damaged)."""
+    crcs = np.frombuffer(table, dtype="<u4")
+    if not len(crcs) or checksum(head) != int(crcs[0]):
+        return None
+    return crcs[1:].copy()

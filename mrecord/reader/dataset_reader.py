@@ -493,7 +493,6 @@ class DatasetReader:
                 # Else the chunk, here, by the policy, before any of its bytes is used.
                 by_value = (
                     copied is None
-                    and kind is not FieldKind.VARARRAY
                     and len(members) < starts[page + 1] - starts[page]
                     and shard.checks_by_value(page, col)
                     and shard.needs_check(page, col)

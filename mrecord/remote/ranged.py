@@ -47,6 +47,7 @@ from mrecord.format.chunks import decode_var
 from mrecord.format.compression import CODEC_IDS, checksum, decompress
 from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE
 from mrecord.format.schema import Field, FieldKind
+from mrecord.format.value_crcs import checked_value_crcs, table_length
 from mrecord.remote.fs import RemoteFile
 from mrecord.remote.pieces import Piece, PieceStore
 from mrecord.remote.plan import ReadPlan
@@ -317,17 +318,17 @@ class RangeShardFile(ShardFile):
         fetched = _fetch(self.remote, [(start, start + n) for start, n in places])
         for (page, col), data in zip(tabled, fetched, strict=True):
             rows = self._page_rows_list[page]
-            table = np.frombuffer(data, dtype="<u4", count=rows + 1)
-            head = bytes(data[4 * (rows + 1) :])
+            head = bytes(data[table_length(rows) :])
             offset, length = self._offsets[page][col], self._lengths[page][col]
-            if checksum(head) != int(table[0]):
+            crcs = checked_value_crcs(data[: table_length(rows)], head)
+            if crcs is None:
                 raise self._mismatch(page, col, offset, "the head of")
             offsets = np.frombuffer(head, dtype="<u8", count=rows + 1).astype(np.int64)
             if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or (
                 int(offsets[-1]) != length - len(head)
             ):
                 raise self._corrupt(page, col, offset, "inconsistent value offsets")
-            index = _ChunkIndex(len(head) + offsets, table[1:].copy(), head)
+            index = _ChunkIndex(len(head) + offsets, crcs, head)
             with self._index_lock:
                 self._index.setdefault((page, col), index)
 

@@ -41,8 +41,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
-from mrecord.format.value_crcs import FLAG_VALUE_CRCS
-from mrecord.storage.shard import BY_VALUE_MIN_BYTES, ShardFile
+from mrecord.storage.shard import ShardFile
 
 __all__ = [
     "ARRIVAL_MAX_BYTES",
@@ -109,14 +108,10 @@ def row_ranges(
         field = meta.schema.fields[col]
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
-        # Bytes and strings with a CRC per value (format 1.3) big enough to be checked one
-        # by one (ShardFile.checks_by_value): the reader checks the values it takes, so
-        # only they (and the head and table) are read, not the chunk.
-        by_value = (
-            ((column["flags"] & FLAG_VALUE_CRCS) != 0)
-            & (column["length"] >= BY_VALUE_MIN_BYTES * meta.page_rows[unique_pages])
-            if field.kind in (FieldKind.BYTES, FieldKind.STRING)
-            else np.zeros(len(column), dtype=bool)
+        # Chunks whose values the reader checks one by one (ShardFile.checks_by_value):
+        # only the values it takes (and the head and table) are read, not the chunk.
+        by_value = np.array(
+            [shard.checks_by_value(page, col) for page in unique_pages.tolist()], dtype=bool
         )
         if name in arriving:
             pass  # the caller reads these chunks' values and checks them as they arrive

@@ -52,12 +52,12 @@ from mrecord.format.layout import (
 )
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
-from mrecord.format.value_crcs import FLAG_VALUE_CRCS, table_length
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS, checked_value_crcs, table_length
 from mrecord.storage.failures import storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
-__all__ = ["BY_VALUE_MIN_BYTES", "VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
+__all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
 
 VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
@@ -187,6 +187,10 @@ class ShardFile:
         self._crcs: list[list[int]] = chunks["crc32"].tolist()
         self._codecs: list[list[int]] = chunks["codec"].tolist()
         self._tables: list[list[int]] = (chunks["flags"] & FLAG_VALUE_CRCS).tolist()
+        # Columns whose values a reader takes one by one: bytes and strings.
+        self._single_values = [
+            f.kind in (FieldKind.BYTES, FieldKind.STRING) for f in self.meta.schema.fields
+        ]
         self._value_tables: dict[tuple[int, int], np.ndarray] = {}
         # Under "once": which values of a chunk with a value table were checked one by one.
         self._values_checked: dict[tuple[int, int], np.ndarray] = {}
@@ -488,12 +492,12 @@ class ShardFile:
         head_start = self._offsets[page][col]
         if start + length > self.size:
             return None
-        table = np.frombuffer(self._memory[start:head_start], dtype="<u4")
-        head = self._memory[head_start : start + length]
-        if checksum(head) != int(table[0]):
-            return None
-        self._value_tables[key] = table = table[1:].copy()
-        return table
+        crcs = checked_value_crcs(
+            self._memory[start:head_start], self._memory[head_start : start + length]
+        )
+        if crcs is not None:
+            self._value_tables[key] = crcs
+        return crcs
 
     def has_value_crcs(self, page: int, col: int) -> bool:
         """Whether chunk (page, ``col``) carries a CRC-32C per value (format 1.3): its
@@ -504,11 +508,11 @@ class ShardFile:
     def checks_by_value(self, page: int, col: int) -> bool:
         """Whether a read of some rows of chunk (page, ``col``) that finds them in memory
         checks just those values (their CRC-32C each, format 1.3) rather than the chunk
-        whole: when it has a value table and its values average ``BY_VALUE_MIN_BYTES`` or
-        more. Smaller values are checked faster as one chunk (one CRC over memory, against
-        a call per value), and big ones found in memory may be all of the chunk that is
-        (a server's hinted rows)."""
-        if not self._tables[page][col]:
+        whole: a bytes or string chunk with a value table whose values average
+        ``BY_VALUE_MIN_BYTES`` or more. Smaller values are checked faster as one chunk
+        (one CRC over memory, against a call per value), and big ones found in memory may
+        be all of the chunk that is (a server's hinted rows)."""
+        if not (self._tables[page][col] and self._single_values[col]):
             return False
         return self._lengths[page][col] >= BY_VALUE_MIN_BYTES * self._page_rows_list[page]
 
