@@ -165,23 +165,38 @@ MS_LOOP = textwrap.dedent(
 )
 
 
-def make_jpegs(root: Path, images: int) -> int:
-    """``images`` JPEGs of about 100 KB in 10 class folders (kept between runs); total bytes."""
+def _jpeg_range(root: Path, first: int, stop: int) -> None:
+    """Write JPEGs ``first`` to ``stop - 1`` of the benchmark folder (one process's share)."""
     from PIL import Image
+
+    ramp = np.linspace(0, 120, JPEG_SIDE, dtype=np.float32)
+    for i in range(first, stop):
+        # one generator per image: the files do not depend on how the work was split
+        rng = np.random.default_rng((7, i))
+        noise = 50 * rng.standard_normal((JPEG_SIDE, JPEG_SIDE, 3), dtype=np.float32)
+        base = rng.integers(0, 120, 3).astype(np.float32)
+        pixels = base + ramp[:, None, None] + ramp[None, :, None] + noise
+        Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(
+            root / f"class_{i % 10}" / f"{i:06d}.jpg", quality=95
+        )
+
+
+def make_jpegs(root: Path, images: int) -> int:
+    """``images`` JPEGs of about 100 KB in 10 class folders (kept between runs; generated
+    by one process per core); total bytes."""
+    from concurrent.futures import ProcessPoolExecutor
 
     done = root / ".complete"
     if not done.exists():
-        rng = np.random.default_rng(7)
-        ramp = np.linspace(0, 120, JPEG_SIDE, dtype=np.float32)
-        for i in range(images):
-            folder = root / f"class_{i % 10}"
-            folder.mkdir(parents=True, exist_ok=True)
-            noise = 50 * rng.standard_normal((JPEG_SIDE, JPEG_SIDE, 3), dtype=np.float32)
-            base = rng.integers(0, 120, 3).astype(np.float32)
-            pixels = base + ramp[:, None, None] + ramp[None, :, None] + noise
-            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(
-                folder / f"{i:06d}.jpg", quality=95
-            )
+        for c in range(10):
+            (root / f"class_{c}").mkdir(parents=True, exist_ok=True)
+        step = 250
+        with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+            for f in [
+                pool.submit(_jpeg_range, root, a, min(a + step, images))
+                for a in range(0, images, step)
+            ]:
+                f.result()
         done.write_text(str(images))
     return sum(p.stat().st_size for p in root.rglob("*.jpg"))
 
@@ -260,6 +275,59 @@ def mrecord_cmd(src: Path, dst: Path, workers: int, *extra: str) -> list[str]:
     ]
 
 
+def curve(args: argparse.Namespace, workers: list[int]) -> int:
+    """The scaling curve: the default conversion, ``--check-images decode`` and ``--resize
+    64x64`` at each worker count, cold source, to durable, beside the same run's limits."""
+    src = args.source_dir / f"mrecord-bench-jpegs-{args.images}"
+    start = time.perf_counter()
+    source_bytes = make_jpegs(src, args.images)
+    print(
+        f"source: {args.images:,} JPEGs, {source_bytes / 1e6:,.0f} MB "
+        f"(ready in {time.perf_counter() - start:.0f} s); cores: {os.cpu_count()}",
+        flush=True,
+    )
+    small = subset(
+        src,
+        args.resize_images,
+        args.source_dir / f"mrecord-bench-jpegs-{args.images}-first{args.resize_images}",
+    )
+    small_bytes = sum(p.stat().st_size for p in small.rglob("*.jpg"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    dst = args.out.resolve() / "folder.mrecord"
+    write_limit = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
+    read_limit = source_bytes / cold_read_seconds(src) / 1e6
+    limit = 1 / (1 / read_limit + 1 / write_limit)
+    print(
+        f"limits (same run): durable sequential write {write_limit:,.0f} MB/s; cold read of "
+        f"the source files, 8 threads {read_limit:,.0f} MB/s; both on one disk "
+        f"{limit:,.0f} MB/s",
+        flush=True,
+    )
+    runs: list[tuple[str, Path, int, int, tuple[str, ...]]] = [
+        ("default check", src, args.images, source_bytes, ()),
+        ("--check-images decode", src, args.images, source_bytes, ("--check-images", "decode")),
+        ("--resize 64x64", small, args.resize_images, small_bytes, ("--resize", "64x64")),
+    ]
+    print(
+        f"{'run':24} {'workers':>7} {'rows':>7} {'s':>7} {'rows/s':>8} {'MB/s':>6} "
+        f"{'vs 1':>6} {'of limit':>8}",
+        flush=True,
+    )
+    for label, folder, count, nbytes, extra in runs:
+        first = None
+        for w in workers:
+            seconds = timed(mrecord_cmd(folder, dst, w, *extra), dst)
+            first = first or seconds
+            rate = nbytes / seconds / 1e6
+            print(
+                f"{label:24} {w:7} {count:7,} {seconds:7.2f} {count / seconds:8,.0f} "
+                f"{rate:6,.0f} {first / seconds:5.2f}x {rate / limit:8.0%}",
+                flush=True,
+            )
+    clean(dst)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the issue-24 table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -271,17 +339,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mindspore-python", default=None, help="interpreter with mindspore")
     parser.add_argument("--classic", action="store_true", help="the older table instead")
     parser.add_argument("--scale", type=float, default=1.0, help="--classic: shrink the sources")
+    parser.add_argument(
+        "--source-dir",
+        type=Path,
+        default=Path("/tmp"),
+        help="where the JPEG folders are generated (put it on the disk under test, not tmpfs)",
+    )
+    parser.add_argument(
+        "--curve",
+        default=None,
+        metavar="W1,W2,...",
+        help="instead of the table: the scaling curve, each run at each worker count "
+        "(e.g. 1,2,4,8,16 on a 16-core machine)",
+    )
     args = parser.parse_args(argv)
     if args.classic:
         return classic(args)
     if args.quick:
         args.images, args.resize_images = 2_000, 400
-    src = Path(f"/tmp/mrecord-bench-jpegs-{args.images}")
+    if args.curve:
+        return curve(args, [int(w) for w in args.curve.split(",")])
+    src = args.source_dir / f"mrecord-bench-jpegs-{args.images}"
     source_bytes = make_jpegs(src, args.images)
     small = subset(
         src,
         args.resize_images,
-        Path(f"/tmp/mrecord-bench-jpegs-{args.images}-first{args.resize_images}"),
+        args.source_dir / f"mrecord-bench-jpegs-{args.images}-first{args.resize_images}",
     )
     small_bytes = sum(p.stat().st_size for p in small.rglob("*.jpg"))
     args.out.mkdir(parents=True, exist_ok=True)
