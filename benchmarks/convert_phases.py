@@ -1,0 +1,88 @@
+"""Where an I/O-bound conversion's time goes: its phases timed apart, cold.
+
+Run ``python -m benchmarks.convert_phases [--folder F] [--workers N]`` (root: it drops
+the page cache) on a folder made by ``benchmarks.bench_convert``. Prints, each from a
+cold cache: listing the folder, its fingerprint (the resume key), the source alone
+(files read and checked, the batches kept in memory), the writer alone (those batches
+written to durable), and the whole conversion in this process, with the seconds its
+main thread waited for batches and for page writes. The sum of the parts against the
+whole says how much the reading and the writing overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.bench_convert import drop_caches
+
+
+def _clean(dst: Path) -> None:
+    for p in dst.parent.glob(dst.name + "*"):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the phases (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=Path, default=Path("/tmp/mrecord-bench-jpegs-20000"))
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("bench_out/phases"))
+    args = parser.parse_args(argv)
+    from mrecord.convert import convert_imagefolder
+    from mrecord.convert.base import file_fingerprint
+    from mrecord.convert.imagefolder import ImageFolderSource
+    from mrecord.convert.parallel import run_plan
+    from mrecord.rawdata.imagefolder import walk_image_folder
+    from mrecord.writer.file_writer import FileWriter
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    dst = args.out.resolve() / "phases.mrecord"
+    total = sum(p.stat().st_size for p in args.folder.rglob("*.jpg"))
+    print(f"{args.folder}: {total / 1e6:,.0f} MB; workers {args.workers}; cores {os.cpu_count()}")
+
+    def phase(label: str, seconds: float) -> None:
+        print(f"{label:44} {seconds:7.2f} s {total / seconds / 1e6:8,.0f} MB/s", flush=True)
+
+    drop_caches()
+    t = time.perf_counter()
+    walk_image_folder(args.folder)
+    phase("list the folder", time.perf_counter() - t)
+    t = time.perf_counter()
+    file_fingerprint(args.folder)
+    phase("fingerprint (after the listing)", time.perf_counter() - t)
+
+    drop_caches()
+    source = ImageFolderSource(args.folder)
+    t = time.perf_counter()
+    batches = [b for _i, b in run_plan(source.plan(), workers=args.workers) if b]
+    phase("source alone (list, read, check)", time.perf_counter() - t)
+
+    _clean(dst)
+    drop_caches()
+    t = time.perf_counter()
+    with FileWriter(str(dst), shard_num=1, overwrite=True) as writer:
+        writer.add_schema(source.schema)
+        writer.add_index(list(source.index_fields))
+        for b in batches:
+            writer.write_raw_data(b)
+    os.sync()
+    phase("writer alone, from memory, to durable", time.perf_counter() - t)
+    del batches
+
+    _clean(dst)
+    drop_caches()
+    t = time.perf_counter()
+    convert_imagefolder(args.folder, dst, workers=args.workers, overwrite=True)
+    os.sync()
+    phase("whole conversion, in this process", time.perf_counter() - t)
+    _clean(dst)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
