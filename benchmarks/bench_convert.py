@@ -303,11 +303,18 @@ def curve(args: argparse.Namespace, workers: list[int]) -> int:
         f"{limit:,.0f} MB/s",
         flush=True,
     )
-    runs: list[tuple[str, Path, int, int, tuple[str, ...]]] = [
-        ("default check", src, args.images, source_bytes, ()),
-        ("--check-images decode", src, args.images, source_bytes, ("--check-images", "decode")),
-        ("--resize 64x64", small, args.resize_images, small_bytes, ("--resize", "64x64")),
-    ]
+    every: dict[str, tuple[str, Path, int, int, tuple[str, ...]]] = {
+        "default": ("default check", src, args.images, source_bytes, ()),
+        "decode": (
+            "--check-images decode",
+            src,
+            args.images,
+            source_bytes,
+            ("--check-images", "decode"),
+        ),
+        "resize": ("--resize 64x64", small, args.resize_images, small_bytes, ("--resize", "64x64")),
+    }
+    runs = [every[name] for name in args.curve_runs.split(",")]
     print(
         f"{'run':24} {'workers':>7} {'rows':>7} {'s':>7} {'rows/s':>8} {'MB/s':>6} "
         f"{'vs 1':>6} {'of limit':>8}",
@@ -351,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="W1,W2,...",
         help="instead of the table: the scaling curve, each run at each worker count "
         "(e.g. 1,2,4,8,16 on a 16-core machine)",
+    )
+    parser.add_argument(
+        "--curve-runs",
+        default="default,decode,resize",
+        help="--curve: which runs (default, decode, resize; comma-separated)",
     )
     args = parser.parse_args(argv)
     if args.classic:
