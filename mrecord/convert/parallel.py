@@ -55,6 +55,9 @@ class BatchPlan(Generic[P, R]):
     the parent after the last batch (e.g. raises for bad input found on the way).
     ``releases_gil``: ``work`` spends its time in C code that releases the GIL, so
     threads of this process scale across cores (see the module docstring).
+    ``prepare(piece)``, if given, runs in the parent as the piece is handed out, up to
+    the window ahead of its work (``imagefolder``: ask the kernel to start reading the
+    piece's files, so a worker's reads find them in memory).
     """
 
     num_batches: int
@@ -63,6 +66,7 @@ class BatchPlan(Generic[P, R]):
     collect: Callable[[int, list[R]], Batch | None]
     finish: Callable[[], None]
     releases_gil: bool = False
+    prepare: Callable[[P], None] | None = None
 
 
 _WATCH_S = 0.5  # how often a worker checks that the converting process is still alive
@@ -139,6 +143,8 @@ def _pieces(plan: BatchPlan[Any, Any], start: int) -> Iterator[_Item]:
         if not pieces:
             yield (b, 0, 0, None)
         for j, piece in enumerate(pieces):
+            if plan.prepare is not None:
+                plan.prepare(piece)
             yield (b, j, len(pieces), piece)
 
 

@@ -4,6 +4,7 @@ is still named, and the default worker count is the number of cores."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,44 @@ def test_check_mode_is_validated() -> None:
 
     with pytest.raises(ArgumentError, match="structure"):
         SOURCES["imagefolder"](".", check="fast")
+
+
+def test_files_are_asked_for_ahead_of_their_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold folder is read with the kernel already fetching the coming files: each file
+    is advised (POSIX_FADV_WILLNEED) before it is read, a window of pieces ahead."""
+    from mrecord.convert import imagefolder
+
+    write_image_folder(tmp_path / "src", {"a": 70, "b": 60})
+    events: list[tuple[str, str]] = []
+    real_advise, real_read = os.posix_fadvise, imagefolder._read_file
+
+    def advise(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_WILLNEED:
+            events.append(("advise", os.readlink(f"/proc/self/fd/{fd}")))
+        real_advise(fd, offset, length, advice)
+
+    def read(path: Path) -> bytes | str:
+        events.append(("read", str(path)))
+        time.sleep(0.005)  # a slow disk: the files ahead get asked for meanwhile
+        return real_read(path)
+
+    monkeypatch.setattr(os, "posix_fadvise", advise)
+    monkeypatch.setattr(imagefolder, "_read_file", read)
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(workers=1))
+    assert summary.rows == 130
+    advised_at: dict[str, int] = {}
+    for i, (kind, path) in enumerate(events):
+        if kind == "advise":
+            advised_at.setdefault(path, i)
+    reads = [(i, path) for i, (kind, path) in enumerate(events) if kind == "read"]
+    assert len(reads) == 130
+    for k, (i, path) in enumerate(reads):
+        # deterministic: a piece is handed to a worker only after its files were asked for
+        assert advised_at[path] < i, f"{path} read before it was asked for"
+        # and, once the first file is read, the next piece is asked for while this one is
+        # read (the window ahead)
+        ahead = sum(1 for at in advised_at.values() if at < i)
+        assert k == 0 or ahead >= min(130, k + 33), f"only {ahead - k} files in flight at read {k}"
