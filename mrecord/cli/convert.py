@@ -110,8 +110,15 @@ def _convert_with_ray(
         compression_level=options.compression_level,
         page_size=options.page_size,
         overwrite=options.overwrite,
-        batch_rows=options.batch_rows,
+        batch_rows=options.batch_rows or _default_batch_rows(kind),
     )
+
+
+def _default_batch_rows(kind: str) -> int:
+    """The rows per batch of source ``kind`` when ``--batch-rows`` is not given."""
+    from mrecord.convert import SOURCES
+
+    return int(getattr(SOURCES[kind], "default_batch_rows", 4096))
 
 
 def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +228,10 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     help="mindrecord, mrecord: do not compare the .db files with the data.",
 )
 @click.option(
-    "--batch-rows", type=click.IntRange(1), default=4096, show_default=True, help="Rows per write."
+    "--batch-rows",
+    type=click.IntRange(1),
+    default=None,
+    help="Rows per write [default: 4096; 256 for imagefolder, whose rows are whole files].",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DST.")
 @click.option(
@@ -266,7 +276,7 @@ def convert(
     compression_level: int,
     index_fields: tuple[str, ...],
     no_index: bool,
-    batch_rows: int,
+    batch_rows: int | None,
     overwrite: bool,
     workers: int | None,
     resume: bool,

@@ -60,6 +60,8 @@ class Source(ABC):
     """
 
     kind: ClassVar[str] = ""
+    # Rows per batch when the caller gives none (``WriteOptions.batch_rows=None``).
+    default_batch_rows: ClassVar[int] = DEFAULT_BATCH_ROWS
 
     def __init__(
         self,

@@ -24,12 +24,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mrecord.convert._prefetch import prefetch
-from mrecord.convert.base import DEFAULT_BATCH_ROWS, Batch, Source, check_batch_rows
+from mrecord.convert.base import Batch, Source, check_batch_rows
 from mrecord.convert.parallel import run_plan
 from mrecord.errors import ArgumentError, DatasetExistsError
 
@@ -48,7 +48,9 @@ class WriteOptions:
 
     ``index_fields=None`` uses the source's suggestion (e.g. ``label``); ``[]``
     indexes nothing. ``compression="zstd"`` with ``compress_fields=None``
-    compresses every field, else only the named ones. ``workers``: pieces of per-row
+    compresses every field, else only the named ones. ``batch_rows``: rows per write
+    (None: the source's ``default_batch_rows``, 4,096, or 256 for ``imagefolder``, whose
+    rows are whole files). ``workers``: pieces of per-row
     work (image checks, ``--resize``, PNG encoding) done at once; None: one per core,
     1: a serial run (see :mod:`mrecord.convert.parallel`).
     """
@@ -60,7 +62,7 @@ class WriteOptions:
     compression_level: int = 3
     index_fields: Sequence[str] | None = None
     overwrite: bool = False
-    batch_rows: int = DEFAULT_BATCH_ROWS
+    batch_rows: int | None = None
     workers: int | None = None
     resume: bool = False
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
@@ -76,7 +78,8 @@ class WriteOptions:
             raise ArgumentError(f"shard_num must be an int, got {self.shard_num!r}")
         if not 1 <= self.shard_num <= 1000:
             raise ArgumentError(f"shard_num must be in [1, 1000], got {self.shard_num!r}")
-        check_batch_rows(self.batch_rows)
+        if self.batch_rows is not None:
+            check_batch_rows(self.batch_rows)
         for name in ("workers", "checkpoint_bytes"):
             value = getattr(self, name)
             if name == "workers" and value is None:
@@ -159,6 +162,8 @@ def write_source(
 
     opts = options or WriteOptions()
     opts.check(source.schema)
+    if opts.batch_rows is None:
+        opts = replace(opts, batch_rows=source.default_batch_rows)
     source.check_destination(dst, output_files(dst, opts.shard_num))
     index = list(source.index_fields if opts.index_fields is None else opts.index_fields)
     key = _resume_key(source, opts, index)
@@ -171,9 +176,16 @@ def write_source(
         # was publishing when the last run was killed, and then that run's dataset is
         # there, complete.
         writer = FileWriter(dst, shard_num=opts.shard_num, overwrite=opts.overwrite and not state)
-    except DatasetExistsError:
+    except DatasetExistsError as exc:
         if state is not None and _finished(dst, opts, state):
             return _finished_summary(source, dst, opts, started)
+        if opts.resume and state is None and not opts.overwrite:
+            raise DatasetExistsError(
+                f"{exc}. There is no checkpoint of an unfinished conversion to resume at "
+                f"{str(dst)!r}: the dataset there is complete (a conversion that finished, "
+                "perhaps killed only as it exited, or another dataset); use it, or pass "
+                "--overwrite (overwrite=True) to convert again"
+            ) from None
         if not (state is not None and opts.overwrite):
             raise
         writer = FileWriter(dst, shard_num=opts.shard_num, overwrite=True)
@@ -248,12 +260,13 @@ def _batches(
     source: Source, opts: WriteOptions, start: int
 ) -> Generator[tuple[int, Batch], None, None]:
     """``(position after it, batch)`` for the source's batches from number ``start`` on."""
-    plan = source.plan(opts.batch_rows)
+    batch_rows = opts.batch_rows or source.default_batch_rows
+    plan = source.plan(batch_rows)
     if plan is not None:
         for b, batch in prefetch(run_plan(plan, workers=opts.worker_count, start=start)):
             yield b + 1, batch or {}
         return
-    batches = source.iter_batches_for(opts.shard_num, opts.batch_rows)
+    batches = source.iter_batches_for(opts.shard_num, batch_rows)
     for b, batch in enumerate(prefetch(batches)):
         if b >= start:  # a source without a plan is read again up to its checkpoint
             yield b + 1, batch

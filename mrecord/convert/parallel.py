@@ -57,7 +57,9 @@ class BatchPlan(Generic[P, R]):
     threads of this process scale across cores (see the module docstring).
     ``prepare(piece)``, if given, runs in the parent as the piece is handed out, up to
     the window ahead of its work (``imagefolder``: ask the kernel to start reading the
-    piece's files, so a worker's reads find them in memory).
+    piece's files, so a worker's reads find them in memory). ``max_workers``: more
+    workers than this only slow the work down (measured); a larger ``workers`` is
+    lowered to it.
     """
 
     num_batches: int
@@ -67,6 +69,7 @@ class BatchPlan(Generic[P, R]):
     finish: Callable[[], None]
     releases_gil: bool = False
     prepare: Callable[[P], None] | None = None
+    max_workers: int | None = None
 
 
 _WATCH_S = 0.5  # how often a worker checks that the converting process is still alive
@@ -154,6 +157,8 @@ def run_plan(
     """Yield ``(b, batch)`` for batches ``start`` .. ``num_batches - 1`` in order, then run
     ``plan.finish()``. ``workers``: pieces worked on at once (threads or processes, see
     the module docstring); ``window``: pieces in flight (default four per worker)."""
+    if plan.max_workers is not None:
+        workers = min(workers, plan.max_workers)
     size = window or 4 * workers
     if workers > 1 and not plan.releases_gil:
         pool: Any = _Processes(plan.work, workers)

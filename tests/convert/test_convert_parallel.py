@@ -108,7 +108,11 @@ def test_cifar10_png_parallel_equals_serial(tmp_path: Path) -> None:
     """CIFAR-10 with PNG encoding (the kind's CPU work, in processes) and as arrays."""
     write_cifar10(tmp_path / "src", {f"data_batch_{i}.bin": 7 for i in range(1, 6)})
     assert_same(
-        "cifar10", tmp_path / "src", tmp_path / "png", 2, batch_rows=9,
+        "cifar10",
+        tmp_path / "src",
+        tmp_path / "png",
+        2,
+        batch_rows=9,
         source_options={"png": True},
     )
     assert_same("cifar10", tmp_path / "src", tmp_path / "raw", 2, batch_rows=9, shard_num=2)
@@ -151,3 +155,69 @@ def test_arrow_kinds_parallel_equal_serial(tmp_path: Path, kind: str) -> None:
         with pa.ipc.new_file(src, table.schema) as sink:
             sink.write_table(table, max_chunksize=6)
     assert_same(kind, src, tmp_path, 2, batch_rows=4)
+
+
+def test_run_plan_keeps_to_the_plans_worker_cap() -> None:
+    """A plan whose work gains nothing from more workers (``max_workers``) runs at most
+    that many pieces at once however many are asked for; without a cap, all of them."""
+    import threading
+    import time
+
+    from mrecord.convert.parallel import BatchPlan, run_plan
+
+    running = [0]
+    most = [0]
+    lock = threading.Lock()
+
+    def work(piece: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        return piece
+
+    def plan(cap: int | None) -> BatchPlan[int, int]:
+        return BatchPlan(
+            num_batches=2,
+            pieces=lambda b: list(range(8 * b, 8 * b + 8)),
+            work=work,
+            collect=lambda b, results: {"x": list(results)},
+            finish=lambda: None,
+            releases_gil=True,
+            max_workers=cap,
+        )
+
+    batches = [batch for _b, batch in run_plan(plan(1), workers=4)]
+    assert most[0] == 1
+    assert [batch["x"] for batch in batches if batch] == [list(range(8)), list(range(8, 16))]
+    most[0] = 0
+    list(run_plan(plan(None), workers=4))
+    assert most[0] == 4
+
+
+def test_imagefolder_writes_256_rows_at_a_time_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Image rows are whole files: by default a batch is 256 of them (bounded memory);
+    other sources keep 4,096, and ``batch_rows`` given is kept."""
+    from mrecord.writer.file_writer import FileWriter
+
+    write_image_folder(tmp_path / "src", {"a": 300, "b": 300})
+    sizes: list[int] = []
+    real = FileWriter.write_raw_data
+
+    def record(self: FileWriter, raw_data: Any, *args: Any, **kwargs: Any) -> None:
+        sizes.append(len(next(iter(raw_data.values()))))
+        real(self, raw_data, *args, **kwargs)
+
+    monkeypatch.setattr(FileWriter, "write_raw_data", record)
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        write_source(source, tmp_path / "a.mrecord", WriteOptions(workers=1))
+    assert sizes == [256, 256, 88]
+    sizes.clear()
+    with SOURCES["imagefolder"](tmp_path / "src") as source:
+        write_source(source, tmp_path / "b.mrecord", WriteOptions(workers=1, batch_rows=500))
+    assert sizes == [500, 100]
+    assert SOURCES["csv"].default_batch_rows == 4096  # type: ignore[attr-defined]

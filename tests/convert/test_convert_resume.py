@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,14 @@ def kill_and_resume(
         visible = cc.visible_files(dst)
         if visible and delay is not None and clean is not None:
             publishing = journal_path(dst.parent, dst.name).exists()
+            finished = not publishing and read_resume_state(dst) is None
             assert publishing or cc.dataset_bytes(dst) == clean, (
                 f"half-done files visible after {delay:.2f} s"
             )
+            if finished:  # killed as it exited: nothing to resume, and --resume says so
+                again = cc.run_worker("imagefolder", images, dst, workers=workers, resume=True)
+                assert again.returncode != 0 and "no checkpoint of an unfinished" in again.stderr
+                return killed.returncode, IMAGES
         else:
             assert visible == [], f"half-done files visible after {kill}"
     resumed = cc.run_worker("imagefolder", images, dst, workers=workers, resume=True)
@@ -208,3 +214,23 @@ def test_cli_resume_and_workers(tmp_path: Path, images: Path) -> None:
     assert not resume_dir(dst).exists()
     with DatasetReader.open(dst.with_name("x.mrecord0")) as reader:
         assert reader.num_rows == IMAGES
+
+
+def test_resume_of_a_finished_conversion_says_there_is_nothing_to_resume(
+    tmp_path: Path, images: Path
+) -> None:
+    """--resume where a conversion already finished (the dataset is there, no checkpoint)
+    is refused saying so and naming --overwrite; the dataset is untouched."""
+    from mrecord.errors import DatasetExistsError
+
+    dst = tmp_path / "x.mrecord"
+    options = WriteOptions(shard_num=cc.SHARDS, workers=1)
+    with SOURCES["imagefolder"](images) as source:
+        write_source(source, dst, options)
+    before = cc.dataset_bytes(dst)
+    with (
+        SOURCES["imagefolder"](images) as source,
+        pytest.raises(DatasetExistsError, match="no checkpoint of an unfinished conversion"),
+    ):
+        write_source(source, dst, replace(options, resume=True))
+    assert cc.dataset_bytes(dst) == before
