@@ -13,13 +13,18 @@ metadata, trailer); this module is where they reach the disk, for every writer:
 - :func:`write_tail`: the metadata and trailer after a shard's pages, the one place
   both of the above end a shard.
 
-Speed: a page's chunks (each a list of buffers: an uncompressed chunk of blobs is its
-offsets followed by the blobs themselves) go to the kernel in one ``writev``, with no
-joined copy in between, on a writer thread: the caller encodes and checksums the next
-page while the kernel copies this one (one page in flight per shard; a write error is
-raised by the next call). Every ``SYNC_EVERY`` bytes another thread runs ``fdatasync``
-on the file, so the disk writes overlap with the CPU work and the final ``fsync`` has
-little left to flush.
+Speed: where the file system allows it, a page's chunks (each a list of buffers: an
+uncompressed chunk of blobs is its offsets followed by the blobs themselves) are copied
+into a :class:`~mrecord.storage.direct_output.DirectStream` and written with
+``O_DIRECT``, a full 1 MiB buffer at a time on a writer thread while the caller fills
+the other: buffered, the kernel spent 2-8 s of system time per 2 GB on the page cache
+(2 GB of images from memory to durable: median 1.95 s direct, 3.9 s buffered, same
+machine, alternating). Elsewhere (tmpfs, or ``DIRECT_WRITES`` off) they go to the kernel
+in one ``writev``, with no joined copy in between, on a writer thread: the caller
+encodes and checksums the next page while the kernel copies this one (one page in
+flight per shard; a write error is raised by the next call). Either way every
+``SYNC_EVERY`` bytes another thread runs ``fdatasync`` on the file, so the disk writes
+overlap with the CPU work and the final ``fsync`` has little left to flush.
 """
 
 from __future__ import annotations
@@ -41,10 +46,14 @@ from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.pool import single_thread_executor
 from mrecord.storage.commit import copy_range
+from mrecord.storage.direct_output import BLOCK, DirectStream
 
 __all__ = ["SYNC_EVERY", "PageRun", "ShardOutput", "assemble_shard", "write_tail"]
 
 SYNC_EVERY = 64 << 20
+DIRECT_WRITES = True
+"""Write pages with ``O_DIRECT`` where the file system allows it (see the module
+docstring); tests of the buffered path turn it off."""
 _THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
@@ -123,9 +132,13 @@ class ShardOutput:
         self._unsynced = 0
         self._sync: Future[None] | None = None
         self._write: Future[None] | None = None
+        self._direct = DirectStream.open(partial, self._fd) if DIRECT_WRITES else None
         if base_length is None:
             try:
-                _writev_all(self._fd, [encode_header()])
+                if self._direct is not None:
+                    self._direct.write([encode_header()])
+                else:
+                    _writev_all(self._fd, [encode_header()])
             except BaseException:
                 self.abort()
                 raise
@@ -151,16 +164,29 @@ class ShardOutput:
         if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
             self._sync = _thread("mrecord-fsync").submit(os.fdatasync, fd)
             self._unsynced = 0
-        self._write = _thread("mrecord-write").submit(_writev_all, fd, buffers)
+        self._emit(fd, buffers)
         self._unsynced += pos - self.offset
         self.offset = pos
         return offsets
+
+    def _emit(self, fd: int, buffers: list[Any]) -> None:
+        """Append ``buffers`` to the file: copied into the direct stream, or one
+        ``writev`` on the writer thread (the buffers must then stay unchanged until the
+        next call waits for it)."""
+        if self._direct is not None:
+            self._direct.write(buffers)
+        else:
+            self._write = _thread("mrecord-write").submit(_writev_all, fd, buffers)
 
     def finish(self, meta: ShardMetadata) -> None:
         """Write ``meta`` and the trailer after the pages, fsync, close."""
         fd = self._need_fd()
         self._wait_for_write()
         self._wait_for_sync()
+        if self._direct is not None:
+            self._direct.flush()
+            self._direct.close()
+            self._direct = None
         metadata_offset = self.offset
         end = write_tail(fd, metadata_offset - self._start, metadata_offset, meta)
         self.offset = end + self._start
@@ -172,6 +198,8 @@ class ShardOutput:
         fd = self._need_fd()
         self._wait_for_write()
         self._wait_for_sync()
+        if self._direct is not None:
+            self._direct.flush()
         os.fdatasync(fd)
         self._unsynced = 0
         return self.offset - self._start
@@ -186,6 +214,9 @@ class ShardOutput:
         fd = self._need_fd()
         self._wait_for_write()
         self._wait_for_sync()
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
         self._fd = None
         os.close(fd)
         self.partial.unlink(missing_ok=True)
@@ -195,6 +226,8 @@ class ShardOutput:
         os.lseek(self._fd, length, os.SEEK_SET)
         self.offset = length
         self._unsynced = 0
+        if DIRECT_WRITES:
+            self._direct = _direct_from(self.partial, self._fd, length)
 
     @property
     def tail_length(self) -> int:
@@ -203,6 +236,9 @@ class ShardOutput:
 
     def abort(self) -> None:
         """Close and delete the partial file (errors ignored: it is being thrown away)."""
+        if self._direct is not None:
+            direct, self._direct = self._direct, None
+            direct.close()
         with contextlib.suppress(OSError):
             self._wait_for_write()
         with contextlib.suppress(OSError):
@@ -228,6 +264,16 @@ class ShardOutput:
         if self._sync is not None:
             sync, self._sync = self._sync, None
             sync.result()
+
+
+def _direct_from(path: Path, fd: int, length: int) -> DirectStream | None:
+    """A direct stream that goes on after the first ``length`` bytes of ``path`` (the
+    block they end in is read back and staged, to be rewritten whole)."""
+    at = length - length % BLOCK
+    with open(path, "rb", buffering=0) as f:
+        f.seek(at)
+        head = f.read(length - at)
+    return DirectStream.open(path, fd, at, head)
 
 
 @dataclass(frozen=True)

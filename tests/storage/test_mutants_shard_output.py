@@ -46,6 +46,14 @@ def _write(path: Path, ids: range, shards: int = 1) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True, params=["direct", "buffered"])
+def write_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with pages written by ``O_DIRECT`` and by buffered ``writev``:
+    the bytes must be the same (tests of ``writev`` itself turn direct writes off)."""
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", request.param == "direct")
+    return str(request.param)
+
+
 @pytest.fixture
 def meta(tmp_path: Path) -> ShardMetadata:
     """Some shard's metadata (``finish`` only encodes it)."""
@@ -179,6 +187,7 @@ def test_a_short_write_that_ends_inside_a_later_buffer_is_finished(
     tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``writev`` wrote the first buffers whole and part of another: the rest follows."""
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", False)  # writev's own contract
     real = os.writev
 
     def writev(fd: int, buffers: list[Any]) -> int:
@@ -208,6 +217,7 @@ def test_every_page_is_written_by_the_one_writer_thread_of_the_process(
     tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One page in flight per shard, on one ``mrecord-write`` thread (not one per page)."""
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", False)  # writev's own contract
     threads: list[threading.Thread] = []
     real = os.writev
 
@@ -296,6 +306,8 @@ def test_abort_removes_the_file_closes_it_and_may_run_twice(tmp_path: Path) -> N
 def test_abort_after_a_failed_write_raises_nothing_and_removes_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", False)  # writev's own contract
+
     def writev(fd: int, buffers: list[Any]) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -408,9 +420,7 @@ def test_a_shard_assembled_from_runs_of_pages_holds_their_rows_in_order(
         end = int((block["offset"] + block["length"]).max())
     # every chunk's bytes are those of its source, moved whole
     sources = [(a, meta_a, 1, 3), (b, meta_b, 0, 2), (a, meta_a, 3, 4)]
-    moved = [
-        (src.read_bytes(), m.chunks[s:e].reshape(-1)) for src, m, s, e in sources
-    ]
+    moved = [(src.read_bytes(), m.chunks[s:e].reshape(-1)) for src, m, s, e in sources]
     flat_final = final.chunks.reshape(-1)
     i = 0
     for raw, chunks in moved:

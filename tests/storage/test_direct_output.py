@@ -1,0 +1,143 @@
+"""Shard pages written with ``O_DIRECT`` (``mrecord/storage/direct_output.py``): the same
+bytes as buffered writes, only whole aligned blocks written directly, short direct writes
+finished, and buffered writes where the file system refuses ``O_DIRECT``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mrecord.format.metadata import ShardMetadata
+from mrecord.storage import direct_output, shard_output
+from mrecord.storage.direct_output import BLOCK, STAGE_BYTES
+from mrecord.storage.shard import read_shard_metadata
+from mrecord.storage.shard_output import ShardOutput
+from tests.storage.test_mutants_shard_output import _write
+
+pytestmark = pytest.mark.skipif(not getattr(os, "O_DIRECT", 0), reason="no O_DIRECT here")
+
+
+@pytest.fixture
+def meta(tmp_path: Path) -> ShardMetadata:
+    return read_shard_metadata(_write(tmp_path / "m", range(3)))
+
+
+def _pages(seed: int) -> list[list[tuple[list[Any], int]]]:
+    """Pages of chunks: small blobs, a numpy array, values bigger than a stage."""
+    rng = np.random.default_rng(seed)
+    pages = []
+    for p in range(12):
+        chunks: list[tuple[list[Any], int]] = []
+        for _ in range(int(rng.integers(1, 4))):
+            n = int(rng.choice([1, 63, 4096, 70_000, STAGE_BYTES + 12_345]))
+            parts: list[Any] = [rng.bytes(n)]
+            if p % 3 == 0:
+                parts.append(np.arange(n % 97, dtype=np.int64))
+            chunks.append((parts, sum(memoryview(x).nbytes for x in parts)))
+        pages.append(chunks)
+    return pages
+
+
+def _shard(path: Path, pages: list[list[tuple[list[Any], int]]], meta: ShardMetadata) -> bytes:
+    out = ShardOutput(path)
+    for i, page in enumerate(pages):
+        out.write_page(page)
+        if i == 5:
+            out.sync()  # a checkpoint in the middle: the stream goes on after it
+    out.finish(meta)
+    return path.read_bytes()
+
+
+def test_direct_and_buffered_shards_are_the_same_bytes(
+    tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values across stage boundaries, odd sizes, a sync on the way: identical files."""
+    pages = _pages(1)
+    direct = _shard(tmp_path / "direct", pages, meta)
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", False)
+    assert direct == _shard(tmp_path / "buffered", pages, meta)
+    assert len(direct) > 3 * STAGE_BYTES
+
+
+def test_only_whole_aligned_blocks_are_written_directly(
+    tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pages go through a descriptor opened with O_DIRECT, in whole blocks at block
+    positions (the rest, a last partial block, through the ordinary descriptor)."""
+    direct_fds: set[int] = set()
+    writes: list[tuple[bool, int, int]] = []
+    real_open, real_pwrite = os.open, os.pwrite
+
+    class Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def open(self, path: Any, flags: int, *args: Any) -> int:
+            fd = real_open(path, flags, *args)
+            if flags & os.O_DIRECT:
+                direct_fds.add(fd)
+            return fd
+
+        def pwrite(self, fd: int, data: Any, position: int) -> int:
+            writes.append((fd in direct_fds, position, memoryview(data).nbytes))
+            return real_pwrite(fd, data, position)
+
+    monkeypatch.setattr(direct_output, "os", Os())
+    _shard(tmp_path / "p", _pages(2), meta)
+    direct = [(pos, n) for is_direct, pos, n in writes if is_direct]
+    assert direct and all(pos % BLOCK == 0 and n % BLOCK == 0 for pos, n in direct)
+    assert sum(n for _pos, n in direct) >= 3 * STAGE_BYTES
+
+
+def test_a_short_direct_write_is_finished(
+    tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A direct write that wrote only part (a nearly full disk) is finished through the
+    ordinary descriptor: the file is whole."""
+    real_pwrite = os.pwrite
+    cut = [0]
+
+    class Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def pwrite(self, fd: int, data: Any, position: int) -> int:
+            view = memoryview(data)
+            if len(view) >= 2 * BLOCK and cut[0] < 3:
+                cut[0] += 1
+                return real_pwrite(fd, view[:BLOCK], position)
+            return real_pwrite(fd, view, position)
+
+    pages = _pages(3)
+    expected = _shard(tmp_path / "whole", pages, meta)
+    monkeypatch.setattr(direct_output, "os", Os())
+    assert _shard(tmp_path / "short", pages, meta) == expected
+    assert cut[0] == 3
+
+
+def test_a_file_system_without_o_direct_gets_buffered_writes(
+    tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where opening with O_DIRECT fails (tmpfs: EINVAL) the shard is written as before."""
+    real_open = os.open
+
+    class Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def open(self, path: Any, flags: int, *args: Any) -> int:
+            if flags & os.O_DIRECT:
+                raise OSError(22, "Invalid argument")
+            return real_open(path, flags, *args)
+
+    pages = _pages(4)
+    expected = _shard(tmp_path / "direct", pages, meta)
+    monkeypatch.setattr(direct_output, "os", Os())
+    out = ShardOutput(tmp_path / "probe")
+    assert out._direct is None  # the fallback is what is tested
+    out.abort()
+    assert _shard(tmp_path / "buffered", pages, meta) == expected
