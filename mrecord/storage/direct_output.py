@@ -25,6 +25,7 @@ import os
 from concurrent.futures import Future
 from typing import Any
 
+from mrecord.errors import ArgumentError, WriterStateError
 from mrecord.pool import single_thread_executor
 
 __all__ = ["BLOCK", "STAGE_BYTES", "DirectStream"]
@@ -60,7 +61,10 @@ class DirectStream:
 
     def __init__(self, direct_fd: int, fd: int, position: int = 0, head: bytes = b""):
         if position % BLOCK or len(head) >= BLOCK:
-            raise ValueError(f"a direct stream starts at a block boundary, not {position}")
+            raise ArgumentError(
+                f"a direct stream starts at a block boundary with less than a block staged, "
+                f"not at {position} with {len(head)} bytes"
+            )
         self._direct_fd: int | None = direct_fd
         self._fd = fd
         self._stages = [mmap.mmap(-1, STAGE_BYTES), mmap.mmap(-1, STAGE_BYTES)]
@@ -153,5 +157,5 @@ class DirectStream:
 
     def _need_fd(self) -> int:
         if self._direct_fd is None:
-            raise ValueError("the direct stream is closed")
+            raise WriterStateError("the direct stream is closed")
         return self._direct_fd
