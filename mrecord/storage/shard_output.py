@@ -13,13 +13,15 @@ metadata, trailer); this module is where they reach the disk, for every writer:
 - :func:`write_tail`: the metadata and trailer after a shard's pages, the one place
   both of the above end a shard.
 
-Speed: where the file system allows it, a page's chunks (each a list of buffers: an
-uncompressed chunk of blobs is its offsets followed by the blobs themselves) are copied
-into a :class:`~mrecord.storage.direct_output.DirectStream` and written with
-``O_DIRECT``, a full 1 MiB buffer at a time on a writer thread while the caller fills
-the other: buffered, the kernel spent 2-8 s of system time per 2 GB on the page cache
-(2 GB of images from memory to durable: median 1.95 s direct, 3.9 s buffered, same
-machine, alternating). Elsewhere (tmpfs, or ``DIRECT_WRITES`` off) they go to the kernel
+Speed: past a shard's first ``DIRECT_AFTER`` bytes (64 MiB, written buffered so that a
+small dataset is in the page cache for its first reader), where the file system allows
+it, a page's chunks (each a list of buffers: an uncompressed chunk of blobs is its
+offsets followed by the blobs themselves) are copied into a
+:class:`~mrecord.storage.direct_output.DirectStream` and written with ``O_DIRECT``, a
+full 1 MiB buffer at a time on a writer thread while the caller fills the other:
+buffered, the kernel spent 2-8 s of system time per 2 GB on the page cache (2 GB of
+images from memory to durable: median 1.95 s this way, 2.5-3.9 s buffered, same machine,
+alternating). Elsewhere (tmpfs, or ``DIRECT_WRITES`` off) they go to the kernel
 in one ``writev``, with no joined copy in between, on a writer thread: the caller
 encodes and checksums the next page while the kernel copies this one (one page in
 flight per shard; a write error is raised by the next call). Either way every
@@ -54,6 +56,10 @@ SYNC_EVERY = 64 << 20
 DIRECT_WRITES = True
 """Write pages with ``O_DIRECT`` where the file system allows it (see the module
 docstring); tests of the buffered path turn it off."""
+DIRECT_AFTER = 64 << 20
+"""Bytes of a shard written buffered before the rest goes ``O_DIRECT``: a small dataset
+stays in the page cache for the reader that usually follows (its first epoch warm, as
+before); past this, caching what is written would only push other data out."""
 _THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
@@ -132,7 +138,10 @@ class ShardOutput:
         self._unsynced = 0
         self._sync: Future[None] | None = None
         self._write: Future[None] | None = None
-        self._direct = DirectStream.open(partial, self._fd) if DIRECT_WRITES else None
+        self._direct = (
+            DirectStream.open(partial, self._fd) if DIRECT_WRITES and DIRECT_AFTER == 0 else None
+        )
+        self._may_go_direct = DIRECT_WRITES and self._direct is None
         if base_length is None:
             try:
                 if self._direct is not None:
@@ -172,7 +181,13 @@ class ShardOutput:
     def _emit(self, fd: int, buffers: list[Any]) -> None:
         """Append ``buffers`` to the file: copied into the direct stream, or one
         ``writev`` on the writer thread (the buffers must then stay unchanged until the
-        next call waits for it)."""
+        next call waits for it). Once ``DIRECT_AFTER`` bytes are in the file, the rest
+        goes direct (where the file system allows)."""
+        position = self.offset - self._start  # where these buffers start in the file
+        if self._may_go_direct and position >= DIRECT_AFTER:
+            self._may_go_direct = False  # one try: a refusal stays a refusal
+            self._wait_for_write()
+            self._direct = _direct_from(self.partial, fd, position)
         if self._direct is not None:
             self._direct.write(buffers)
         else:
@@ -226,8 +241,7 @@ class ShardOutput:
         os.lseek(self._fd, length, os.SEEK_SET)
         self.offset = length
         self._unsynced = 0
-        if DIRECT_WRITES:
-            self._direct = _direct_from(self.partial, self._fd, length)
+        self._may_go_direct = DIRECT_WRITES  # from DIRECT_AFTER on, as for a new file
 
     @property
     def tail_length(self) -> int:

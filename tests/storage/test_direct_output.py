@@ -21,6 +21,12 @@ from tests.storage.test_mutants_shard_output import _write
 pytestmark = pytest.mark.skipif(not getattr(os, "O_DIRECT", 0), reason="no O_DIRECT here")
 
 
+@pytest.fixture(autouse=True)
+def direct_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Direct from the first byte (by default a shard's first 64 MiB are buffered)."""
+    monkeypatch.setattr(shard_output, "DIRECT_AFTER", 0)
+
+
 @pytest.fixture
 def meta(tmp_path: Path) -> ShardMetadata:
     return read_shard_metadata(_write(tmp_path / "m", range(3)))
@@ -141,3 +147,31 @@ def test_a_file_system_without_o_direct_gets_buffered_writes(
     assert out._direct is None  # the fallback is what is tested
     out.abort()
     assert _shard(tmp_path / "buffered", pages, meta) == expected
+
+
+def test_a_shard_goes_direct_after_its_first_bytes(
+    tmp_path: Path, meta: ShardMetadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default the first ``DIRECT_AFTER`` bytes are written buffered (a small dataset
+    stays in the page cache for its first reader) and the rest directly, from an
+    unaligned point on: the file is byte for byte the buffered one."""
+    pages = _pages(5)
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", False)
+    expected = _shard(tmp_path / "buffered", pages, meta)
+    monkeypatch.setattr(shard_output, "DIRECT_WRITES", True)
+    monkeypatch.setattr(shard_output, "DIRECT_AFTER", 2 * STAGE_BYTES + 100)
+    opened_at: list[int] = []
+    real_open = os.open
+
+    class Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def open(self, path: Any, flags: int, *args: Any) -> int:
+            if flags & os.O_DIRECT:
+                opened_at.append(os.stat(path).st_size)
+            return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct_output, "os", Os())
+    assert _shard(tmp_path / "switched", pages, meta) == expected
+    assert len(opened_at) == 1 and opened_at[0] >= 2 * STAGE_BYTES + 100

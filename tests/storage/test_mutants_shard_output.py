@@ -51,6 +51,7 @@ def write_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Every test here runs with pages written by ``O_DIRECT`` and by buffered ``writev``:
     the bytes must be the same (tests of ``writev`` itself turn direct writes off)."""
     monkeypatch.setattr(shard_output, "DIRECT_WRITES", request.param == "direct")
+    monkeypatch.setattr(shard_output, "DIRECT_AFTER", 0)  # direct from the first byte
     return str(request.param)
 
 
