@@ -325,9 +325,7 @@ def test_distributed_imagefolder_conversion_equals_the_single_process_one(tmp_pa
     single = tmp_path / "single.mrecord"
     convert_imagefolder(root, single)
     out = tmp_path / "ray.mrecord"
-    summary = mrecord.ray.convert(
-        "imagefolder", root, out, files_per_task=2, shard_num="per_task"
-    )
+    summary = mrecord.ray.convert("imagefolder", root, out, files_per_task=2, shard_num="per_task")
     # cat has 3 images (2 tasks), dog 1, emu 1: one shard per task, rows in the same order
     assert summary.rows == len(expect) and summary.shards == 4
     got = _all_rows(Path(summary.files[0]))
@@ -346,6 +344,27 @@ def test_distributed_cifar10_conversion_into_two_shards(tmp_path: Path) -> None:
     images = np.stack([r["image"] for r in rows])
     np.testing.assert_array_equal(images, np.stack(expect["train"][0]))
     assert [int(r["label"]) for r in rows] == expect["train"][1]
+
+
+def test_distributed_mrecord_conversion_equals_the_single_process_one(tmp_path: Path) -> None:
+    """``convert mrecord`` (an older dataset rewritten) with ``--engine ray``: the rows,
+    in order, the schema, description and index fields of the local conversion."""
+    from mrecord.convert import convert_mrecord
+
+    src = write_dataset(tmp_path / "old.mrecord", make_rows(40), shard_num=2)
+    single = convert_mrecord(src, tmp_path / "single.mrecord", shard_num=1)
+    summary = mrecord.ray.convert("mrecord", src, tmp_path / "ray.mrecord", shard_num=1)
+    assert summary.rows == single.rows == 40
+    got, want = _all_rows(Path(summary.files[0])), _all_rows(Path(single.files[0]))
+    assert [int(r["id"]) for r in got] == [int(r["id"]) for r in want]
+    assert_rows_equal(got, want)
+    with (
+        DatasetReader.open(summary.files[0]) as reader,
+        DatasetReader.open(single.files[0]) as local,
+    ):
+        assert reader.schema.names == local.schema.names
+        assert reader.shards[0].meta.desc == local.shards[0].meta.desc
+        assert reader.shards[0].meta.index_fields == local.shards[0].meta.index_fields
 
 
 def test_cli_convert_engine_ray(tmp_path: Path) -> None:
