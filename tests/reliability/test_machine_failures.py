@@ -26,6 +26,7 @@ from mrecord.errors import (
     StoragePermissionError,
     WriterStateError,
 )
+from mrecord.storage import shard_output
 from mrecord.storage.failures import storage_error
 
 ROW_BYTES = 10 * 1024
@@ -73,8 +74,16 @@ def _assert_disk_full(exc: DiskFullError, folder: Path, state: str) -> None:
 _LEVELS = [0, 1024, 2048, 3072, 3584, 4096, 4608, 5120, 5632, 6144, 6656, 7168, 7680]
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
 @pytest.mark.parametrize("fill_kib", _LEVELS)
-def test_disk_full_at_many_fill_levels(small_fs: Path, fill_kib: int) -> None:
+def test_disk_full_at_many_fill_levels(
+    small_fs: Path, fill_kib: int, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk at each fill level, pages written buffered (a small dataset's way) or
+    with O_DIRECT from the first byte (a large one's): a typed error, nothing visible,
+    the last commit intact."""
+    if direct:
+        monkeypatch.setattr(shard_output, "DIRECT_AFTER", 0)
     path = small_fs / "d"
     filler = _fill(small_fs, fill_kib)
     writer = FileWriter(path, shard_num=2)  # no with block: failures must clean up anyway
