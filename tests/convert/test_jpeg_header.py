@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mrecord.convert import SOURCES, WriteOptions, write_source
 from mrecord.convert import imagefolder as imagefolder_module
+from mrecord.convert._pillow import require_pillow
 from mrecord.convert.jpeg_header import jpeg_header_ok
 
 PIL = pytest.importorskip("PIL")
@@ -120,7 +121,7 @@ def test_structure_check_skips_pillow_for_good_jpegs(
     for i, kind in enumerate(sorted(KINDS)):
         (folder / f"{i}.jpg").write_bytes(KINDS[kind])
     calls = []
-    real = imagefolder_module.require_pillow
+    real = require_pillow
 
     def counting() -> object:
         calls.append(1)
