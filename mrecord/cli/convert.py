@@ -238,8 +238,10 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--workers",
     type=click.IntRange(1, 1024),
     default=None,
-    help="Pieces of per-row work done at once, in threads (image checks) or processes "
-    "(resizing, encoding); default: the number of cores, 1: serial.",
+    help="Pieces of per-row work done at once, in threads (--check-images decode) or "
+    "processes (resizing, encoding); default: the number of cores, 1: serial. "
+    "The default structure check runs in one (more only contend; the files are read "
+    "ahead either way).",
 )
 @click.option(
     "--resume",
