@@ -199,7 +199,7 @@ class ImageFolderSource(Source):
             collect=collect,
             finish=self._finish,
             # Pillow's JPEG decoder (the check) releases the GIL, its encoders do not.
-            releases_gil=light or loader.check == "decode",
+            releases_gil=loader.resize is None and loader.reencode is None,
             prepare=_will_need,
             # The structure check is a few us per file and the reads are asked for
             # ahead: more threads only contend for the GIL (16 cores: 1 worker 3.2 s,
@@ -335,7 +335,7 @@ def _will_need(paths: list[Path]) -> None:
     One thread keeping reads in flight this way read a cold folder of 100 KB JPEGs
     at 1,096 MB/s where 8 threads each reading a file read at 547 MB/s, with a fifth
     of the CPU time: the threads' handoffs (the GIL, once per system call) cost more
-    system time than the reads (docs/CONVERT.md "Reading the files")."""
+    system time than the reads (docs/CONVERT.md, "Parallel conversion on one host")."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return

@@ -221,3 +221,19 @@ def test_imagefolder_writes_256_rows_at_a_time_unless_told(
         write_source(source, tmp_path / "b.mrecord", WriteOptions(workers=1, batch_rows=500))
     assert sizes == [500, 100]
     assert SOURCES["csv"].default_batch_rows == 4096  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("check", ["structure", "decode", "none"])
+def test_resizing_runs_in_processes_whatever_the_check(tmp_path: Path, check: str) -> None:
+    """Resizing and re-encoding hold the GIL (Pillow's encoders): their plan never asks
+    for threads, whichever check comes with it; the decode check alone does."""
+    write_image_folder(tmp_path / "src", {"a": 3})
+    for options in ({"resize": (4, 4)}, {"reencode": "png"}):
+        with SOURCES["imagefolder"](tmp_path / "src", check=check, **options) as source:
+            plan = source.plan()
+            assert plan is not None
+            assert not plan.releases_gil and plan.max_workers is None
+    with SOURCES["imagefolder"](tmp_path / "src", check=check) as source:
+        plan = source.plan()
+        assert plan is not None and plan.releases_gil
+        assert plan.max_workers == (None if check == "decode" else 1)
