@@ -54,6 +54,11 @@ from mrecord.rawdata.imagefolder import walk_image_folder
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderSource"]
 
+# Rows per batch: rows are whole files (~100 KB): 4,096 of them were 400 MB per batch,
+# three or four batches in memory at once (844 MB peak for 20,000 JPEGs, every page
+# touched fresh); 256 rows: 181 MB peak and 10% faster (docs/CONVERT.md).
+_BATCH_ROWS = 256
+
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
@@ -73,10 +78,7 @@ def _parse_resize(resize: int | Sequence[int] | None) -> tuple[int, int] | None:
 class ImageFolderSource(Source):
     """An image folder → rows ``image`` (bytes), ``label`` (int32), ``file_name`` (string)."""
 
-    # Rows are whole files (~100 KB): 4,096 of them were 400 MB per batch, three or
-    # four batches in memory at once (844 MB peak for 20,000 JPEGs, every page touched
-    # fresh); 256 rows: 181 MB peak and 10% faster (docs/CONVERT.md).
-    default_batch_rows: ClassVar[int] = 256
+    default_batch_rows: ClassVar[int] = _BATCH_ROWS
 
     kind = "imagefolder"
 
@@ -150,7 +152,7 @@ class ImageFolderSource(Source):
     def _loader(self) -> _Loader:
         return _Loader(self.resize, self.reencode, self.quality, self.check)
 
-    def iter_batches(self, batch_rows: int = 256) -> Iterator[Batch]:
+    def iter_batches(self, batch_rows: int = _BATCH_ROWS) -> Iterator[Batch]:
         """Yield rows in (class, path) order; files are read and checked by ``workers``
         threads (default: one per core)."""
         plan = self.plan(batch_rows)
@@ -158,7 +160,7 @@ class ImageFolderSource(Source):
             if batch is not None:
                 yield batch
 
-    def plan(self, batch_rows: int = 256) -> BatchPlan[Any, Any]:
+    def plan(self, batch_rows: int = _BATCH_ROWS) -> BatchPlan[Any, Any]:
         """Batches of ``batch_rows`` files in (class, path) order, read, checked and
         resized/re-encoded in pieces of at most ``_PIECE_ROWS`` files."""
         check_batch_rows(batch_rows)
