@@ -92,7 +92,10 @@ class DirectStream:
     def write(self, buffers: list[Any]) -> None:
         """Append ``buffers`` (bytes-like, each C-contiguous) to the file."""
         for buf in buffers:
-            view = memoryview(buf).cast("B")
+            whole = memoryview(buf)
+            if not whole.nbytes:  # an empty array (shape (0, 4)) cannot be cast to bytes
+                continue
+            view = whole.cast("B")
             while view:
                 stage = self._stages[self._current]
                 n = min(len(view), STAGE_BYTES - self._fill)
