@@ -16,7 +16,7 @@ from mrecord.storage import direct_output, shard_output
 from mrecord.storage.direct_output import BLOCK, STAGE_BYTES
 from mrecord.storage.shard import read_shard_metadata
 from mrecord.storage.shard_output import ShardOutput
-from tests.storage.test_mutants_shard_output import _write
+from tests.storage.test_mutants_shard_output import _OsProxy, _write
 
 pytestmark = pytest.mark.skipif(not getattr(os, "O_DIRECT", 0), reason="no O_DIRECT here")
 
@@ -78,21 +78,17 @@ def test_only_whole_aligned_blocks_are_written_directly(
     writes: list[tuple[bool, int, int]] = []
     real_open, real_pwrite = os.open, os.pwrite
 
-    class Os:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
+    def opening(path: Any, flags: int, *args: Any) -> int:
+        fd = real_open(path, flags, *args)
+        if flags & os.O_DIRECT:
+            direct_fds.add(fd)
+        return fd
 
-        def open(self, path: Any, flags: int, *args: Any) -> int:
-            fd = real_open(path, flags, *args)
-            if flags & os.O_DIRECT:
-                direct_fds.add(fd)
-            return fd
+    def pwrite(fd: int, data: Any, position: int) -> int:
+        writes.append((fd in direct_fds, position, memoryview(data).nbytes))
+        return real_pwrite(fd, data, position)
 
-        def pwrite(self, fd: int, data: Any, position: int) -> int:
-            writes.append((fd in direct_fds, position, memoryview(data).nbytes))
-            return real_pwrite(fd, data, position)
-
-    monkeypatch.setattr(direct_output, "os", Os())
+    monkeypatch.setattr(direct_output, "os", _OsProxy(open=opening, pwrite=pwrite))
     _shard(tmp_path / "p", _pages(2), meta)
     direct = [(pos, n) for is_direct, pos, n in writes if is_direct]
     assert direct and all(pos % BLOCK == 0 and n % BLOCK == 0 for pos, n in direct)
@@ -107,20 +103,16 @@ def test_a_short_direct_write_is_finished(
     real_pwrite = os.pwrite
     cut = [0]
 
-    class Os:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-        def pwrite(self, fd: int, data: Any, position: int) -> int:
-            view = memoryview(data)
-            if len(view) >= 2 * BLOCK and cut[0] < 3:
-                cut[0] += 1
-                return real_pwrite(fd, view[:BLOCK], position)
-            return real_pwrite(fd, view, position)
+    def pwrite(fd: int, data: Any, position: int) -> int:
+        view = memoryview(data)
+        if len(view) >= 2 * BLOCK and cut[0] < 3:
+            cut[0] += 1
+            return real_pwrite(fd, view[:BLOCK], position)
+        return real_pwrite(fd, view, position)
 
     pages = _pages(3)
     expected = _shard(tmp_path / "whole", pages, meta)
-    monkeypatch.setattr(direct_output, "os", Os())
+    monkeypatch.setattr(direct_output, "os", _OsProxy(pwrite=pwrite))
     assert _shard(tmp_path / "short", pages, meta) == expected
     assert cut[0] == 3
 
@@ -131,18 +123,14 @@ def test_a_file_system_without_o_direct_gets_buffered_writes(
     """Where opening with O_DIRECT fails (tmpfs: EINVAL) the shard is written as before."""
     real_open = os.open
 
-    class Os:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-        def open(self, path: Any, flags: int, *args: Any) -> int:
-            if flags & os.O_DIRECT:
-                raise OSError(22, "Invalid argument")
-            return real_open(path, flags, *args)
+    def opening(path: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_DIRECT:
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *args)
 
     pages = _pages(4)
     expected = _shard(tmp_path / "direct", pages, meta)
-    monkeypatch.setattr(direct_output, "os", Os())
+    monkeypatch.setattr(direct_output, "os", _OsProxy(open=opening))
     out = ShardOutput(tmp_path / "probe")
     assert out._direct is None  # the fallback is what is tested
     out.abort()
@@ -163,16 +151,12 @@ def test_a_shard_goes_direct_after_its_first_bytes(
     opened_at: list[int] = []
     real_open = os.open
 
-    class Os:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
+    def opening(path: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_DIRECT:
+            opened_at.append(os.stat(path).st_size)
+        return real_open(path, flags, *args)
 
-        def open(self, path: Any, flags: int, *args: Any) -> int:
-            if flags & os.O_DIRECT:
-                opened_at.append(os.stat(path).st_size)
-            return real_open(path, flags, *args)
-
-    monkeypatch.setattr(direct_output, "os", Os())
+    monkeypatch.setattr(direct_output, "os", _OsProxy(open=opening))
     assert _shard(tmp_path / "switched", pages, meta) == expected
     assert len(opened_at) == 1 and opened_at[0] >= 2 * STAGE_BYTES + 100
 
