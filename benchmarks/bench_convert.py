@@ -305,17 +305,11 @@ def compile_mrecord() -> None:
     compileall.compile_dir(str(Path(mrecord.__file__).parent), quiet=1)
 
 
-def curve(args: argparse.Namespace, workers: list[int]) -> int:
-    """The scaling curve: the default conversion, ``--check-images decode`` and ``--resize
-    64x64`` at each worker count, cold source, to durable, beside the same run's limits."""
+def _sources(args: argparse.Namespace) -> tuple[Path, int, Path, int, Path]:
+    """The JPEG folder and its first ``--resize-images`` files (made once), their bytes,
+    and the output dataset's path: ``(src, bytes, small, small bytes, dst)``."""
     src = args.source_dir / f"mrecord-bench-jpegs-{args.images}"
-    start = time.perf_counter()
     source_bytes = make_jpegs(src, args.images)
-    print(
-        f"source: {args.images:,} JPEGs, {source_bytes / 1e6:,.0f} MB "
-        f"(ready in {time.perf_counter() - start:.0f} s); cores: {os.cpu_count()}",
-        flush=True,
-    )
     small = subset(
         src,
         args.resize_images,
@@ -323,9 +317,27 @@ def curve(args: argparse.Namespace, workers: list[int]) -> int:
     )
     small_bytes = sum(p.stat().st_size for p in small.rglob("*.jpg"))
     args.out.mkdir(parents=True, exist_ok=True)
-    dst = args.out.resolve() / "folder.mrecord"
-    write_limit = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
-    read_limit = source_bytes / cold_read_seconds(src) / 1e6
+    return src, source_bytes, small, small_bytes, args.out.resolve() / "folder.mrecord"
+
+
+def _disk_limits(args: argparse.Namespace, src: Path, source_bytes: int) -> tuple[float, float]:
+    """MB/s of a durable sequential write of the source's bytes and of a cold read of
+    its files, measured now."""
+    write = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
+    return write, source_bytes / cold_read_seconds(src) / 1e6
+
+
+def curve(args: argparse.Namespace, workers: list[int]) -> int:
+    """The scaling curve: the default conversion, ``--check-images decode`` and ``--resize
+    64x64`` at each worker count, cold source, to durable, beside the same run's limits."""
+    start = time.perf_counter()
+    src, source_bytes, small, small_bytes, dst = _sources(args)
+    print(
+        f"source: {args.images:,} JPEGs, {source_bytes / 1e6:,.0f} MB "
+        f"(ready in {time.perf_counter() - start:.0f} s); cores: {os.cpu_count()}",
+        flush=True,
+    )
+    write_limit, read_limit = _disk_limits(args, src, source_bytes)
     limit = 1 / (1 / read_limit + 1 / write_limit)
     print(
         f"limits (same run): durable sequential write {write_limit:,.0f} MB/s; cold read of "
@@ -402,23 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     compile_mrecord()
     if args.curve:
         return curve(args, [int(w) for w in args.curve.split(",")])
-    src = args.source_dir / f"mrecord-bench-jpegs-{args.images}"
-    source_bytes = make_jpegs(src, args.images)
-    small = subset(
-        src,
-        args.resize_images,
-        args.source_dir / f"mrecord-bench-jpegs-{args.images}-first{args.resize_images}",
-    )
-    small_bytes = sum(p.stat().st_size for p in small.rglob("*.jpg"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    dst = args.out.resolve() / "folder.mrecord"
+    src, source_bytes, small, small_bytes, dst = _sources(args)
 
     from benchmarks.limits import measure_limits
     from benchmarks.run import find_mindspore
 
     limits = measure_limits(args.out, 256)
-    write_limit = source_bytes / disk_limit(args.out / "limit.scratch", source_bytes) / 1e6
-    read_limit = source_bytes / cold_read_seconds(src) / 1e6
+    write_limit, read_limit = _disk_limits(args, src, source_bytes)
     rows: list[tuple[str, int, int, float | None]] = []
     for workers in sorted({1, args.workers}):
         seconds = timed(mrecord_cmd(src, dst, workers), dst)
