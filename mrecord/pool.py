@@ -25,12 +25,13 @@ the same :func:`ordered_map`.
 :func:`single_thread_executor` is the exception, on purpose: a dedicated
 ``concurrent.futures`` executor with one thread for side work whose caller waits on
 each result itself and whose work must never be cancelled (the writer's background
-``fdatasync``). It is made here so that every thread mrecord starts is made in this
-module.
+``fdatasync``), held once per process by :func:`process_thread`. It is made here so
+that every thread mrecord starts is made in this module.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import weakref
@@ -48,6 +49,7 @@ __all__ = [
     "ThreadPool",
     "call",
     "ordered_map",
+    "process_thread",
     "single_thread_executor",
 ]
 
@@ -258,3 +260,24 @@ def single_thread_executor(name: str) -> ThreadPoolExecutor:
     """A dedicated one-thread ``concurrent.futures`` executor named ``name`` (see the
     module docstring: for uncancellable side work such as ``fdatasync``)."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+
+_PROCESS_THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+_process_threads_lock = threading.Lock()
+
+
+def process_thread(name: str) -> ThreadPoolExecutor:
+    """This process's one-thread executor ``name`` (``mrecord-write``, ``mrecord-fsync``,
+    ``mrecord-write-direct``), a :func:`single_thread_executor` made on first use.
+
+    Made again in each process: a child forked (a converter's worker) after its parent
+    wrote would otherwise inherit an executor whose thread did not survive the fork, and
+    wait for it forever. Work on it is never cancelled: callers wait on it.
+    """
+    pid = os.getpid()
+    with _process_threads_lock:
+        held = _PROCESS_THREADS.get(name)
+        if held is None or held[0] != pid:
+            held = (pid, single_thread_executor(name))
+            _PROCESS_THREADS[name] = held
+        return held[1]

@@ -26,22 +26,13 @@ from concurrent.futures import Future
 from typing import Any
 
 from mrecord.errors import ArgumentError, WriterStateError
-from mrecord.pool import single_thread_executor
+from mrecord.pool import process_thread
 
 __all__ = ["BLOCK", "STAGE_BYTES", "DirectStream"]
 
 BLOCK = 4096  # O_DIRECT alignment that holds for every common device (512 or 4096)
 STAGE_BYTES = 1 << 20  # per buffer; two per open shard (1,000 shards: 2 GiB at most)
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
-_writer: tuple[int, Any] | None = None
-
-
-def _write_thread() -> Any:
-    """This process's one thread for direct writes (made again in a forked child)."""
-    global _writer
-    if _writer is None or _writer[0] != os.getpid():
-        _writer = (os.getpid(), single_thread_executor("mrecord-write-direct"))
-    return _writer[1]
 
 
 def _pwrite_all(fd: int, data: Any, position: int, fallback_fd: int) -> None:
@@ -109,7 +100,7 @@ class DirectStream:
         """Write the full current stage directly (on the write thread); go on in the other."""
         direct_fd = self._need_fd()
         stage, at = self._stages[self._current], self._at
-        self._writes[self._current] = _write_thread().submit(
+        self._writes[self._current] = process_thread("mrecord-write-direct").submit(
             _pwrite_all, direct_fd, stage, at, self._fd
         )
         self._current = 1 - self._current

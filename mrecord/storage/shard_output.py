@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from mrecord.format.compression import checksum
 from mrecord.format.layout import HEADER_SIZE, Trailer, align, encode_header
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
-from mrecord.pool import single_thread_executor
+from mrecord.pool import process_thread
 from mrecord.storage.commit import copy_range
 from mrecord.storage.direct_output import BLOCK, DirectStream
 
@@ -60,22 +60,6 @@ DIRECT_AFTER = 64 << 20
 """Bytes of a shard written buffered before the rest goes ``O_DIRECT``: a small dataset
 stays in the page cache for the reader that usually follows (its first epoch warm, as
 before); past this, caching what is written would only push other data out."""
-_THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
-
-
-def _thread(name: str) -> ThreadPoolExecutor:
-    """This process's one-thread executor ``name`` ("mrecord-write", "mrecord-fsync").
-
-    Made on first use in each process: a child forked (a converter's worker) after its
-    parent wrote would otherwise inherit an executor whose thread did not survive the
-    fork, and wait for it forever. Work on it is never cancelled: callers wait on it.
-    """
-    pid = os.getpid()
-    held = _THREADS.get(name)
-    if held is None or held[0] != pid:
-        held = (pid, single_thread_executor(name))
-        _THREADS[name] = held
-    return held[1]
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 _ZEROS = bytes(64)
 _COPY_STEP = 64 << 20
@@ -171,7 +155,7 @@ class ShardOutput:
             pos = start + length
         self._wait_for_write()  # the page before is in the file (or its error raised here)
         if self._unsynced >= SYNC_EVERY and (self._sync is None or self._sync.done()):
-            self._sync = _thread("mrecord-fsync").submit(os.fdatasync, fd)
+            self._sync = process_thread("mrecord-fsync").submit(os.fdatasync, fd)
             self._unsynced = 0
         self._emit(fd, buffers)
         self._unsynced += pos - self.offset
@@ -191,7 +175,7 @@ class ShardOutput:
         if self._direct is not None:
             self._direct.write(buffers)
         else:
-            self._write = _thread("mrecord-write").submit(_writev_all, fd, buffers)
+            self._write = process_thread("mrecord-write").submit(_writev_all, fd, buffers)
 
     def finish(self, meta: ShardMetadata) -> None:
         """Write ``meta`` and the trailer after the pages, fsync, close."""
