@@ -117,8 +117,9 @@ def _convert_with_ray(
 def _default_batch_rows(kind: str) -> int:
     """The rows per batch of source ``kind`` when ``--batch-rows`` is not given."""
     from mrecord.convert import SOURCES
+    from mrecord.convert.base import DEFAULT_BATCH_ROWS
 
-    return int(getattr(SOURCES[kind], "default_batch_rows", 4096))
+    return int(getattr(SOURCES[kind], "default_batch_rows", DEFAULT_BATCH_ROWS))
 
 
 def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
