@@ -81,12 +81,21 @@ def mrecord_write(folder: Path, chunks: list[W.Chunk]) -> tuple[float, int]:
     return seconds, written
 
 
+def _settle(seconds: float) -> None:
+    """Let the disk finish what earlier writes and removals left for it."""
+    os.sync()
+    time.sleep(seconds)
+
+
 def main() -> int:
     """Print the rounds and the median ratio (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--dir", type=Path, default=Path("bench_out/write_durable"))
+    parser.add_argument(
+        "--settle", type=float, default=3.0, help="seconds of quiet disk before each write"
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     chunks = list(W.get("images").chunks(args.scale))
@@ -95,9 +104,18 @@ def main() -> int:
     print(f"images workload: {rows:,} rows of ~100 KB, warm in memory; load {os.getloadavg()}")
     print(f"{'round':>5} {'limit MB/s':>11} {'mrecord MB/s':>13} {'of limit':>9}")
     ratios = []
+    written = 0
     for r in range(1, args.rounds + 1):
-        seconds, written = mrecord_write(args.dir / "mrecord", chunks)
-        limit_s = disk_limit(args.dir / "limit.scratch", written)
+        if r % 2 == 0 and written:  # even rounds: the limit first
+            _settle(args.settle)
+            limit_s = disk_limit(args.dir / "limit.scratch", written)
+            _settle(args.settle)
+            seconds, written = mrecord_write(args.dir / "mrecord", chunks)
+        else:
+            _settle(args.settle)
+            seconds, written = mrecord_write(args.dir / "mrecord", chunks)
+            _settle(args.settle)
+            limit_s = disk_limit(args.dir / "limit.scratch", written)
         limit, mine = written / limit_s / 1e6, written / seconds / 1e6
         ratios.append(mine / limit)
         print(f"{r:5} {limit:11,.0f} {mine:13,.0f} {mine / limit:9.0%}")

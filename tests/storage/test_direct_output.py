@@ -1,9 +1,11 @@
 """Shard pages written with ``O_DIRECT`` (``mrecord/storage/direct_output.py``): the same
 bytes as buffered writes, only whole aligned blocks written directly, short direct writes
-finished, and buffered writes where the file system refuses ``O_DIRECT``."""
+finished, buffered writes where the file system refuses ``O_DIRECT``, and the stage
+buffers' process-wide budget."""
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -13,12 +15,32 @@ import pytest
 
 from mrecord.format.metadata import ShardMetadata
 from mrecord.storage import direct_output, shard_output
-from mrecord.storage.direct_output import BLOCK, STAGE_BYTES
+from mrecord.storage.direct_output import (
+    BLOCK,
+    STAGE_BUDGET,
+    STAGE_MAX,
+    STAGE_MIN,
+    DirectStream,
+    stage_bytes,
+)
 from mrecord.storage.shard import read_shard_metadata
 from mrecord.storage.shard_output import ShardOutput
 from tests.storage.test_mutants_shard_output import _OsProxy, _write
 
 pytestmark = pytest.mark.skipif(not getattr(os, "O_DIRECT", 0), reason="no O_DIRECT here")
+
+STAGE_BYTES = 1 << 20
+"""The stage size in the byte-for-byte tests: values cross stage boundaries at small sizes."""
+
+
+@pytest.fixture(autouse=True)
+def small_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(direct_output, "STAGE_MAX", STAGE_BYTES)
+
+
+@pytest.fixture
+def real_stage_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(direct_output, "STAGE_MAX", STAGE_MAX)  # the value imported above
 
 
 @pytest.fixture(autouse=True)
@@ -191,3 +213,41 @@ def test_a_dataset_with_empty_values_written_directly_reads_back(
     assert [bytes(r["blob"]) for r in rows] == blobs
     for row, want in zip(rows, boxes, strict=True):
         np.testing.assert_array_equal(np.asarray(row["boxes"]).reshape(-1, 4), want)
+
+
+def _streams(tmp_path: Path, count: int) -> list[DirectStream]:
+    streams = []
+    for i in range(count):
+        path = tmp_path / f"s{i}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        stream = DirectStream.open(path, fd)
+        assert stream is not None
+        streams.append(stream)
+        os.close(fd)
+    return streams
+
+
+@pytest.mark.usefixtures("real_stage_sizes")
+def test_a_few_streams_get_big_stages_and_many_get_small_ones(tmp_path: Path) -> None:
+    """The first streams of a process get STAGE_MAX buffers; once the budget is taken,
+    new ones get STAGE_MIN (hundreds of shards stay at 2 MiB each); a closed stream's
+    buffers count no more."""
+    assert stage_bytes() == STAGE_MAX  # nothing else open
+    big = STAGE_BUDGET // (2 * STAGE_MAX)
+    streams = _streams(tmp_path, big + 3)
+    assert [s._size for s in streams[:big]] == [STAGE_MAX] * big
+    assert [s._size for s in streams[big:]] == [STAGE_MIN] * 3
+    for stream in streams:
+        stream.close()
+    assert stage_bytes() == STAGE_MAX
+
+
+@pytest.mark.usefixtures("real_stage_sizes")
+def test_an_abandoned_stream_gives_its_budget_back(tmp_path: Path) -> None:
+    """A stream dropped without ``close`` (a writer abandoned on an error) does not keep
+    later streams on small buffers for the rest of the process."""
+    streams = _streams(tmp_path, STAGE_BUDGET // (2 * STAGE_MAX))
+    assert stage_bytes() == STAGE_MIN
+    del streams
+    gc.collect()
+    assert stage_bytes() == STAGE_MAX
