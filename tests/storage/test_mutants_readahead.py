@@ -645,3 +645,83 @@ def test_a_refused_direct_read_is_a_failure_not_bytes(
         _spy_preads(monkeypatch, lambda fd, at: OSError(errno.EINVAL, "Invalid argument"))
         nbytes, _, reads = direct_layout([(i * PAGE, 100) for i in range(count)])
         assert not read_direct(shard, aligned_buffer(nbytes), reads)
+
+
+def test_warm_or_cold_is_told_from_a_sample_of_the_rows(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm test looks at the ranges of at most ``_SAMPLE`` rows spread over the
+    read (first and last included), not at every row's (measured: the whole list cost
+    as much as reading a warm block); a cold read still hints every row's bytes."""
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_SAMPLE", 3)
+    looked_at: list[list[tuple[int, int]]] = []
+
+    def cold(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+        looked_at.append(ranges)
+        return False
+
+    monkeypatch.setattr(readahead, "_looks_warm", cold)
+    with ShardFile(path, verify="never") as shard:
+        ids = list(range(ROWS))
+        pages, slots = _where(shard, ids)
+        hinted: list[list[tuple[int, int]]] = []
+        want = row_ranges(shard, pages, slots, ["id"])
+        monkeypatch.setattr(shard, "will_need", hinted.append)
+        assert readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True) > 0
+        sample = [0, (ROWS - 1) // 2, ROWS - 1]
+        sampled = row_ranges(shard, pages[sample], slots[sample], ["id"])
+        assert looked_at == [sampled] and sampled != want
+        assert hinted == [want]
+
+
+def test_a_warm_read_still_checks_its_unchecked_chunks_ahead(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``verify="once"`` a warm block's chunks not checked yet are checked by the
+    I/O threads, before the read, and nothing is hinted."""
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: True)
+    with ShardFile(path, verify="once") as shard:
+        pages, slots = _where(shard, [1, 9, 17])
+        hinted: list[list[tuple[int, int]]] = []
+        monkeypatch.setattr(shard, "will_need", hinted.append)
+        unique = np.unique(pages)
+        assert not shard.verified_chunks(unique, 0).any()
+        assert readahead.hint_rows(shard, pages, slots, ["id", "blob"], beyond_memory=True) == 0
+        assert hinted == []
+        assert shard.verified_chunks(unique, 0).all() and shard.verified_chunks(unique, 1).all()
+        others = np.setdiff1d(np.arange(shard.meta.chunks.shape[0]), unique)
+        assert not shard.verified_chunks(others, 0).any()
+
+
+def test_a_chunk_checked_on_arrival_is_asked_for_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk longer than one ``pread`` piece is asked of the kernel whole
+    (``POSIX_FADV_WILLNEED``) before its pieces are read: one request for the device,
+    not one per piece (a hard disk's few hundred IOPS were the cost)."""
+    import os
+
+    import mrecord.storage.shard as shard_module
+
+    file = tmp_path / "big.mrecord"
+    with FileWriter(file) as writer:
+        writer.add_schema({"v": {"type": "float32", "shape": [1024]}})
+        writer.set_page_size(4 << 20)
+        writer.write_raw_data({"v": np.ones((600, 1024), dtype=np.float32)})
+    clear_verified()
+    advised: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((offset, length, advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(shard_module.os, "posix_fadvise", spy)
+    with ShardFile(file, verify="once") as shard:
+        offset, length, _ = shard.chunk_place(0, 0)
+        assert length > shard_module._PIECE
+        shard.verify_arriving(0, 0)
+        assert shard.verified_chunks(np.array([0]), 0).all()
+    assert (offset, length, os.POSIX_FADV_WILLNEED) in advised
