@@ -718,7 +718,7 @@ def test_a_chunk_checked_on_arrival_is_asked_for_whole(
         advised.append((offset, length, advice))
         real(fd, offset, length, advice)
 
-    monkeypatch.setattr(shard_module.os, "posix_fadvise", spy)
+    monkeypatch.setattr(os, "posix_fadvise", spy)
     with ShardFile(file, verify="once") as shard:
         offset, length, _ = shard.chunk_place(0, 0)
         assert length > shard_module._PIECE
