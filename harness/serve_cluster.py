@@ -50,9 +50,18 @@ def start_server(
     argv += ["--host", host.ip, "--port", str(port), "--local-socket", "off", *extra]
     if cgroup is not None:
         # The namespace's /sys hides the cgroup tree: the server waits (in a shell) until
-        # this process has moved it into the group, then starts.
+        # this process has moved it into the group, then mounts the memory hierarchy in
+        # the namespace's own mount namespace (``ip netns exec`` made it; the host's mounts
+        # are untouched) so that the server sees its group's limit, as a server on a host
+        # of its own does, and starts. (Without the mount it saw no limit, sized its
+        # blocks in flight from the machine's memory and was OOM-killed in a 300 MB group.)
         wait = f"until grep -q 'memory:/{cgroup.name}$' /proc/self/cgroup; do sleep 0.05; done"
-        argv = ["sh", "-c", f'{wait}; exec "$@"', "sh", *argv]
+        mount = (
+            f"[ -e /sys/fs/cgroup/memory/{cgroup.name}/memory.limit_in_bytes ] || "
+            "{ mount -t tmpfs cgroup-root /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/memory && "
+            "mount -t cgroup -o memory memory /sys/fs/cgroup/memory; }"
+        )
+        argv = ["sh", "-c", f'{wait}; {mount}; exec "$@"', "sh", *argv]
     log = c.workdir / f"serve-{host.name}-{time.monotonic_ns()}.log"
     with open(log, "wb") as sink:
         proc = c.popen(host, argv, env={"MRECORD_SERVE_TOKEN": token}, stderr=sink)

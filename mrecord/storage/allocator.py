@@ -18,10 +18,18 @@ the first reader opens, and changes nothing when:
   ``MALLOC_TOP_PAD_`` themselves (their choice stands);
 - ``MRECORD_KEEP_FREED_MEMORY=0`` is set (the process's allocator is left as it is);
 - the process's memory budget is under 1 GiB (:func:`small_budget`: a small memory
-  cgroup, where the memory kept would be missed).
+  cgroup, where the memory kept would be missed). There the opposite is set instead:
+  glibc's mmap threshold is fixed at :data:`RETURN_ABOVE` (1 MiB), so every allocation of
+  that size or more (a block of values, an encoded answer) is its own mapping and goes
+  back to the kernel when freed. glibc's default raises its threshold to the largest
+  block freed so far (up to 32 MiB), after which those blocks come from the heaps of the
+  thread arenas and stay there once freed: ``mrecord serve`` in a 300 MB group grew to
+  295 MB of anonymous memory over two runs and was OOM-killed (194 MB of it huge pages:
+  numpy asks for them on arrays of 4 MB and more); with the threshold fixed it held
+  ~80 MB and served 95-99% of the link's raw TCP (docs/SERVE.md).
 
-The cost is memory: a process may hold up to :data:`KEEP_BYTES` of freed heap it would
-otherwise have returned; it is reused by the next allocations of any kind.
+The cost of keeping is memory: a process may hold up to :data:`KEEP_BYTES` of freed heap
+it would otherwise have returned; it is reused by the next allocations of any kind.
 """
 
 from __future__ import annotations
@@ -30,11 +38,17 @@ import ctypes
 import ctypes.util
 import os
 import threading
+from typing import Any
 
-__all__ = ["KEEP_BYTES", "keep_freed_memory", "small_budget"]
+__all__ = ["KEEP_BYTES", "RETURN_ABOVE", "keep_freed_memory", "small_budget"]
 
 KEEP_BYTES = 256 << 20
 """Freed heap memory glibc keeps for reuse once :func:`keep_freed_memory` ran."""
+
+RETURN_ABOVE = 1 << 20
+"""Under a small budget: allocations of this size or more are mappings of their own,
+returned to the kernel when freed (glibc's ``M_MMAP_THRESHOLD``)."""
+
 
 def small_budget() -> bool:
     """Whether this process's memory budget is under ``4 * KEEP_BYTES`` (1 GiB;
@@ -74,21 +88,30 @@ def _apply() -> bool:
         return False
     if any(name in os.environ for name in _USER_SETTINGS):
         return False
-    if small_budget():
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
+    # mallopt returns 1 on success, 0 on error
+    if small_budget():
+        mallopt(_M_MMAP_THRESHOLD, RETURN_ABOVE)  # big blocks go back when freed
+        return False
+    trim = bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and trim
+
+
+def _mallopt() -> Any | None:
+    """glibc's ``mallopt`` (``(param, value) -> 1 | 0``), or None elsewhere."""
     try:  # "glibc 2.36" on glibc; missing or different elsewhere (musl, macOS)
         libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError, AttributeError):
         libc_version = ""
     if not libc_version.startswith("glibc"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
-        return False
+        return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    # mallopt returns 1 on success, 0 on error
-    trim = bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))
-    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and trim
+    return mallopt

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from mrecord import RemoteDataset, Shuffle
+from mrecord import DatasetReader, RemoteDataset, Shuffle
 from mrecord.serve.client.dataset import hinting
 from mrecord.serve.server.registry import ServedDataset
 from mrecord.serve.server.run import ServerThread
@@ -41,7 +42,20 @@ def test_hinting_tells_each_block_ahead_blocks_before_it_is_read() -> None:
         assert events.index(("hint", k)) < events.index(("read", k - 3))
 
 
-def test_the_server_reads_ahead_the_blocks_a_client_will_ask_for(tmp_path: Path) -> None:
+@pytest.fixture
+def budget(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Set the memory budget the served datasets' readers report."""
+
+    def set_budget(nbytes: int) -> None:
+        monkeypatch.setattr(DatasetReader, "memory_budget", property(lambda self: nbytes))
+
+    return set_budget
+
+
+def test_the_server_reads_ahead_the_blocks_a_client_will_ask_for(
+    tmp_path: Path, budget: Callable[[int], None]
+) -> None:
+    budget(8 << 30)
     served = ServedDataset.open("mixed", write_mixed(tmp_path / "mixed.mrecord", ROWS, seed=1))
     lock = threading.Lock()
     hinted: list[tuple[list[int], list[str]]] = []
@@ -73,6 +87,29 @@ def test_the_server_reads_ahead_the_blocks_a_client_will_ask_for(tmp_path: Path)
     assert sorted(ids for ids, _ in hinted) == sorted(expected)  # exactly the coming blocks
     assert all(columns == ["id", "blob"] for _, columns in hinted)
     assert f'mrecord_serve_hinted_rows_total{{dataset="mixed"}} {ROWS - ahead * BLOCK}' in text
+    served.close()
+
+
+def test_a_server_short_of_memory_answers_hints_and_does_not_take_them(
+    tmp_path: Path, budget: Callable[[int], None]
+) -> None:
+    """Under 1 GiB to fill, read-ahead into the page cache and the blocks being read
+    evict each other (memory.py): the hints are counted, answered, not taken, and the
+    rows read are the same."""
+    budget(200 << 20)
+    served = ServedDataset.open("mixed", write_mixed(tmp_path / "mixed.mrecord", ROWS, seed=1))
+    taken: list[int] = []
+    served.reader.will_need = lambda ids, columns=None: taken.append(len(ids))  # type: ignore[method-assign]
+    with ServerThread({"mixed": served}, local_socket=False) as server:
+        ds = RemoteDataset(
+            server.url, "mixed", columns_list=["id"], transport="http", num_parallel_workers=2
+        )
+        ds._block_rows = BLOCK
+        got = sorted(int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True))
+        ds.close()
+        hinted = server.app.metrics.hinted_rows.get("mixed", 0)
+    assert got == list(range(ROWS))
+    assert hinted == ROWS - 4 * BLOCK and taken == []
     served.close()
 
 

@@ -53,7 +53,7 @@ from mrecord.serve.server.answers import (
     row_bytes,
 )
 from mrecord.serve.server.fairness import ClientShares
-from mrecord.serve.server.memory import BlockMemory
+from mrecord.serve.server.memory import BlockMemory, takes_hints
 from mrecord.serve.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mrecord.serve.server.metrics import Metrics
 from mrecord.serve.server.registry import ServedDataset, parse_field_value
@@ -272,6 +272,7 @@ class _Api:
         # Blocks in flight, and the idle buffers kept for the next ones, within the memory
         # the server started with (a server in a 300 MB group was OOM-killed without).
         self.memory = BlockMemory.for_budget(min(known) if known else None)
+        self.takes_hints = takes_hints(min(known) if known else None)
         keep_bytes = None if self.memory.capacity is None else self.memory.capacity // 2
         self.buffers = BufferPool(keep=limits.read_threads + 2, keep_bytes=keep_bytes)
         self._limiter: anyio.CapacityLimiter | None = None
@@ -488,12 +489,15 @@ class _Api:
         the storage read-ahead starts reading exactly their bytes now
         (``DatasetReader.will_need``), so reads beyond RAM overlap the network. Answered
         at once (202); the hint is taken afterwards on a thread of its own, never one of
-        the ``read_threads``, and never changes what a read returns."""
+        the ``read_threads``, and never changes what a read returns. A server with less
+        than 1 GiB of memory to fill answers and does not take hints (``memory.py``)."""
         ds = self._dataset(request)
         body = await _read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
         ids, columns = decode_request(body, self.limits.max_block_rows)
         plan = plan_block(ds, ids, columns, self.limits)  # the same checks as a read's
         self.metrics.hinted(ds.name, len(ids))
+        if not self.takes_hints:  # a small memory budget: hints cost more than they gain
+            return Response(status_code=202)
 
         async def take() -> None:
             if self._hint_limiter is None:
