@@ -18,15 +18,19 @@ the first reader opens, and changes nothing when:
   ``MALLOC_TOP_PAD_`` themselves (their choice stands);
 - ``MRECORD_KEEP_FREED_MEMORY=0`` is set (the process's allocator is left as it is);
 - the process's memory budget is under 1 GiB (:func:`small_budget`: a small memory
-  cgroup, where the memory kept would be missed). There the opposite is set instead:
-  glibc's mmap threshold is fixed at :data:`RETURN_ABOVE` (1 MiB), so every allocation of
-  that size or more (a block of values, an encoded answer) is its own mapping and goes
-  back to the kernel when freed. glibc's default raises its threshold to the largest
-  block freed so far (up to 32 MiB), after which those blocks come from the heaps of the
-  thread arenas and stay there once freed: ``mrecord serve`` in a 300 MB group grew to
-  295 MB of anonymous memory over two runs and was OOM-killed (194 MB of it huge pages:
-  numpy asks for them on arrays of 4 MB and more); with the threshold fixed it held
-  ~80 MB and served 95-99% of the link's raw TCP (docs/SERVE.md).
+  cgroup, where the memory kept would be missed).
+
+A server is different (:func:`return_freed_blocks`, called by ``mrecord serve``): under
+a budget that small it fixes glibc's mmap threshold at :data:`RETURN_ABOVE` (1 MiB), so
+every allocation of that size or more (a block of values, an encoded answer) is its own
+mapping and goes back to the kernel when freed. glibc's default raises its threshold to
+the largest block freed so far (up to 32 MiB), after which those blocks come from the
+heaps of the thread arenas and stay there once freed: ``mrecord serve`` in a 300 MB
+group grew to 295 MB of anonymous memory over two runs and was OOM-killed (194 MB of it
+huge pages: numpy asks for them on arrays of 4 MB and more); with the threshold fixed
+it held ~80-120 MB (docs/SERVE.md). Not for readers: one in a 200 MB group read its
+first epoch of 100 KB images 10-25% slower with it (each big buffer faulted in anew),
+and was not short of memory without it.
 
 The cost of keeping is memory: a process may hold up to :data:`KEEP_BYTES` of freed heap
 it would otherwise have returned; it is reused by the next allocations of any kind.
@@ -40,14 +44,20 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["KEEP_BYTES", "RETURN_ABOVE", "keep_freed_memory", "small_budget"]
+__all__ = [
+    "KEEP_BYTES",
+    "RETURN_ABOVE",
+    "keep_freed_memory",
+    "return_freed_blocks",
+    "small_budget",
+]
 
 KEEP_BYTES = 256 << 20
 """Freed heap memory glibc keeps for reuse once :func:`keep_freed_memory` ran."""
 
 RETURN_ABOVE = 1 << 20
-"""Under a small budget: allocations of this size or more are mappings of their own,
-returned to the kernel when freed (glibc's ``M_MMAP_THRESHOLD``)."""
+"""A server under a small budget: allocations of this size or more are mappings of their
+own, returned to the kernel when freed (glibc's ``M_MMAP_THRESHOLD``)."""
 
 
 def small_budget() -> bool:
@@ -88,15 +98,27 @@ def _apply() -> bool:
         return False
     if any(name in os.environ for name in _USER_SETTINGS):
         return False
+    if small_budget():
+        return False
     mallopt = _mallopt()
     if mallopt is None:
         return False
     # mallopt returns 1 on success, 0 on error
-    if small_budget():
-        mallopt(_M_MMAP_THRESHOLD, RETURN_ABOVE)  # big blocks go back when freed
-        return False
     trim = bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and trim
+
+
+def return_freed_blocks() -> bool:
+    """For a server: under a small budget, fix glibc's mmap threshold at
+    :data:`RETURN_ABOVE` (see the module docstring); whether it was set. Nothing when
+    ``MRECORD_KEEP_FREED_MEMORY=0`` or a ``MALLOC_*`` setting of the user's is there, the
+    budget is not small, or the C library is not glibc."""
+    if os.environ.get("MRECORD_KEEP_FREED_MEMORY", "1") == "0":
+        return False
+    if any(name in os.environ for name in _USER_SETTINGS) or not small_budget():
+        return False
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, RETURN_ABOVE))
 
 
 def _mallopt() -> Any | None:

@@ -1,6 +1,7 @@
 """glibc keeps freed heap for the next batch only where there is memory to spare: under a
-memory budget of 1 GiB (a small memory cgroup) bounded memory matters more, and big
-blocks go back to the kernel when freed instead (freed memory is kept per thread arena)."""
+memory budget of 1 GiB (a small memory cgroup) bounded memory matters more, and a
+server's big blocks go back to the kernel when freed (freed memory is kept per thread
+arena)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,37 @@ def test_a_budget_under_1_gib_is_small(
 
 
 @pytest.mark.parametrize("budget", [100 << 20, 8 << 30])
-def test_under_a_small_budget_big_blocks_go_back_instead_of_being_kept(
+def test_keep_freed_memory_leaves_glibc_alone_under_a_small_budget(
     monkeypatch: pytest.MonkeyPatch, budget: int
 ) -> None:
-    """With a fake C library: under 1 GiB only a fixed mmap threshold of RETURN_ABOVE
-    (glibc's dynamic one kept a server's freed blocks in its arenas until it was
-    OOM-killed in a 300 MB group); above, KEEP_BYTES kept."""
+    """With a fake C library: a reader's setting makes no mallopt call under 1 GiB and
+    keeps KEEP_BYTES above; a server's (return_freed_blocks) fixes the mmap threshold at
+    RETURN_ABOVE under 1 GiB and does nothing above."""
+    calls = _fake_glibc(monkeypatch, budget)
+    applied = allocator._apply()
+    if budget < 1 << 30:
+        assert not applied and calls == []
+    else:
+        assert applied and (-1, allocator.KEEP_BYTES) in calls  # M_TRIM_THRESHOLD
+    calls.clear()
+    returned = allocator.return_freed_blocks()
+    if budget < 1 << 30:
+        assert returned and calls == [(-3, allocator.RETURN_ABOVE)]  # M_MMAP_THRESHOLD
+    else:
+        assert not returned and calls == []
+
+
+def test_a_users_malloc_setting_stands_for_a_server_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_glibc(monkeypatch, 100 << 20)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert not allocator.return_freed_blocks() and calls == []
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.setenv("MRECORD_KEEP_FREED_MEMORY", "0")
+    assert not allocator.return_freed_blocks() and calls == []
+
+
+def _fake_glibc(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[tuple[int, int]]:
+    """A fake glibc whose mallopt calls are recorded in the list returned."""
     calls: list[tuple[int, int]] = []
 
     class Mallopt:
@@ -60,11 +86,7 @@ def test_under_a_small_budget_big_blocks_go_back_instead_of_being_kept(
         "MRECORD_KEEP_FREED_MEMORY",
     ):
         monkeypatch.delenv(name, raising=False)
-    applied = allocator._apply()
-    if budget < 1 << 30:
-        assert not applied and calls == [(-3, allocator.RETURN_ABOVE)]  # M_MMAP_THRESHOLD
-    else:
-        assert applied and (-1, allocator.KEEP_BYTES) in calls  # M_TRIM_THRESHOLD
+    return calls
 
 
 _BIG_BLOCKS = """
@@ -73,7 +95,7 @@ import numpy as np
 import mrecord.storage.probe as probe
 from mrecord.storage import allocator
 probe.memory_budget = lambda: 200 << 20  # a 200 MB group
-allocator.keep_freed_memory()
+allocator.return_freed_blocks()  # as mrecord serve does
 
 def resident():
     with open("/proc/self/statm") as f:
@@ -92,10 +114,10 @@ print(json.dumps(after))
 @pytest.mark.skipif(
     not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"), reason="glibc only"
 )
-def test_under_a_small_budget_a_freed_block_leaves_the_process() -> None:
-    """A 25 MB block freed under a small budget is no longer resident: the next ones are
-    not served from arena heaps that keep them (with glibc's dynamic threshold, the
-    second block onwards came from the heap and stayed)."""
+def test_a_servers_freed_block_leaves_the_process_under_a_small_budget() -> None:
+    """A 25 MB block a server freed under a small budget is no longer resident: the next
+    ones are not served from arena heaps that keep them (with glibc's dynamic threshold,
+    the second block onwards came from the heap and stayed: 26 MB resident after each)."""
     import json
     import subprocess
     import sys

@@ -60,6 +60,7 @@ from mrecord.serve.server.registry import ServedDataset, parse_field_value
 from mrecord.serve.server.security import host_ok, loopback_hosts, token_ok
 from mrecord.serve.server.thumbs import ThumbnailCache, thumbnail_png
 from mrecord.serve.server.values import iter_json_rows
+from mrecord.storage.allocator import return_freed_blocks
 
 __all__ = ["BLOCK_MEDIA_TYPE", "ERROR_CODES", "ApiError", "Limits", "create_app"]
 
@@ -271,6 +272,8 @@ class _Api:
         known = [b for b in budgets if b is not None]
         # Blocks in flight, and the idle buffers kept for the next ones, within the memory
         # the server started with (a server in a 300 MB group was OOM-killed without).
+        # Freed blocks go back to the kernel under a small budget (storage/allocator.py)
+        return_freed_blocks()
         self.memory = BlockMemory.for_budget(min(known) if known else None)
         self.takes_hints = takes_hints(min(known) if known else None)
         keep_bytes = None if self.memory.capacity is None else self.memory.capacity // 2
