@@ -41,6 +41,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
+from mrecord.storage.failures import storage_error
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
@@ -340,14 +341,28 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     ``buffer[at:at + length]``, with ``pread``s on the I/O threads (all in flight at once,
     each exactly its bytes). False when the shard has no local file to ``pread`` or a read
     came back short: the caller then copies from the map. The bytes are the ones the map
-    shows (the same file, through the same page cache), of chunks already checked."""
+    shows (the same file, through the same page cache), of chunks already checked. A read
+    the system refuses (``EIO``) raises :class:`~mrecord.errors.StorageError` naming the
+    file, the bytes and the errno (copying from the map would crash the process on
+    ``SIGBUS`` instead)."""
     fd = shard.read_fd()
     if fd is None:
         return False
     view = buffer.data.cast("B")
 
     def read(batch: list[tuple[int, int, int]]) -> bool:
-        return all(os.preadv(fd, [view[a : a + n]], off) == n for a, off, n in batch)
+        for a, off, n in batch:
+            try:
+                if os.preadv(fd, [view[a : a + n]], off) != n:
+                    return False
+            except OSError as exc:  # EIO from the device: say which file and where
+                raise storage_error(
+                    exc,
+                    operation=f"read bytes {off}-{off + n} of data file",
+                    path=shard.path,
+                    state="nothing was changed",
+                ) from exc
+        return True
 
     if len(places) <= 2 or IO_THREADS <= 1:
         return read(places)

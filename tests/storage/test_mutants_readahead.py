@@ -725,3 +725,28 @@ def test_a_chunk_checked_on_arrival_is_asked_for_whole(
         shard.verify_arriving(0, 0)
         assert shard.verified_chunks(np.array([0]), 0).all()
     assert (offset, length, os.POSIX_FADV_WILLNEED) in advised
+
+
+def test_a_read_the_system_refuses_names_the_file_and_the_bytes(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``OSError`` from ``pread`` (EIO from a failing disk; here EISDIR from a folder's
+    descriptor standing in) is a StorageError naming the file, the bytes and the errno,
+    not a bare OSError, and not a fall back to the map (a fault there on a failing disk
+    is SIGBUS)."""
+    import errno
+    import os
+
+    from mrecord.errors import StorageError
+
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with ShardFile(path) as shard:
+            monkeypatch.setattr(shard, "read_fd", lambda: folder)
+            with pytest.raises(StorageError) as caught:
+                read_into(shard, np.zeros(100, np.uint8), [(0, 4096, 100)])
+    finally:
+        os.close(folder)
+    assert caught.value.errno == errno.EISDIR
+    message = str(caught.value)
+    assert str(path) in message and "bytes 4096-4196" in message and "EISDIR" in message
