@@ -59,7 +59,12 @@ def storage_error(
         where = exc.path
     else:
         where = str(exc.filename) if exc.filename is not None else str(path)
-    reason = exc.strerror or str(exc)
+    if isinstance(exc, StorageError) and exc.operation is not None and code:
+        # Already typed further down: its message is a whole sentence of its own; keep what
+        # it was doing and why, not the sentence (it said "cannot" and the advice already).
+        reason = f"{exc.operation}: {os.strerror(code)}"
+    else:
+        reason = exc.strerror or str(exc)
     name = errno_mod.errorcode.get(code or 0, "")
     cls: type[StorageError] = StorageError
     if code in (errno_mod.ENOSPC, errno_mod.EDQUOT):

@@ -137,6 +137,27 @@ def test_storage_error_of_a_storage_error_keeps_its_path() -> None:
     assert exc.path == "/data/d0" and "'/data/d0'" in str(exc)
 
 
+def test_a_typed_error_wrapped_again_says_cannot_once() -> None:
+    """A StorageError already naming its operation, wrapped by a caller that knows the
+    dataset's state (FileWriter.write_raw_data, commit): one sentence, with the inner
+    operation and errno, the outer state and one piece of advice (it read "cannot ...:
+    cannot ...; inner state; advice (EIO); outer state; advice")."""
+    inner = storage_error(
+        OSError(errno.EIO, os.strerror(errno.EIO)),
+        operation="write data file",
+        path="/data/d.mrecord-partial",
+        state="inner state",
+    )
+    outer = storage_error(inner, operation="commit dataset 'd': failed on", path="/data",
+                          state=STATE)  # fmt: skip
+    assert str(outer) == (
+        f"cannot commit dataset 'd': failed on '/data/d.mrecord-partial': write data file: "
+        f"{os.strerror(errno.EIO)} (EIO); {STATE}; "
+        "the device reported an I/O error: check it (dmesg, SMART) before retrying"
+    )
+    assert outer.errno == errno.EIO and outer.path == "/data/d.mrecord-partial"
+
+
 def test_an_unreadable_file_says_it_is_not_damaged() -> None:
     exc = unreadable_error(
         PermissionError(errno.EACCES, "Permission denied"), "data file", Path("/data/d0")
