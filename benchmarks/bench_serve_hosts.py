@@ -25,9 +25,15 @@ server host and ``--clients`` client hosts:
    from the iterator's creation: ramp-up included), and p50 / p99 of one 256-row
    ``read_rows`` request.
 
-Printed: MB/s, the fraction of raw TCP in the same run, and of the nominal link. The
-numbers depend on the CPU left over: say whether the machine was shared when you quote
-them.
+3. local reading: ``MindDataset`` of the same files in a fresh process on this machine
+   (no network), the same column, GLOBAL shuffle and loop, ``--seconds``, from the same
+   cache state as the remote runs (dropped first under ``--server-memory-mb``).
+
+Printed: MB/s, the fraction of raw TCP in the same run, of the nominal link, and of
+local reading (``n`` clients against ``n`` local readers' worth), and the fraction of
+issue 28's target for rows, "what the link allows or local reading, whichever is lower"
+(``of target``: RemoteDataset against the lower of raw TCP and local). The numbers
+depend on the CPU left over: say whether the machine was shared when you quote them.
 """
 
 from __future__ import annotations
@@ -178,8 +184,40 @@ def bench_rate(
     with cluster(clients=clients, rate=rate) as c, _memory_cgroup(server_memory_mb) as group:
         start_server(c, c.server, {workload: data}, extra=["--workers", "4"], cgroup=group)
         c.popen(c.server, [sys.executable, "-c", _SENDER, c.server.ip, str(PORT + 1)])
-        rows += _measure(c, rate, link, clients, seconds, workload, server_memory_mb, hints)
+        rows += _measure(
+            c, rate, link, clients, seconds, workload, server_memory_mb, hints, data
+        )
     return rows
+
+
+_LOCAL = """
+import json, sys, time
+import numpy as np
+from mrecord import MindDataset, Shuffle
+path, column, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+ds = MindDataset(path, columns_list=[column], shuffle=Shuffle.GLOBAL)
+start = time.perf_counter()
+nbytes = 0
+for row in ds.create_dict_iterator(num_epochs=1000, output_numpy=True):
+    value = row[column]
+    nbytes += value.nbytes if isinstance(value, np.ndarray) else len(value)
+    if time.perf_counter() - start > seconds:
+        break
+print(json.dumps({"mb_s": nbytes / (time.perf_counter() - start) / 1e6}))
+"""
+
+
+def _local(data: Path, workload: str, seconds: float, cold: bool) -> float:
+    """MB/s of one local reader of ``data`` with the remote readers' loop (see the module
+    docstring, step 3)."""
+    if cold:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1")
+    out = subprocess.run(
+        [sys.executable, "-c", _LOCAL, str(data), COLUMNS[workload], str(seconds)],
+        capture_output=True, text=True, check=True, timeout=seconds + 300,
+    )  # fmt: skip
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["mb_s"])
 
 
 def _measure(
@@ -190,7 +228,8 @@ def _measure(
     seconds: float,
     workload: str,
     server_memory_mb: int | None,
-    hints: tuple[bool, ...] = (True,),
+    hints: tuple[bool, ...],
+    data: Path,
 ) -> list[dict[str, Any]]:
     rows = []
     if server_memory_mb is None:
@@ -207,6 +246,7 @@ def _measure(
         raw = sum(_raw_tcp(c, n, seconds))
         got = _remote(c, n, seconds, workload, hinted)
         mb_s = sum(g["mb_s"] for g in got)
+        local = n * _local(data, workload, seconds, cold=server_memory_mb is not None)
         row = {
             "workload": workload,
             "server_memory_mb": server_memory_mb,
@@ -218,6 +258,9 @@ def _measure(
             "remote_MB_s": round(mb_s, 1),
             "of_raw": round(mb_s / raw, 3),
             "of_link": round(mb_s / link, 3),
+            "local_MB_s": round(local, 1),
+            "of_local": round(mb_s / local, 3),
+            "of_target": round(mb_s / min(raw, local), 3),
             "p50_ms_256": round(max(g["p50_ms"] for g in got), 1),
             "p99_ms_256": round(max(g["p99_ms"] for g in got), 1),
         }
@@ -248,14 +291,15 @@ def main(argv: list[str] | None = None) -> int:
             )
     print()
     print("| link | clients | hints | raw TCP MB/s | RemoteDataset MB/s | of raw TCP | of link |"
-          " p50 / p99 ms (256 rows) |")
-    print("|---|---|---|---|---|---|---|---|")
+          " local MB/s | of local | of target | p50 / p99 ms (256 rows) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['rate']} ({r['link_MB_s']:.0f} MB/s) | {r['clients']} | "
             f"{'on' if r['hints'] else 'off'} | "
             f"{r['raw_tcp_MB_s']:.0f} | {r['remote_MB_s']:.0f} | {r['of_raw']:.0%} | "
-            f"{r['of_link']:.0%} | {r['p50_ms_256']:.0f} / {r['p99_ms_256']:.0f} |"
+            f"{r['of_link']:.0%} | {r['local_MB_s']:.0f} | {r['of_local']:.0%} | "
+            f"{r['of_target']:.0%} | {r['p50_ms_256']:.0f} / {r['p99_ms_256']:.0f} |"
         )
     return 0
 
