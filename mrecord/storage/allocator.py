@@ -94,11 +94,7 @@ def keep_freed_memory() -> bool:
 
 
 def _apply() -> bool:
-    if os.environ.get("MRECORD_KEEP_FREED_MEMORY", "1") == "0":
-        return False
-    if any(name in os.environ for name in _USER_SETTINGS):
-        return False
-    if small_budget():
+    if _left_alone() or small_budget():
         return False
     mallopt = _mallopt()
     if mallopt is None:
@@ -113,12 +109,18 @@ def return_freed_blocks() -> bool:
     :data:`RETURN_ABOVE` (see the module docstring); whether it was set. Nothing when
     ``MRECORD_KEEP_FREED_MEMORY=0`` or a ``MALLOC_*`` setting of the user's is there, the
     budget is not small, or the C library is not glibc."""
-    if os.environ.get("MRECORD_KEEP_FREED_MEMORY", "1") == "0":
-        return False
-    if any(name in os.environ for name in _USER_SETTINGS) or not small_budget():
+    if _left_alone() or not small_budget():
         return False
     mallopt = _mallopt()
     return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, RETURN_ABOVE))
+
+
+def _left_alone() -> bool:
+    """Whether the user asked for glibc's allocator as it is: ``MRECORD_KEEP_FREED_MEMORY=0``
+    or a ``MALLOC_*`` setting of their own."""
+    if os.environ.get("MRECORD_KEEP_FREED_MEMORY", "1") == "0":
+        return True
+    return any(name in os.environ for name in _USER_SETTINGS)
 
 
 def _mallopt() -> Any | None:

@@ -119,11 +119,7 @@ def row_ranges(
         elif shard.verify == "always":
             whole |= ~by_value
         elif shard.verify == "once":
-            unchecked = ~shard.verified_chunks(unique_pages, col) & ~by_value
-            if unchecked.any() and verify_pool is not None:
-                verify_pool(shard, unique_pages[unchecked].tolist(), col)
-                unchecked &= ~shard.verified_chunks(unique_pages, col)
-            whole |= unchecked
+            whole |= _check_unchecked(shard, unique_pages, col, verify_pool, by_value)
         if field.kind is FieldKind.FIXED:
             row_bytes = field.row_nbytes
             exact = ~whole[np.searchsorted(unique_pages, pages)]
@@ -292,14 +288,29 @@ def _check_ahead(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) ->
     ranges a warm block does not hint (the read would check them one by one otherwise)."""
     unique_pages = np.unique(pages)
     for name in columns:
-        col = shard.field_index(name)
-        unchecked = ~shard.verified_chunks(unique_pages, col)
-        if not unchecked.any():
-            continue
-        candidates = unique_pages[unchecked].tolist()
-        todo = [page for page in candidates if not shard.checks_by_value(page, col)]
-        if todo:
-            verify_chunks(shard, todo, col)
+        _check_unchecked(shard, unique_pages, shard.field_index(name), verify_chunks)
+
+
+def _check_unchecked(
+    shard: ShardFile,
+    unique_pages: np.ndarray,
+    col: int,
+    verify_pool: Callable[[ShardFile, list[int], int], None] | None,
+    by_value: np.ndarray | None = None,
+) -> np.ndarray:
+    """``verify="once"``: the chunks (``unique_pages``, ``col``) neither checked yet nor
+    checked value by value (``by_value``, asked of the shard for the unchecked ones when
+    not given) are checked by ``verify_pool`` now; which of them are still unchecked."""
+    unchecked = ~shard.verified_chunks(unique_pages, col)
+    if by_value is None:
+        by_value = np.zeros(len(unique_pages), dtype=bool)
+        for i in np.flatnonzero(unchecked).tolist():
+            by_value[i] = shard.checks_by_value(int(unique_pages[i]), col)
+    unchecked &= ~by_value
+    if unchecked.any() and verify_pool is not None:
+        verify_pool(shard, unique_pages[unchecked].tolist(), col)
+        unchecked &= ~shard.verified_chunks(unique_pages, col)
+    return unchecked
 
 
 WARM_SECONDS = 0.05

@@ -270,12 +270,13 @@ class _Api:
         self.thumbs = ThumbnailCache(limits.thumb_cache_bytes)
         budgets = [ds.reader.memory_budget for ds in datasets.values()]
         known = [b for b in budgets if b is not None]
+        budget = min(known) if known else None
         # Blocks in flight, and the idle buffers kept for the next ones, within the memory
-        # the server started with (a server in a 300 MB group was OOM-killed without).
-        # Freed blocks go back to the kernel under a small budget (storage/allocator.py)
+        # the server started with (a server in a 300 MB group was OOM-killed without); the
+        # freed blocks go back to the kernel under a small budget (storage/allocator.py).
         return_freed_blocks()
-        self.memory = BlockMemory.for_budget(min(known) if known else None)
-        self.takes_hints = takes_hints(min(known) if known else None)
+        self.memory = BlockMemory.for_budget(budget)
+        self.takes_hints = takes_hints(budget)
         keep_bytes = None if self.memory.capacity is None else self.memory.capacity // 2
         self.buffers = BufferPool(keep=limits.read_threads + 2, keep_bytes=keep_bytes)
         self._limiter: anyio.CapacityLimiter | None = None
