@@ -41,6 +41,10 @@ def small_stages(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def real_stage_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(direct_output, "STAGE_MAX", STAGE_MAX)  # the value imported above
+    # Streams other tests abandoned are collected now, not during the test, and the
+    # budget counts only this test's streams (restored afterwards).
+    gc.collect()
+    monkeypatch.setattr(direct_output, "_staged", 0)
 
 
 @pytest.fixture(autouse=True)
