@@ -191,19 +191,13 @@ def bench_rate(
 
 
 _LOCAL = """
-import json, sys, time
-import numpy as np
+import json, sys
+from harness.remote_reader import drain
 from mrecord import MindDataset, Shuffle
 path, column, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 ds = MindDataset(path, columns_list=[column], shuffle=Shuffle.GLOBAL)
-start = time.perf_counter()
-nbytes = 0
-for row in ds.create_dict_iterator(num_epochs=1000, output_numpy=True):
-    value = row[column]
-    nbytes += value.nbytes if isinstance(value, np.ndarray) else len(value)
-    if time.perf_counter() - start > seconds:
-        break
-print(json.dumps({"mb_s": nbytes / (time.perf_counter() - start) / 1e6}))
+nbytes, _rows, elapsed = drain(ds, column, seconds)
+print(json.dumps({"mb_s": nbytes / elapsed / 1e6}))
 """
 
 
@@ -216,6 +210,7 @@ def _local(data: Path, workload: str, seconds: float, cold: bool) -> float:
     out = subprocess.run(
         [sys.executable, "-c", _LOCAL, str(data), COLUMNS[workload], str(seconds)],
         capture_output=True, text=True, check=True, timeout=seconds + 300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )  # fmt: skip
     return float(json.loads(out.stdout.strip().splitlines()[-1])["mb_s"])
 

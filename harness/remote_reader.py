@@ -94,22 +94,28 @@ def _read(spec: dict[str, Any], run: dict[str, Any], pause: dict[str, Any] | Non
     return {"values": values}
 
 
-def _bench(spec: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
-    column = bench.get("column", "image")
-    ds = _dataset(spec, {"shuffle": _shuffle(bench.get("shuffle", "global"))}, [column])
-    seconds = float(bench.get("seconds", 5))
-    # Timed from the iterator's creation, ramp-up included: a timer started after a
-    # warm-up would miss the blocks read ahead meanwhile (and overstate the rate).
+def drain(ds: Any, column: str, seconds: float) -> tuple[int, int, float]:
+    """Read ``column`` of every row ``ds`` yields (dict iterator, epochs on end) for up to
+    ``seconds``, timed from the iterator's creation (ramp-up included: a timer started
+    after a warm-up would miss the blocks read ahead meanwhile and overstate the rate);
+    ``(bytes of values, rows, seconds)``. The loop of every reader the benchmarks compare
+    (served and local)."""
     start = time.perf_counter()
-    it = ds.create_dict_iterator(num_epochs=1000, output_numpy=True)
     nbytes, rows = 0, 0
-    for row in it:
+    for row in ds.create_dict_iterator(num_epochs=1000, output_numpy=True):
         rows += 1
         value = row[column]
         nbytes += value.nbytes if isinstance(value, np.ndarray) else len(value)
         if time.perf_counter() - start > seconds:
             break
-    elapsed = time.perf_counter() - start
+    return nbytes, rows, time.perf_counter() - start
+
+
+def _bench(spec: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
+    column = bench.get("column", "image")
+    ds = _dataset(spec, {"shuffle": _shuffle(bench.get("shuffle", "global"))}, [column])
+    seconds = float(bench.get("seconds", 5))
+    nbytes, rows, elapsed = drain(ds, column, seconds)
     total = sum(ds.file_row_counts)
     rng = np.random.default_rng(0)
     latencies = []
