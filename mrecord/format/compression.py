@@ -33,14 +33,28 @@ CODEC_NAMES = {v: k for k, v in CODEC_IDS.items()}
 DEFAULT_ZSTD_LEVEL = 3
 
 
+# Below this many bytes a checksum keeps the GIL (the package's default lets it go from
+# 32 KiB). At ~20 GB/s a 100 KB value takes 5 us, but a thread that let the GIL go waits
+# up to the switch interval (5 ms) to take it back while another thread runs Python: a
+# conversion's writing thread spent 3.3 s of 11 such waits on 20,000 image rows, where
+# the checksums themselves take 0.1 s (py-spy, docs/CONVERT.md). From 4 MiB (~200 us) on
+# letting it go pays: other threads run meanwhile.
+_KEEP_GIL_BELOW = 4 << 20
+
+
+def _gil_mode(data: Any) -> int:
+    """crc32c's ``gil_release_mode``: 0 keeps the GIL, 1 lets it go."""
+    return 1 if memoryview(data).nbytes >= _KEEP_GIL_BELOW else 0
+
+
 def checksum(data: Any) -> int:
     """CRC-32C of a bytes-like object, as an unsigned 32-bit int."""
-    return int(crc32c.crc32c(data))
+    return int(crc32c.crc32c(data, 0, _gil_mode(data)))
 
 
 def checksum_update(data: Any, crc: int) -> int:
     """The CRC-32C of what ``crc`` covered followed by ``data`` (checksums a chunk in parts)."""
-    return int(crc32c.crc32c(data, crc))
+    return int(crc32c.crc32c(data, crc, _gil_mode(data)))
 
 
 def compress(raw: bytes, codec: str, level: int = DEFAULT_ZSTD_LEVEL) -> tuple[int, bytes]:

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from mrecord.errors import (
@@ -41,7 +40,7 @@ from mrecord.errors import (
     NotAnMrecordFileError,
 )
 from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
-from mrecord.format.compression import CODEC_IDS, checksum, decompress
+from mrecord.format.compression import CODEC_IDS, checksum, checksum_update, decompress
 from mrecord.format.layout import (
     HEADER_SIZE,
     TRAILER_MAGIC,
@@ -95,7 +94,7 @@ def _pread_checksum(fd: int, offset: int, length: int) -> int | None:
         if os.preadv(fd, [view[:n]], offset + done) != n:
             return None
         # The first piece through checksum() (one call per chunk), the rest continue it.
-        crc = checksum(view[:n]) if done == 0 else crc32c.crc32c(view[:n], crc)
+        crc = checksum(view[:n]) if done == 0 else checksum_update(view[:n], crc)
         done += n
     return int(crc)
 
