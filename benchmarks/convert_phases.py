@@ -45,8 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(p.stat().st_size for p in args.folder.rglob("*.jpg"))
     print(f"{args.folder}: {total / 1e6:,.0f} MB; workers {args.workers}; cores {os.cpu_count()}")
 
+    clock = [os.times()]
+
     def phase(label: str, seconds: float) -> None:
-        print(f"{label:44} {seconds:7.2f} s {total / seconds / 1e6:8,.0f} MB/s", flush=True)
+        # CPU seconds of this process since the last phase (user + system).
+        now = os.times()
+        used = (now.user - clock[0].user) + (now.system - clock[0].system)
+        clock[0] = now
+        print(
+            f"{label:44} {seconds:7.2f} s {total / seconds / 1e6:8,.0f} MB/s  cpu {used:5.2f} s",
+            flush=True,
+        )
 
     drop_caches()
     t = time.perf_counter()
@@ -57,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     phase("fingerprint (after the listing)", time.perf_counter() - t)
 
     drop_caches()
+    clock[0] = os.times()
     source = ImageFolderSource(args.folder)
     t = time.perf_counter()
     batches = [b for _i, b in run_plan(source.plan(), workers=args.workers) if b]
@@ -64,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _clean(dst)
     drop_caches()
+    clock[0] = os.times()
     t = time.perf_counter()
     with FileWriter(str(dst), shard_num=1, overwrite=True) as writer:
         writer.add_schema(source.schema)
@@ -76,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _clean(dst)
     drop_caches()
+    clock[0] = os.times()
     t = time.perf_counter()
     convert_imagefolder(args.folder, dst, workers=args.workers, overwrite=True)
     os.sync()

@@ -254,9 +254,10 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--checkpoint",
     "checkpoint_bytes",
     type=SizeParam(),
-    default="256M",
+    default="1G",
     show_default=True,
-    help="Pages written between two resume checkpoints.",
+    help="Pages written between two resume checkpoints (a checkpoint is also made "
+    "each minute in which pages were written).",
 )
 @click.option(
     "--engine",

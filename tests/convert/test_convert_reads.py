@@ -158,20 +158,20 @@ def test_files_are_asked_for_ahead_of_their_reads(
 
     write_image_folder(tmp_path / "src", {"a": 70, "b": 60})
     events: list[tuple[str, str]] = []
-    real_advise, real_read = os.posix_fadvise, imagefolder._read_file
+    real_advise, real_read = os.posix_fadvise, imagefolder._OpenedAhead.read
 
     def advise(fd: int, offset: int, length: int, advice: int) -> None:
         if advice == os.POSIX_FADV_WILLNEED:
             events.append(("advise", os.readlink(f"/proc/self/fd/{fd}")))
         real_advise(fd, offset, length, advice)
 
-    def read(path: Path) -> bytes | str:
+    def read(self: imagefolder._OpenedAhead, path: Path) -> bytes | str:
         events.append(("read", str(path)))
         time.sleep(0.005)  # a slow disk: the files ahead get asked for meanwhile
-        return real_read(path)
+        return real_read(self, path)
 
     monkeypatch.setattr(os, "posix_fadvise", advise)
-    monkeypatch.setattr(imagefolder, "_read_file", read)
+    monkeypatch.setattr(imagefolder._OpenedAhead, "read", read)
     with SOURCES["imagefolder"](tmp_path / "src") as source:
         summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(workers=1))
     assert summary.rows == 130
@@ -188,3 +188,46 @@ def test_files_are_asked_for_ahead_of_their_reads(
         # read (the window ahead)
         ahead = sum(1 for at in advised_at.values() if at < i)
         assert k == 0 or ahead >= min(130, k + 33), f"only {ahead - k} files in flight at read {k}"
+
+
+def test_files_opened_ahead_read_as_they_are(tmp_path: Path) -> None:
+    """Read through the descriptor opened ahead: the file's bytes whatever its size
+    (empty, one byte, larger than one read), grown after it was opened, or why it cannot
+    be read when it was gone before; descriptors never read are closed with the reader."""
+    import gc
+
+    from mrecord.convert.imagefolder import _OpenedAhead
+
+    sizes = {"empty": 0, "one": 1, "some": 100_000, "big": 3 << 20}
+    paths = {}
+    for name, size in sizes.items():
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(os.urandom(size))
+    grown = tmp_path / "grown"
+    grown.write_bytes(b"abc")
+    gone = tmp_path / "gone"
+    ahead = _OpenedAhead()
+    ahead.open([*paths.values(), grown, gone])
+    with grown.open("ab") as f:
+        f.write(b"def")
+    for path in paths.values():
+        assert ahead.read(path) == path.read_bytes()
+    assert ahead.read(grown) == b"abcdef"
+    why = ahead.read(gone)
+    assert isinstance(why, str) and why.startswith("cannot read: ")
+    assert ahead.read(paths["one"]) == paths["one"].read_bytes()  # again: opened anew
+
+    unread = _OpenedAhead()
+    unread.open(list(paths.values()))
+    fds = dict(unread._fds)
+    assert {os.readlink(f"/proc/self/fd/{fd}") for fd in fds.values()} == {
+        str(p) for p in paths.values()
+    }
+    del unread
+    gc.collect()
+    for path, fd in fds.items():  # closed (a number another thread reused names another file)
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        assert target != str(path), f"descriptor {fd} of {path} left open"
