@@ -425,16 +425,30 @@ def curve(args: argparse.Namespace, workers: list[int]) -> int:
         f"{'vs 1':>6} {'of limit':>8}",
         flush=True,
     )
-    for label, folder, count, nbytes, extra in runs:
-        first = None
-        for w in workers:
-            seconds = timed(mrecord_cmd(folder, dst, w, *extra), dst)
-            first = first or seconds
-            rate = nbytes / seconds / 1e6
+    shares: dict[tuple[str, int], list[float]] = {}
+    for round_ in range(args.rounds):
+        if round_:  # this disk's speed drifts: the limit again, right before the runs
+            limit, at_once = one_disk_limit(args, src, source_bytes, read_limit, write_limit)
+            print(f"round {round_ + 1}: both at once {at_once:,.0f} MB/s", flush=True)
+        for label, folder, count, nbytes, extra in runs:
+            first = None
+            for w in workers:
+                seconds = timed(mrecord_cmd(folder, dst, w, *extra), dst)
+                first = first or seconds
+                rate = nbytes / seconds / 1e6
+                shares.setdefault((label, w), []).append(rate / limit)
+                print(
+                    f"{label:24} {w:7} {count:7,} {seconds:7.2f} {count / seconds:8,.0f} "
+                    f"{rate:6,.0f} {first / seconds:5.2f}x {rate / limit:8.0%}",
+                    flush=True,
+                )
+    if args.rounds > 1:
+        for (label, w), values in shares.items():
+            values.sort()
             print(
-                f"{label:24} {w:7} {count:7,} {seconds:7.2f} {count / seconds:8,.0f} "
-                f"{rate:6,.0f} {first / seconds:5.2f}x {rate / limit:8.0%}",
-                flush=True,
+                f"{label}, {w} worker(s): of the limit measured beside it, median "
+                f"{values[len(values) // 2]:.0%} ({values[0]:.0%}-{values[-1]:.0%}, "
+                f"{len(values)} rounds)"
             )
     clean(dst)
     return 0
@@ -463,6 +477,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="W1,W2,...",
         help="instead of the table: the scaling curve, each run at each worker count "
         "(e.g. 1,2,4,8,16 on a 16-core machine)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="--curve: repeat the runs, each round after the one-disk limit measured "
+        "again (this machine's disk drifts), and print each run's median share of it",
     )
     parser.add_argument(
         "--curve-runs",
