@@ -206,6 +206,7 @@ class ShardFile:
         # Parsed heads of variable-size chunks, shared like the verified record.
         self._heads = shared_heads(self._file_key())
         self._lock = threading.Lock()
+        self._fd_lock = threading.Lock()  # opening read_fd / direct_fd
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
         # Set by the first will_need: an order-aware reader now says what comes, so the
         # kernel's read-around on faults (up to read_ahead_kb per fault) only costs.
@@ -406,11 +407,17 @@ class ShardFile:
         kernel's read-ahead: they get exactly the bytes asked."""
         fd = self._fd
         if fd is None and self._stat is not None and not self._fd_tried:
-            self._fd_tried = True
-            fd = self._fd = self.open_mapped_file()
-            if fd is not None and hasattr(os, "posix_fadvise"):
-                # Exactly the chunk: no kernel read-ahead of its neighbours per pread.
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            # Under a lock: a second reading thread must wait for the descriptor being
+            # opened, not take "tried" for "none" and read another way.
+            with self._fd_lock:
+                if not self._fd_tried:
+                    fd = self.open_mapped_file()
+                    if fd is not None and hasattr(os, "posix_fadvise"):
+                        # Exactly the chunk: no kernel read-ahead of its neighbours per pread.
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                    self._fd = fd
+                    self._fd_tried = True
+                fd = self._fd
         return fd
 
     def direct_fd(self) -> int | None:
@@ -421,8 +428,11 @@ class ShardFile:
         ``mrecord.storage.readahead.read_direct``)."""
         fd = self._direct_fd
         if fd is None and self._stat is not None and not self._direct_tried:
-            self._direct_tried = True
-            fd = self._direct_fd = self.open_mapped_file(direct=True)
+            with self._fd_lock:  # as in read_fd
+                if not self._direct_tried:
+                    self._direct_fd = self.open_mapped_file(direct=True)
+                    self._direct_tried = True
+                fd = self._direct_fd
         return fd
 
     def map_address(self) -> int | None:
