@@ -21,7 +21,8 @@ and BLOCK read the whole first epoch; GLOBAL reads for ``--seconds`` (at a few t
 rows per second an epoch takes hours). Printed per mode: rows/s, share of the
 no-shuffle rate, mean batch label entropy and its share of GLOBAL's, the block layout
 chosen, peak memory of the group, whether it hit its limit, and the reader's major page
-faults while reading (each one a read of 4 KiB from the device). Both cgroups are removed
+faults while reading (each one a read of 4 KiB from the device) and the bytes it had read
+from storage (``/proc/self/io``; the data once is its size). Both cgroups are removed
 in ``finally``.
 
 Targets (issue 23): BLOCK >= 50% of the no-shuffle rate, its batch label entropy within
@@ -117,6 +118,7 @@ def child(
     total = 0.0
     entropies: list[float] = []
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    read_before = _read_bytes()
     start = time.perf_counter()
     for label, vector in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
         rows += len(label)
@@ -126,6 +128,7 @@ def child(
             break
     elapsed = time.perf_counter() - start
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults
+    disk_mb = (_read_bytes() - read_before) / 1e6
     return {
         "mode": mode,
         "rows": rows,
@@ -134,9 +137,22 @@ def child(
         "entropy": float(np.mean(entropies)) if entropies else math.nan,
         "open_seconds": opened,
         "major_faults": faults,
+        "disk_mb": disk_mb,
         "layout": None if layout is None else repr(layout),
         "checksum": total,
     }
+
+
+def _read_bytes() -> int:
+    """Bytes this process has had read from storage (``/proc/self/io``), 0 where unknown."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 # ----------------------------------------------------------------------------- cgroups
@@ -283,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.memory_mb} MB memory cgroup; cold cache; batches of {BATCH}"
     )
     print(f"{'mode':8} {'rows':>10} {'rows/s':>11} {'vs none':>8} {'entropy':>8} "
-          f"{'vs GLOBAL':>9} {'peak MB':>8} {'hit limit':>9} {'faults':>7}")
+          f"{'vs GLOBAL':>9} {'peak MB':>8} {'hit limit':>9} {'faults':>7} {'disk MB':>8}")
     for r in results:
         if "error" in r:
             print(f"{r['mode']:8} failed (rc {r['rc']}): {r['error'][-300:]}")
@@ -292,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         vs_global = r["entropy"] / glob["entropy"] if glob else math.nan
         print(f"{r['mode']:8} {r['rows']:>10,} {r['rows_per_s']:>11,.0f} {vs_none:>8.1%} "
               f"{r['entropy']:>8.4f} {vs_global:>9.1%} {r['peak_mb']:>8.0f} "
-              f"{'yes' if r['limit_hits'] else 'no':>9} {r['major_faults']:>7,}")
+              f"{'yes' if r['limit_hits'] else 'no':>9} {r['major_faults']:>7,} "
+              f"{r.get('disk_mb', math.nan):>8,.0f}")
     for r in results:
         if r.get("layout"):
             print(f"{r['mode']}: {r['layout']}")

@@ -10,6 +10,7 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
 from mrecord.storage.allocator import keep_freed_memory
+from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
 from mrecord.storage.probe import memory_budget
@@ -80,6 +82,7 @@ class DatasetReader:
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
+        self._chunk_buffers: ChunkBuffers | None = None  # made on first use
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -106,7 +109,9 @@ class DatasetReader:
             from mrecord.remote.open import open_remote_shards
 
             shards = open_remote_shards(
-                dataset_files, verify=verify, check_index=check_index,
+                dataset_files,
+                verify=verify,
+                check_index=check_index,
                 storage_options=storage_options,
             )
         else:
@@ -164,6 +169,7 @@ class DatasetReader:
             state["_identity"] = _identity(self._shards)
         for name in ("_shards", "_fixed_plans", "_row_reader_cache", "_open_lock"):
             del state[name]
+        state["_chunk_buffers"] = None  # the copy reads its own
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -212,8 +218,7 @@ class DatasetReader:
         ids = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(ids) and ids.min() < -self.num_rows:
             raise RowIndexError(
-                f"row index {int(ids.min())} is out of range: the dataset has "
-                f"{self.num_rows} rows"
+                f"row index {int(ids.min())} is out of range: the dataset has {self.num_rows} rows"
             )
         ids = np.where(ids < 0, ids + self.num_rows, ids)
         return list(self.read_rows(ids).iter_rows())
@@ -289,18 +294,21 @@ class DatasetReader:
         # Every range of this read in flight at once; bytes columns of cold shards are then
         # read straight into their values (_read_cold), the rest through the hinted map.
         direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES]
-        cold = self._hint(groups, names, direct)
+        buffered = self._buffered_columns(ids, groups, names)
+        cold = self._hint(groups, names, direct + buffered)
         out: dict[str, ColumnValues] = {}
         with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
+            if buffered and cold:
+                out.update(self._gather_buffered(buffered, len(ids), groups, cold))
             for name in names:
                 field = self.schema[name]
+                if name in out:
+                    continue
                 if field.kind is FieldKind.FIXED:
                     out[name] = self._gather_fixed(field, len(ids), groups)
                 else:
-                    out[name] = self._gather_var(
-                        field, len(ids), groups, bytes_as_arrays, cold
-                    )
-        return Block(out, ids)
+                    out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays, cold)
+        return Block({name: out[name] for name in names}, ids)
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """Tell shards read from a store by range requests the coming row orders
@@ -423,6 +431,83 @@ class DatasetReader:
                 ]
         return result
 
+    def _buffered_columns(self, ids: np.ndarray, groups: list[Any], names: list[str]) -> list[str]:
+        """The fixed-width columns this read takes from whole chunks in the reader's own
+        buffers (:mod:`mrecord.storage.chunk_buffers`) when its shards are cold: a read
+        beyond memory, not in file order, whose chunks all fit in the buffers at once
+        (``Shuffle.BLOCK``'s window of pages); else none. In file order the kernel's
+        read-ahead streams the map; a random order over a whole file would read every
+        chunk again for each block."""
+        if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
+            return []
+        if bool(np.all(ids[1:] >= ids[:-1])):
+            return []
+        fields = [self.schema[n] for n in names if self.schema[n].kind is FieldKind.FIXED]
+        if not fields:
+            return []
+        total = 0
+        for s, _, pages, _ in groups:
+            plans = [self._fixed_plan(s, field) for field in fields]
+            if any(plan is None for plan in plans):
+                return []  # a compressed or irregular chunk: the map's path
+            unique = np.unique(pages)
+            if len(pages) < _BUFFERED_ROWS_PER_CHUNK * len(unique):
+                return []  # rows spread over their chunks: a random order, not a window
+            chunks = self.shards[s].meta.chunks[unique]
+            total += sum(int(chunks[:, p.col]["length"].sum()) for p in plans if p is not None)
+        return [f.name for f in fields] if self._buffers().fits(total) else []
+
+    def _buffers(self) -> ChunkBuffers:
+        if self._chunk_buffers is None:
+            self._chunk_buffers = ChunkBuffers(buffer_capacity(self._memory_budget()))
+        return self._chunk_buffers
+
+    def _gather_buffered(
+        self, names: list[str], n: int, groups: list[Any], cold: set[int]
+    ) -> dict[str, np.ndarray]:
+        """Fixed-width columns' values, the cold shards' from whole chunks in the reader's
+        buffers (read and checked on the way), the others' from the map.
+
+        Rows are taken page by page in page order into one array (``np.take`` into
+        contiguous slices), which is put in the read's order with one more ``take``:
+        0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning each page's
+        rows to their scattered places took 1.69 ms."""
+        fields = [self.schema[name] for name in names]
+        out = {f.name: np.empty((n, *f.row_shape), dtype=f.dtype) for f in fields}
+        for s, positions, pages, slots in groups:
+            shard = self.shards[s]
+            where = slice(None) if positions is None else positions
+            order = np.argsort(pages, kind="stable")
+            in_order = pages[order]
+            bounds = [0, *(np.flatnonzero(np.diff(in_order)) + 1).tolist(), len(pages)]
+            unique = in_order[bounds[:-1]].tolist()
+            slots_in_order = slots[order]
+            back = np.empty_like(order)
+            back[order] = np.arange(len(order))
+            starts = shard.page_starts_list
+            for field in fields:
+                plan = self._fixed_plan(s, field)
+                chunks = (
+                    self._buffers().chunks(s, shard, plan.col, unique)
+                    if s in cold and plan is not None
+                    else None
+                )
+                if chunks is None:
+                    group = [(s, None, pages, slots)]
+                    out[field.name][where] = self._gather_fixed(field, len(pages), group)
+                    continue
+                shape = field.row_shape
+                taken = np.empty((len(pages), *shape), dtype=field.dtype)
+                for page, a, b, data in zip(unique, bounds[:-1], bounds[1:], chunks, strict=True):
+                    rows = starts[page + 1] - starts[page]
+                    values = np.frombuffer(data, dtype=field.dtype).reshape((rows, *shape))
+                    np.take(values, slots_in_order[a:b], axis=0, out=taken[a:b])
+                if positions is None:
+                    np.take(taken, back, axis=0, out=out[field.name])
+                else:
+                    out[field.name][positions] = taken[back]
+        return out
+
     def _fixed_plan(self, s: int, field: Field) -> _FixedPlan | None:
         key = (s, field.name)
         if key not in self._fixed_plans:
@@ -534,7 +619,12 @@ class DatasetReader:
                             raise _not_utf8(shard, page, field, exc) from exc
             if copied:
                 _read_cold(
-                    shard, col, copied, result, bytes_as_arrays, self._beyond_memory(),
+                    shard,
+                    col,
+                    copied,
+                    result,
+                    bytes_as_arrays,
+                    self._beyond_memory(),
                     self._chunks_in_flight(),
                 )
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
@@ -606,6 +696,16 @@ def _read_cold(
         else:
             result[pos] = part.tobytes()
 
+
+CHUNK_BUFFERS = os.environ.get("MRECORD_CHUNK_BUFFERS", "1") != "0"
+"""``MRECORD_CHUNK_BUFFERS=0`` reads block-local cold rows through the map instead of
+whole chunks in the reader's buffers (to compare; the values are the same)."""
+
+_BUFFERED_ROWS_PER_CHUNK = 4
+"""Rows a read takes per chunk, on average, for its fixed-width columns to go through the
+chunk buffers: a window of pages (``Shuffle.BLOCK``: 256 rows of each of 32 chunks per
+read of tabular rows) does; a random order over images (one row per chunk) does not, and
+the hints for its few bytes of labels cost less than a ``pread`` per chunk."""
 
 _SHARED_CHUNK_ROWS = 1.5
 """Values per chunk needing its check, on average in a cold block, from which the block's

@@ -54,6 +54,7 @@ __all__ = [
     "direct_layout",
     "direct_spans",
     "hint_rows",
+    "io_pool",
     "looks_resident",
     "read_checked",
     "read_direct",
@@ -96,7 +97,8 @@ def row_ranges(
     still checked and their heads parsed; their values' ranges are left out). Columns in
     ``arriving`` (a subset of ``direct``) are checked by the caller too, as their chunks
     arrive (:func:`read_checked`): their plain chunks are neither checked here nor read
-    whole."""
+    whole. Fixed-width columns in ``direct`` are the caller's altogether (read whole and
+    checked into buffers of its own, :mod:`mrecord.storage.chunk_buffers`): no range."""
     if not len(pages):
         return []
     meta = shard.meta
@@ -107,6 +109,8 @@ def row_ranges(
     for name in columns:
         col = shard.field_index(name)
         field = meta.schema.fields[col]
+        if field.kind is FieldKind.FIXED and name in direct:
+            continue  # read whole and checked by the caller, into buffers of its own
         column = chunks[unique_pages, col]
         whole = column["codec"] != _CODEC_NONE
         # Chunks whose values the reader checks one by one (ShardFile.checks_by_value):
@@ -323,7 +327,7 @@ _pool_pid = -1
 _pool_lock = threading.Lock()
 
 
-def _io_pool() -> ThreadPoolExecutor:
+def io_pool() -> ThreadPoolExecutor:
     """The process's I/O threads (made again in a forked child, which has none)."""
     global _pool, _pool_pid
     with _pool_lock:
@@ -342,7 +346,7 @@ def verify_chunks(shard: ShardFile, pages: list[int], col: int) -> None:
         for page in pages:
             shard.verify_arriving(page, col)
         return
-    pool = _io_pool()
+    pool = io_pool()
     for future in [pool.submit(shard.verify_arriving, page, col) for page in pages]:
         future.result()
 
@@ -378,7 +382,7 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     if len(places) <= 2 or IO_THREADS <= 1:
         return read(places)
     step = max(1, len(places) // (8 * IO_THREADS))  # one read a task, or few: a full queue
-    pool = _io_pool()
+    pool = io_pool()
     futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
     return all([f.result() for f in futures])
 
@@ -475,7 +479,7 @@ def read_checked(
     if tasks == 1:
         done = some(chunks)
     else:
-        pool = _io_pool()
+        pool = io_pool()
         parts = [chunks[i::tasks] for i in range(tasks)]
         futures = [pool.submit(some, part) for part in parts]
         done = [False] * len(chunks)
@@ -573,7 +577,7 @@ def read_direct(
     if len(places) <= 2 or IO_THREADS <= 1:
         return read(places)
     step = max(1, len(places) // (8 * IO_THREADS))
-    pool = _io_pool()
+    pool = io_pool()
     futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
     return all([f.result() for f in futures])
 

@@ -620,8 +620,8 @@ def test_the_io_threads_are_one_pool_of_io_threads_reads_in_flight() -> None:
     them in a stack dump)."""
     import threading
 
-    pool = readahead._io_pool()
-    assert readahead._io_pool() is pool
+    pool = readahead.io_pool()
+    assert readahead.io_pool() is pool
     together = threading.Barrier(readahead.IO_THREADS, timeout=60)
 
     def wait(_: int) -> str:
@@ -630,7 +630,7 @@ def test_the_io_threads_are_one_pool_of_io_threads_reads_in_flight() -> None:
 
     names = list(pool.map(wait, range(readahead.IO_THREADS)))
     assert all(name.startswith("mrecord-io") for name in names), names
-    assert readahead._io_pool() is pool
+    assert readahead.io_pool() is pool
 
 
 @pytest.mark.parametrize("count", [1, 40])

@@ -1,0 +1,179 @@
+"""Whole chunks read into a reader's own buffers, for block-local reads beyond memory.
+
+``Shuffle.BLOCK`` reads each block of rows from a window of neighbouring pages, and the
+next blocks from nearly the same window. Through the memory map, a cold block's chunks
+were read (and checked) into the page cache and the rows gathered from the map after:
+in a memory group smaller than the data the kernel reclaimed some of those pages in
+between, for the reads in flight beside them, and the gather faulted them back in one
+4 KiB read at a time (measured: 1,339 major faults in one epoch of 4M tabular rows on an
+hdd-like volume, about half of the epoch's time; docs/READING.md). Here a read's chunks are
+read whole with one ``pread`` each (in parallel, on the I/O threads), checked as they
+arrive under the shard's ``verify`` policy, their pages in the page cache dropped at once
+(the buffer holds the bytes), and kept, least recently used first out, within a byte
+bound: the window's next reads find them, and nothing the reader holds can be reclaimed
+under it. Only plain (uncompressed) chunks of local shards are read this way; the caller
+decides which reads go through it (:meth:`ChunkBuffers.fits`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from concurrent.futures import Future
+
+import numpy as np
+
+from mrecord.format.compression import checksum
+from mrecord.storage.readahead import IO_THREADS, io_pool
+from mrecord.storage.shard import ShardFile
+
+__all__ = ["ChunkBuffers", "buffer_capacity"]
+
+_PAGE = mmap.PAGESIZE
+_MIN_CAPACITY = 16 << 20
+_MAX_CAPACITY = 512 << 20
+
+
+def buffer_capacity(memory_budget: int | None) -> int:
+    """Bytes of chunks a reader keeps: a quarter of its memory budget, within 16-512 MiB
+    (a ``Shuffle.BLOCK`` window is cut from the same budget, smaller than this)."""
+    if memory_budget is None:
+        return _MAX_CAPACITY
+    return max(_MIN_CAPACITY, min(_MAX_CAPACITY, memory_budget // 4))
+
+
+class ChunkBuffers:
+    """Chunks ``(shard key, page, column)`` read whole into buffers of their own, at most
+    ``capacity`` bytes of them kept (see the module docstring). Thread-safe: the reading
+    threads of one reader share it."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._kept: OrderedDict[tuple[Hashable, int, int], np.ndarray] = OrderedDict()
+        # chunks being read by one thread, which others needing them wait for (the reading
+        # threads of Shuffle.BLOCK read neighbouring blocks of the same window at once)
+        self._reading: dict[tuple[Hashable, int, int], Future[np.ndarray | None]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether a read whose chunks hold ``nbytes`` may go through the buffers: all of
+        them fit at once (a read over more, a random order over a whole file, would push
+        out what the next read needs and read every chunk again)."""
+        return nbytes <= self.capacity
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of chunks held now."""
+        return self._bytes
+
+    def chunks(
+        self, key: Hashable, shard: ShardFile, col: int, pages: Sequence[int]
+    ) -> list[np.ndarray] | None:
+        """The stored bytes of chunks (``pages``, ``col``) of ``shard`` (``key`` names the
+        shard among the reader's), as read-only ``uint8`` arrays; the missing ones are read
+        now, in parallel. None when this shard cannot be read this way (not a local file,
+        a compressed chunk): the caller reads through the map. A chunk whose bytes do not
+        match their CRC-32C raises the shard's :class:`~mrecord.errors.ChecksumError`."""
+        fd = shard.read_fd()
+        if fd is None:
+            return None
+        found: dict[int, np.ndarray] = {}
+        mine: dict[int, Future[np.ndarray | None]] = {}
+        theirs: dict[int, Future[np.ndarray | None]] = {}
+        with self._lock:
+            for page in dict.fromkeys(pages):
+                name = (key, page, col)
+                held = self._kept.get(name)
+                if held is not None:
+                    self._kept.move_to_end(name)
+                    found[page] = held
+                elif name in self._reading:  # another thread's read has it on its way
+                    theirs[page] = self._reading[name]
+                else:
+                    mine[page] = self._reading[name] = Future()
+        if mine:
+            try:
+                got = self._read(fd, shard, col, list(mine))
+            except BaseException as exc:
+                self._settle(key, col, mine, exc)
+                raise
+            read = zip(mine, got, strict=True)
+            self._keep(key, col, {page: data for page, data in read if data is not None})
+            self._settle(key, col, mine, got)
+        for page, future in (*mine.items(), *theirs.items()):
+            data = future.result()
+            if data is None:
+                return None
+            found[page] = data
+        return [found[page] for page in pages]
+
+    def _settle(
+        self,
+        key: Hashable,
+        col: int,
+        futures: dict[int, Future[np.ndarray | None]],
+        got: list[np.ndarray | None] | BaseException,
+    ) -> None:
+        """Hand the chunks read (or the error) to the threads waiting for them."""
+        with self._lock:
+            for page in futures:
+                del self._reading[(key, page, col)]
+        for i, future in enumerate(futures.values()):
+            if isinstance(got, BaseException):
+                future.set_exception(got)
+            else:
+                future.set_result(got[i])
+
+    def _read(
+        self, fd: int, shard: ShardFile, col: int, pages: list[int]
+    ) -> list[np.ndarray | None]:
+        if any(shard.meta.chunks[page, col]["codec"] != 0 for page in pages):
+            return [None] * len(pages)
+
+        def read(page: int) -> np.ndarray | None:
+            offset, length, crc = shard.chunk_place(page, col)
+            data = np.empty(length, dtype=np.uint8)
+            if length and os.preadv(fd, [data.data.cast("B")], offset) != length:
+                return None
+            # The buffer holds them now: drop the pages wholly inside the chunk from the
+            # page cache (not the ones it shares with a neighbour someone may be reading).
+            first = -(-offset // _PAGE) * _PAGE
+            last = (offset + length) // _PAGE * _PAGE
+            if last > first:
+                with contextlib.suppress(AttributeError, OSError):
+                    os.posix_fadvise(fd, first, last - first, os.POSIX_FADV_DONTNEED)
+            if shard.needs_check(page, col):
+                if checksum(data) != crc:
+                    shard.check_chunk(page, col)  # raises, naming the file, page and field
+                    return None  # it read intact through the map: the caller reads there
+                shard.mark_verified(page, col)
+            data.flags.writeable = False
+            return data
+
+        if len(pages) == 1 or IO_THREADS <= 1:
+            return [read(page) for page in pages]
+        return list(io_pool().map(read, pages))
+
+    def _keep(self, key: Hashable, col: int, chunks: dict[int, np.ndarray]) -> None:
+        """Hold ``chunks``, then drop the least recently used others over the capacity."""
+        with self._lock:
+            for page, data in chunks.items():
+                name = (key, page, col)
+                if name not in self._kept:
+                    self._bytes += data.nbytes
+                self._kept[name] = data
+                self._kept.move_to_end(name)
+            while self._bytes > self.capacity and len(self._kept) > len(chunks):
+                _, old = self._kept.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def clear(self) -> None:
+        """Drop every chunk held."""
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0

@@ -1,0 +1,278 @@
+"""Block-local cold reads beyond memory take fixed-width columns from whole chunks in the
+reader's own buffers (mrecord.storage.chunk_buffers):
+
+- the values are exactly those of the map's path, for any ids (repeats, any order) and
+  for MindDataset in every shuffle mode;
+- each chunk is read once however many threads need it at once, and what is held stays
+  within the capacity;
+- a damaged chunk raises ChecksumError naming its page and field, never wrong values;
+- reads in file order, spread over their chunks (a random order), or over more chunks
+  than the buffers hold, keep the map's path.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mrecord.reader.dataset_reader as dataset_reader
+import mrecord.storage.readahead as readahead
+from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
+from mrecord.errors import ChecksumError
+from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
+from mrecord.storage.verified import clear_verified
+
+ROWS = 600
+MIN_PAGE = 1 << 10  # the smallest page: ~35 rows of 29 bytes, many chunks a shard
+
+
+def _row(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "vec": np.arange(4, dtype=np.float32) + i,
+        "flag": bool(i % 3 == 0),
+        "label": i % 10,
+    }
+
+
+SCHEMA = {
+    "id": {"type": "int64"},
+    "vec": {"type": "float32", "shape": [4]},
+    "flag": {"type": "bool"},
+    "label": {"type": "int32"},
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("buffers")
+    with FileWriter(folder / "t.mrecord", shard_num=3) as writer:
+        writer.add_schema(SCHEMA)
+        writer.set_page_size(MIN_PAGE)  # many chunks per shard
+        writer.write_raw_data([_row(i) for i in range(ROWS)])
+    return str(writer.files[0])
+
+
+def _beyond_memory(monkeypatch: pytest.MonkeyPatch) -> list[ChunkBuffers]:
+    """Make every reader's data beyond its memory and every block cold; returns the
+    buffers the readers make (to see that reads went through them)."""
+    made: list[ChunkBuffers] = []
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: 1 << 10)
+    real = DatasetReader._buffers
+
+    def buffers(self: DatasetReader) -> ChunkBuffers:
+        fresh = self._chunk_buffers is None
+        got = real(self)
+        if fresh:
+            made.append(got)
+        return got
+
+    monkeypatch.setattr(DatasetReader, "_buffers", buffers)
+    return made
+
+
+@pytest.fixture
+def beyond(monkeypatch: pytest.MonkeyPatch) -> list[ChunkBuffers]:
+    """Every reader's data beyond its memory, every block cold (see _beyond_memory)."""
+    clear_verified()
+    return _beyond_memory(monkeypatch)
+
+
+def _expected(ids: list[int]) -> dict[str, np.ndarray]:
+    rows = [_row(i) for i in ids]
+    return {
+        "id": np.array([r["id"] for r in rows], dtype=np.int64),
+        "vec": np.array([r["vec"] for r in rows], dtype=np.float32).reshape(-1, 4),
+        "flag": np.array([r["flag"] for r in rows], dtype=bool),
+        "label": np.array([r["label"] for r in rows], dtype=np.int32),
+    }
+
+
+def _window(base: int, offsets: list[int]) -> list[int]:
+    return [base + k for k in offsets]
+
+
+# A window of 100 rows inside the first shard (three or four pages), 40 or more rows of it
+# in any order: several rows per chunk, as Shuffle.BLOCK reads.
+WINDOWS = st.builds(
+    _window, st.integers(0, 99), st.lists(st.integers(0, 99), min_size=40, max_size=300)
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ids=st.one_of(WINDOWS, st.lists(st.integers(0, ROWS - 1), min_size=2, max_size=300)),
+    columns=st.sampled_from([None, ["vec"], ["label", "id"], ["flag", "vec", "id"]]),
+)
+def test_values_from_the_buffers_are_the_rows(
+    files: str, ids: list[int], columns: list[str] | None
+) -> None:
+    clear_verified()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made = _beyond_memory(monkeypatch)
+        with DatasetReader.open(files) as reader:
+            block = reader.read_rows(ids, columns)
+    expected = _expected(ids)
+    assert list(block.columns) == (columns or list(SCHEMA))
+    for name, values in block.columns.items():
+        assert isinstance(values, np.ndarray) and values.dtype == expected[name].dtype
+        assert np.array_equal(values, expected[name]), name
+    if ids != sorted(ids) and len(ids) >= 40 and max(ids) - min(ids) < 100 and max(ids) < 200:
+        assert made and made[-1].kept_bytes > 0  # a window: read through the buffers
+
+
+@pytest.mark.parametrize("shuffle", [Shuffle.BLOCK, Shuffle.GLOBAL, Shuffle.PARTIAL, False])
+def test_minddataset_reads_the_same_rows_either_way(
+    files: str,
+    beyond: list[ChunkBuffers],
+    shuffle: Shuffle | bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def epoch() -> list[tuple[int, bytes, bool, int]]:
+        clear_verified()
+        ds = MindDataset(files, shuffle=shuffle, num_parallel_workers=2, block_rows=64)
+        return [
+            (int(r["id"]), r["vec"].tobytes(), bool(r["flag"]), int(r["label"]))
+            for r in ds.create_dict_iterator(num_epochs=1, output_numpy=True)
+        ]
+
+    through_buffers = epoch()
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+    through_the_map = epoch()
+    assert through_buffers == through_the_map
+    assert sorted(r[0] for r in through_buffers) == list(range(ROWS))
+    expected = {i: _row(i) for i in range(ROWS)}
+    assert all(
+        vec == expected[i]["vec"].tobytes() and label == expected[i]["label"]
+        for i, vec, _, label in through_buffers
+    )
+
+
+def test_each_chunk_is_read_once_by_threads_that_need_it_at_once(
+    files: str, cold: None, preads: list[tuple[int, int]]
+) -> None:
+    with DatasetReader.open(files) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("vec")
+        pages = list(range(len(shard.page_starts) - 1))
+        buffers = ChunkBuffers(1 << 30)
+        start = threading.Barrier(4)
+        got: list[list[np.ndarray] | None] = []
+
+        def read() -> None:
+            start.wait()
+            got.append(buffers.chunks(0, shard, col, pages))
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        offsets = {int(shard.meta.chunks[p, col]["offset"]) for p in pages}
+        reads = [offset for offset, _ in preads if offset in offsets]
+        assert sorted(reads) == sorted(offsets)  # each chunk once
+        for chunks in got:
+            assert chunks is not None
+            for page, data in zip(pages, chunks, strict=True):
+                offset, length, _ = shard.chunk_place(page, col)
+                assert data.tobytes() == bytes(shard.mm[offset : offset + length])
+                assert not data.flags.writeable
+        assert shard.verified_chunks(np.array(pages), col).all()
+
+
+def test_what_is_held_stays_within_the_capacity(files: str, cold: None) -> None:
+    with DatasetReader.open(files) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("vec")
+        chunk = int(shard.meta.chunks[0, col]["length"])
+        buffers = ChunkBuffers(3 * chunk)
+        pages = list(range(len(shard.page_starts) - 1))
+        for page in pages:
+            assert buffers.chunks(0, shard, col, [page]) is not None
+            assert buffers.kept_bytes <= buffers.capacity
+        assert buffers.fits(3 * chunk) and not buffers.fits(3 * chunk + 1)
+        # one request larger than the capacity is still answered whole
+        assert len(buffers.chunks(0, shard, col, pages) or []) == len(pages)
+
+
+def test_capacity_is_a_quarter_of_the_budget_within_bounds() -> None:
+    assert buffer_capacity(1 << 30) == 256 << 20
+    assert buffer_capacity(1 << 20) == 16 << 20
+    assert buffer_capacity(64 << 30) == 512 << 20
+    assert buffer_capacity(None) == 512 << 20
+
+
+def test_a_damaged_chunk_raises_naming_page_and_field(tmp_path: Path, beyond: list[Any]) -> None:
+    path = tmp_path / "t.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema(SCHEMA)
+        writer.set_page_size(MIN_PAGE)
+        writer.write_raw_data([_row(i) for i in range(200)])
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("vec")
+        offset, length, _ = shard.chunk_place(2, col)
+    data = bytearray(path.read_bytes())
+    data[offset + length // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    for verify in ("once", "always"):
+        clear_verified()
+        with DatasetReader.open(path, verify=verify) as reader:
+            with pytest.raises(ChecksumError, match="page 2, field 'vec'"):
+                reader.read_rows(np.arange(200)[::-1], ["vec"])
+            # the other columns of the same rows are intact and read
+            labels = reader.read_rows(np.arange(200)[::-1], ["label"]).columns["label"]
+            assert isinstance(labels, np.ndarray) and labels.tolist() == [
+                i % 10 for i in range(199, -1, -1)
+            ]
+
+
+def test_file_order_spread_rows_and_reads_larger_than_the_buffers_keep_the_map(
+    files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with DatasetReader.open(files) as reader:
+        ids = np.arange(ROWS)
+        names = list(SCHEMA)
+        assert reader._buffered_columns(ids, reader._group(ids), names) == []
+        spread = ids[::-1][::16].copy()  # a row of every 16th: about 2 per chunk of 35
+        assert reader._buffered_columns(spread, reader._group(spread), names) == []
+        shuffled = ids[::-1].copy()
+        groups = reader._group(shuffled)
+        assert reader._buffered_columns(shuffled, groups, names) == names
+        monkeypatch.setattr(ChunkBuffers, "fits", lambda self, nbytes: False)
+        assert reader._buffered_columns(shuffled, groups, names) == []
+
+
+def _at_once(call: Any, threads: int) -> list[Any]:
+    """What ``call()`` returns in each of ``threads`` threads started together."""
+    start = threading.Barrier(threads)
+    got: list[Any] = []
+
+    def take() -> None:
+        start.wait()
+        got.append(call())
+
+    running = [threading.Thread(target=take) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    return got
+
+
+@pytest.mark.parametrize("which", ["read_fd", "direct_fd"])
+def test_threads_opening_a_shards_descriptor_at_once_all_get_it(files: str, which: str) -> None:
+    """The first use opens the descriptor; a thread arriving meanwhile waits for it
+    (it used to get None, "tried", and fall back to the map)."""
+    for _ in range(20):
+        with DatasetReader.open(files) as reader:
+            got = _at_once(getattr(reader.shards[0], which), 8)
+            assert len(set(got)) == 1 and got[0] is not None
