@@ -295,7 +295,13 @@ class DatasetReader:
         # read straight into their values (_read_cold), the rest through the hinted map.
         direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES]
         buffered = self._buffered_columns(ids, groups, names)
-        cold = self._hint(groups, names, direct + buffered)
+        if buffered and len(buffered) == len(names):
+            # Every column from whole chunks in the reader's buffers: nothing to hint, and
+            # no need to tell warm from cold (a chunk held, or in the page cache, is read
+            # as fast either way; the warm test was a fifth of a BLOCK read's time).
+            cold = {group[0] for group in groups}
+        else:
+            cold = self._hint(groups, names, direct + buffered)
         out: dict[str, ColumnValues] = {}
         with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
             if buffered and cold:
