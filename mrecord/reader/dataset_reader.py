@@ -21,12 +21,15 @@ import numpy as np
 from mrecord.block import Block, BytesArray, ColumnValues
 from mrecord.errors import (
     ArgumentError,
+    ChunkFormatError,
     CorruptFileError,
     ForeignShardError,
     RowIndexError,
     SchemaError,
     WrongTypeError,
 )
+from mrecord.format.chunks import decode_var
+from mrecord.format.compression import CODEC_IDS
 from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
@@ -292,9 +295,10 @@ class DatasetReader:
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
         # Every range of this read in flight at once; bytes columns of cold shards are then
-        # read straight into their values (_read_cold), the rest through the hinted map.
-        direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES]
+        # read straight into their values (_read_cold), the rest through the hinted map;
+        # a block-local read beyond memory takes whole chunks into the reader's buffers.
         buffered = self._buffered_columns(ids, groups, names)
+        direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES and n not in buffered]
         if buffered and len(buffered) == len(names):
             # Every column from whole chunks in the reader's buffers: nothing to hint, and
             # no need to tell warm from cold (a chunk held, or in the page cache, is read
@@ -305,7 +309,7 @@ class DatasetReader:
         out: dict[str, ColumnValues] = {}
         with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
             if buffered and cold:
-                out.update(self._gather_buffered(buffered, len(ids), groups, cold))
+                out.update(self._gather_buffered(buffered, len(ids), groups, cold, bytes_as_arrays))
             for name in names:
                 field = self.schema[name]
                 if name in out:
@@ -438,29 +442,43 @@ class DatasetReader:
         return result
 
     def _buffered_columns(self, ids: np.ndarray, groups: list[Any], names: list[str]) -> list[str]:
-        """The fixed-width columns this read takes from whole chunks in the reader's own
-        buffers (:mod:`mrecord.storage.chunk_buffers`) when its shards are cold: a read
-        beyond memory, not in file order, whose chunks all fit in the buffers at once
-        (``Shuffle.BLOCK``'s window of pages); else none. In file order the kernel's
-        read-ahead streams the map; a random order over a whole file would read every
-        chunk again for each block."""
+        """The fixed-width and bytes columns this read takes from whole chunks in the
+        reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its shards are
+        cold: a read beyond memory, not in file order, whose chunks all fit in the buffers
+        at once (``Shuffle.BLOCK``'s window of pages); else none. In file order the
+        kernel's read-ahead streams the map; a random order over a whole file would read
+        every chunk again for each block. The read must also take several rows per chunk
+        on average (a random order takes one: measured on images in a 200 MB group, its
+        first small blocks fit and read whole 1 MiB chunks for one row each): 1.5 with a
+        bytes column (``Shuffle.BLOCK`` reads of images take 2-4), 4 for fixed-width
+        columns alone (their small chunks fit however spread the rows are)."""
         if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
             return []
         if bool(np.all(ids[1:] >= ids[:-1])):
             return []
-        fields = [self.schema[n] for n in names if self.schema[n].kind is FieldKind.FIXED]
+        fields = [
+            self.schema[n]
+            for n in names
+            if self.schema[n].kind in (FieldKind.FIXED, FieldKind.BYTES)
+        ]
         if not fields:
             return []
+        with_bytes = any(field.kind is FieldKind.BYTES for field in fields)
+        rows_per_chunk = _SHARED_CHUNK_ROWS if with_bytes else _BUFFERED_ROWS_PER_CHUNK
         total = 0
         for s, _, pages, _ in groups:
-            plans = [self._fixed_plan(s, field) for field in fields]
-            if any(plan is None for plan in plans):
-                return []  # a compressed or irregular chunk: the map's path
+            shard = self.shards[s]
             unique = np.unique(pages)
-            if len(pages) < _BUFFERED_ROWS_PER_CHUNK * len(unique):
+            if len(pages) < rows_per_chunk * len(unique):
                 return []  # rows spread over their chunks: a random order, not a window
-            chunks = self.shards[s].meta.chunks[unique]
-            total += sum(int(chunks[:, p.col]["length"].sum()) for p in plans if p is not None)
+            chunks = shard.meta.chunks[unique]
+            for field in fields:
+                col = shard.field_index(field.name)
+                if field.kind is FieldKind.FIXED and self._fixed_plan(s, field) is None:
+                    return []  # an irregular chunk: the map's path
+                if bool((chunks[:, col]["codec"] != _CODEC_NONE).any()):
+                    return []  # a compressed chunk: the map's path
+                total += int(chunks[:, col]["length"].sum())
         return [f.name for f in fields] if self._buffers().fits(total) else []
 
     def _buffers(self) -> ChunkBuffers:
@@ -469,17 +487,28 @@ class DatasetReader:
         return self._chunk_buffers
 
     def _gather_buffered(
-        self, names: list[str], n: int, groups: list[Any], cold: set[int]
-    ) -> dict[str, np.ndarray]:
-        """Fixed-width columns' values, the cold shards' from whole chunks in the reader's
-        buffers (read and checked on the way), the others' from the map.
+        self,
+        names: list[str],
+        n: int,
+        groups: list[Any],
+        cold: set[int],
+        bytes_as_arrays: bool,
+    ) -> dict[str, ColumnValues]:
+        """Fixed-width and bytes columns' values, the cold shards' from whole chunks in the
+        reader's buffers (read and checked on the way), the others' from the map.
 
-        Rows are taken page by page in page order into one array (``np.take`` into
-        contiguous slices), which is put in the read's order with one more ``take``:
-        0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning each page's
-        rows to their scattered places took 1.69 ms."""
+        Rows are taken page by page in page order: a fixed-width column's into one array
+        (``np.take`` into contiguous slices), put in the read's order with one more
+        ``take`` (0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning
+        each page's rows to their scattered places took 1.69 ms); a bytes column's values
+        are copied out of the chunk (or read-only views of it, ``bytes_as_arrays``)."""
         fields = [self.schema[name] for name in names]
-        out = {f.name: np.empty((n, *f.row_shape), dtype=f.dtype) for f in fields}
+        out: dict[str, ColumnValues] = {
+            f.name: np.empty((n, *f.row_shape), dtype=f.dtype)
+            if f.kind is FieldKind.FIXED
+            else [None] * n
+            for f in fields
+        }
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
             where = slice(None) if positions is None else positions
@@ -488,30 +517,47 @@ class DatasetReader:
             bounds = [0, *(np.flatnonzero(np.diff(in_order)) + 1).tolist(), len(pages)]
             unique = in_order[bounds[:-1]].tolist()
             slots_in_order = slots[order]
-            back = np.empty_like(order)
-            back[order] = np.arange(len(order))
-            starts = shard.page_starts_list
             for field in fields:
-                plan = self._fixed_plan(s, field)
-                chunks = (
-                    self._buffers().chunks(s, shard, plan.col, unique)
-                    if s in cold and plan is not None
-                    else None
-                )
+                col = shard.field_index(field.name)
+                chunks = self._buffers().chunks(s, shard, col, unique) if s in cold else None
+                if field.kind is FieldKind.BYTES:
+                    values: list[Any] = out[field.name]  # type: ignore[assignment]
+                    group = [(s, None, pages, slots)]
+                    if chunks is None:
+                        got = self._gather_var(field, len(pages), group, bytes_as_arrays)
+                    else:
+                        got = _bytes_from_chunks(
+                            shard,
+                            field,
+                            unique,
+                            bounds,
+                            chunks,
+                            slots_in_order,
+                            order,
+                            bytes_as_arrays,
+                        )
+                    targets = range(n) if positions is None else positions.tolist()
+                    for pos, value in zip(targets, got, strict=True):
+                        values[pos] = value
+                    continue
+                column: np.ndarray = out[field.name]  # type: ignore[assignment]
                 if chunks is None:
                     group = [(s, None, pages, slots)]
-                    out[field.name][where] = self._gather_fixed(field, len(pages), group)
+                    column[where] = self._gather_fixed(field, len(pages), group)
                     continue
                 shape = field.row_shape
+                starts = shard.page_starts_list
                 taken = np.empty((len(pages), *shape), dtype=field.dtype)
                 for page, a, b, data in zip(unique, bounds[:-1], bounds[1:], chunks, strict=True):
                     rows = starts[page + 1] - starts[page]
-                    values = np.frombuffer(data, dtype=field.dtype).reshape((rows, *shape))
-                    np.take(values, slots_in_order[a:b], axis=0, out=taken[a:b])
+                    stored = np.frombuffer(data, dtype=field.dtype).reshape((rows, *shape))
+                    np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b])
+                back = np.empty_like(order)
+                back[order] = np.arange(len(order))
                 if positions is None:
-                    np.take(taken, back, axis=0, out=out[field.name])
+                    np.take(taken, back, axis=0, out=column)
                 else:
-                    out[field.name][positions] = taken[back]
+                    column[positions] = taken[back]
         return out
 
     def _fixed_plan(self, s: int, field: Field) -> _FixedPlan | None:
@@ -703,6 +749,8 @@ def _read_cold(
             result[pos] = part.tobytes()
 
 
+_CODEC_NONE = CODEC_IDS["none"]
+
 CHUNK_BUFFERS = os.environ.get("MRECORD_CHUNK_BUFFERS", "1") != "0"
 """``MRECORD_CHUNK_BUFFERS=0`` reads block-local cold rows through the map instead of
 whole chunks in the reader's buffers (to compare; the values are the same)."""
@@ -817,6 +865,39 @@ def _read_checked_values(
             part[:] = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
         parts.append((pos, part))
     return parts
+
+
+def _bytes_from_chunks(
+    shard: ShardFile,
+    field: Field,
+    pages: list[int],
+    bounds: list[int],
+    chunks: list[np.ndarray],
+    slots_in_order: np.ndarray,
+    order: np.ndarray,
+    as_arrays: bool,
+) -> list[Any]:
+    """The values of a bytes column from whole stored chunks (checked as they arrived):
+    rows ``order[a:b]`` of the group take slots ``slots_in_order[a:b]`` of ``pages[k]``'s
+    chunk, for each ``(a, b)`` of ``bounds``. Copies as ``bytes``, or read-only views."""
+    got: list[Any] = [None] * len(order)
+    starts = shard.page_starts_list
+    heads = shard.cached_heads(shard.field_index(field.name))
+    order_list, slot_list = order.tolist(), slots_in_order.tolist()
+    for k, (page, data) in enumerate(zip(pages, chunks, strict=True)):
+        head = heads(page)
+        if head is None:
+            try:
+                head = decode_var(field, data, starts[page + 1] - starts[page])
+            except ChunkFormatError:
+                shard.var_page(page, field)  # raises naming the file, page and field
+                raise
+        offsets, start = head.offsets, head.data_start
+        for i in range(bounds[k], bounds[k + 1]):
+            slot = slot_list[i]
+            value = data[start + offsets[slot] : start + offsets[slot + 1]]
+            got[order_list[i]] = value.view(BytesArray) if as_arrays else value.tobytes()
+    return got
 
 
 def _in_file_order(ranges: list[tuple[int, int]]) -> bool:

@@ -12,7 +12,9 @@ arrive under the shard's ``verify`` policy, their pages in the page cache droppe
 (the buffer holds the bytes), and kept, least recently used first out, within a byte
 bound: the window's next reads find them, and nothing the reader holds can be reclaimed
 under it. Only plain (uncompressed) chunks of local shards are read this way; the caller
-decides which reads go through it (:meth:`ChunkBuffers.fits`).
+decides which reads go through it (:meth:`ChunkBuffers.fits`): the reader takes
+fixed-width and bytes columns of block-local reads from here (images under
+``Shuffle.BLOCK`` on an hdd-like volume: 125 -> 1,022 rows/s).
 """
 
 from __future__ import annotations

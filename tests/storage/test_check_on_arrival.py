@@ -144,6 +144,9 @@ def test_chunks_a_block_shares_go_through_the_page_cache_beyond_memory(
     path = tmp_path / "d.mrecord"
     _write(path, 128 << 10)  # 4 rows a page
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    # the path without the chunk buffers (MRECORD_CHUNK_BUFFERS=0, and the reads they do
+    # not take); with them a block-local read takes whole chunks (test_chunk_buffers.py)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
     calls: list[tuple[list[int], bool]] = []
     real = readahead.read_checked
 

@@ -32,12 +32,17 @@ ROWS = 600
 MIN_PAGE = 1 << 10  # the smallest page: ~35 rows of 29 bytes, many chunks a shard
 
 
+def _blob(i: int) -> bytes:
+    return i.to_bytes(4, "little") * (i % 7) + bytes([i % 251]) * (i % 13)
+
+
 def _row(i: int) -> dict[str, Any]:
     return {
         "id": i,
         "vec": np.arange(4, dtype=np.float32) + i,
         "flag": bool(i % 3 == 0),
         "label": i % 10,
+        "blob": _blob(i),
     }
 
 
@@ -46,7 +51,9 @@ SCHEMA = {
     "vec": {"type": "float32", "shape": [4]},
     "flag": {"type": "bool"},
     "label": {"type": "int32"},
+    "blob": {"type": "bytes"},
 }
+FIXED = ["id", "vec", "flag", "label"]
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +103,17 @@ def _expected(ids: list[int]) -> dict[str, np.ndarray]:
     }
 
 
+def _same(name: str, values: Any, ids: list[int]) -> bool:
+    if name == "blob":
+        return [bytes(v) for v in values] == [_blob(i) for i in ids]
+    expected = _expected(ids)[name]
+    return (
+        isinstance(values, np.ndarray)
+        and values.dtype == expected.dtype
+        and np.array_equal(values, expected)
+    )
+
+
 def _window(base: int, offsets: list[int]) -> list[int]:
     return [base + k for k in offsets]
 
@@ -110,21 +128,26 @@ WINDOWS = st.builds(
 @settings(max_examples=30, deadline=None)
 @given(
     ids=st.one_of(WINDOWS, st.lists(st.integers(0, ROWS - 1), min_size=2, max_size=300)),
-    columns=st.sampled_from([None, ["vec"], ["label", "id"], ["flag", "vec", "id"]]),
+    columns=st.sampled_from(
+        [None, ["vec"], ["label", "id"], ["flag", "vec", "id"], ["blob"], ["blob", "label"]]
+    ),
+    as_arrays=st.booleans(),
 )
 def test_values_from_the_buffers_are_the_rows(
-    files: str, ids: list[int], columns: list[str] | None
+    files: str, ids: list[int], columns: list[str] | None, as_arrays: bool
 ) -> None:
     clear_verified()
     with pytest.MonkeyPatch.context() as monkeypatch:
         made = _beyond_memory(monkeypatch)
         with DatasetReader.open(files) as reader:
-            block = reader.read_rows(ids, columns)
-    expected = _expected(ids)
+            block = reader.read_rows(ids, columns, bytes_as_arrays=as_arrays)
     assert list(block.columns) == (columns or list(SCHEMA))
     for name, values in block.columns.items():
-        assert isinstance(values, np.ndarray) and values.dtype == expected[name].dtype
-        assert np.array_equal(values, expected[name]), name
+        assert _same(name, values, ids), name
+    if "blob" in block.columns and as_arrays:
+        assert all(not v.flags.writeable for v in block.columns["blob"])
+    elif "blob" in block.columns:
+        assert all(type(v) is bytes for v in block.columns["blob"])
     if ids != sorted(ids) and len(ids) >= 40 and max(ids) - min(ids) < 100 and max(ids) < 200:
         assert made and made[-1].kept_bytes > 0  # a window: read through the buffers
 
@@ -136,11 +159,11 @@ def test_minddataset_reads_the_same_rows_either_way(
     shuffle: Shuffle | bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def epoch() -> list[tuple[int, bytes, bool, int]]:
+    def epoch() -> list[tuple[int, bytes, bool, int, bytes]]:
         clear_verified()
         ds = MindDataset(files, shuffle=shuffle, num_parallel_workers=2, block_rows=64)
         return [
-            (int(r["id"]), r["vec"].tobytes(), bool(r["flag"]), int(r["label"]))
+            (int(r["id"]), r["vec"].tobytes(), bool(r["flag"]), int(r["label"]), bytes(r["blob"]))
             for r in ds.create_dict_iterator(num_epochs=1, output_numpy=True)
         ]
 
@@ -151,8 +174,8 @@ def test_minddataset_reads_the_same_rows_either_way(
     assert sorted(r[0] for r in through_buffers) == list(range(ROWS))
     expected = {i: _row(i) for i in range(ROWS)}
     assert all(
-        vec == expected[i]["vec"].tobytes() and label == expected[i]["label"]
-        for i, vec, _, label in through_buffers
+        vec == expected[i]["vec"].tobytes() and label == expected[i]["label"] and blob == _blob(i)
+        for i, vec, _, label, blob in through_buffers
     )
 
 
@@ -228,6 +251,8 @@ def test_a_damaged_chunk_raises_naming_page_and_field(tmp_path: Path, beyond: li
         with DatasetReader.open(path, verify=verify) as reader:
             with pytest.raises(ChecksumError, match="page 2, field 'vec'"):
                 reader.read_rows(np.arange(200)[::-1], ["vec"])
+            with pytest.raises(ChecksumError, match="page 2, field 'vec'"):
+                reader.read_rows(np.arange(200)[::-1], ["vec", "blob"])
             # the other columns of the same rows are intact and read
             labels = reader.read_rows(np.arange(200)[::-1], ["label"]).columns["label"]
             assert isinstance(labels, np.ndarray) and labels.tolist() == [
@@ -242,8 +267,14 @@ def test_file_order_spread_rows_and_reads_larger_than_the_buffers_keep_the_map(
         ids = np.arange(ROWS)
         names = list(SCHEMA)
         assert reader._buffered_columns(ids, reader._group(ids), names) == []
-        spread = ids[::-1][::16].copy()  # a row of every 16th: about 2 per chunk of 35
-        assert reader._buffered_columns(spread, reader._group(spread), names) == []
+        # chunks of 19 rows: one row of every 16th (about 1 per chunk) keeps the map; one
+        # of every 8th (about 2.4 per chunk): the buffers with a bytes column, the map for
+        # fixed-width ones alone (4 a chunk); every 2nd (9.5): the buffers either way
+        for step, with_bytes, alone in ((16, [], []), (8, names, []), (2, names, FIXED)):
+            spread = ids[::-1][::step].copy()
+            groups = reader._group(spread)
+            assert reader._buffered_columns(spread, groups, names) == with_bytes
+            assert reader._buffered_columns(spread, groups, FIXED) == alone
         shuffled = ids[::-1].copy()
         groups = reader._group(shuffled)
         assert reader._buffered_columns(shuffled, groups, names) == names

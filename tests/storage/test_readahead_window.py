@@ -165,10 +165,13 @@ def test_cold_big_values_read_with_direct_io_or_without_are_the_values(
 ) -> None:
     """Cold values of 32 KiB and more go by O_DIRECT into page-aligned slots (the last
     one ends inside the file's last pages); where direct I/O is not there, buffered."""
+    import mrecord.reader.dataset_reader as dataset_reader
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
     from mrecord.storage.shard import ShardFile
 
+    # the direct path: the chunk buffers take these reads otherwise (test_chunk_buffers.py)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)  # all cold
     calls: list[bool] = []
@@ -201,6 +204,8 @@ def test_data_that_fits_in_memory_is_read_through_the_page_cache(
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
 
+    # the direct path: the chunk buffers take these reads otherwise (test_chunk_buffers.py)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     calls: list[object] = []
@@ -231,6 +236,8 @@ def test_values_in_file_order_are_read_direct_as_long_runs(
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
 
+    # the direct path: the chunk buffers take these reads otherwise (test_chunk_buffers.py)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import mrecord.format.value_crcs as value_crcs
+import mrecord.reader.dataset_reader as dataset_reader
 from mrecord import DatasetReader, FileWriter
 from mrecord.errors import ChecksumError
 from mrecord.maintenance.verify import verify_dataset
@@ -174,6 +175,9 @@ def test_a_random_first_epoch_reads_each_value_once(
     path = tmp_path / "d.mrecord"
     _write(path, rows=96)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    # values read one by one, not the chunk buffers (which a small dataset's chunks all
+    # fit: they would read each chunk once, test_chunk_buffers.py)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
     order = np.random.default_rng(7).permutation(96)
     with DatasetReader.open(path, verify="once") as reader:
         assert reader.shards[0].has_value_crcs(0, 1) is tables
