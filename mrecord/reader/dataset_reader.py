@@ -512,10 +512,7 @@ class DatasetReader:
         for s, positions, pages, slots in groups:
             shard = self.shards[s]
             where = slice(None) if positions is None else positions
-            order = np.argsort(pages, kind="stable")
-            in_order = pages[order]
-            bounds = [0, *(np.flatnonzero(np.diff(in_order)) + 1).tolist(), len(pages)]
-            unique = in_order[bounds[:-1]].tolist()
+            order, bounds, unique = _page_runs(pages)
             slots_in_order = slots[order]
             for field in fields:
                 col = shard.field_index(field.name)
@@ -1121,12 +1118,18 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     if len(pages) == 1:
         yield int(pages[0]), np.zeros(1, dtype=np.int64)
         return
+    order, bounds, page_list = _page_runs(pages)
+    for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
+        yield page, order[start:stop]
+
+
+def _page_runs(pages: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
+    """``(order, bounds, distinct)``: ``order`` sorts ``pages`` stably, and the positions
+    ``order[bounds[k]:bounds[k + 1]]`` are those of page ``distinct[k]`` (ascending)."""
     order = np.argsort(pages, kind="stable")
     sorted_pages = pages[order]
     bounds = [0, *(np.flatnonzero(np.diff(sorted_pages)) + 1).tolist(), len(pages)]
-    page_list = sorted_pages[bounds[:-1]].tolist()
-    for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
-        yield page, order[start:stop]
+    return order, bounds, sorted_pages[bounds[:-1]].tolist()
 
 
 def _reopenable(dataset_files: PathArg) -> str | list[str]:
