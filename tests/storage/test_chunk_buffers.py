@@ -307,3 +307,36 @@ def test_threads_opening_a_shards_descriptor_at_once_all_get_it(files: str, whic
         with DatasetReader.open(files) as reader:
             got = _at_once(getattr(reader.shards[0], which), 8)
             assert len(set(got)) == 1 and got[0] is not None
+
+
+def test_a_read_the_device_refuses_is_a_storage_error_naming_the_file(
+    files: str, cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EIO from the disk: a typed StorageError naming the file and the bytes, for the
+    thread that read and every thread waiting on the same chunks; nothing is kept."""
+    import errno
+    import os
+
+    from mrecord.errors import StorageError
+
+    with DatasetReader.open(files) as reader:
+        shard = reader.shards[0]
+        col = shard.field_index("vec")
+        buffers = ChunkBuffers(1 << 30)
+
+        def refuse(*args: object) -> int:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "preadv", refuse)
+        got = _at_once(lambda: _error_of(lambda: buffers.chunks(0, shard, col, [0, 1])), 3)
+        assert all(isinstance(e, StorageError) for e in got), got
+        assert all(shard.path.name in str(e) and "bytes" in str(e) for e in got)
+        assert buffers.kept_bytes == 0
+
+
+def _error_of(call: Any) -> BaseException | None:
+    try:
+        call()
+    except BaseException as exc:  # the test looks at what was raised
+        return exc
+    return None
