@@ -30,8 +30,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from mrecord.format.compression import checksum
-from mrecord.storage.failures import storage_error
-from mrecord.storage.readahead import IO_THREADS, io_pool
+from mrecord.storage.readahead import IO_THREADS, io_pool, pread_exactly
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["ChunkBuffers", "buffer_capacity"]
@@ -141,16 +140,7 @@ class ChunkBuffers:
         def read(page: int) -> np.ndarray | None:
             offset, length, crc = shard.chunk_place(page, col)
             data = np.empty(length, dtype=np.uint8)
-            try:
-                got = os.preadv(fd, [data.data.cast("B")], offset) if length else 0
-            except OSError as exc:  # EIO from the device: say which file and where
-                raise storage_error(
-                    exc,
-                    operation=f"read bytes {offset}-{offset + length} of data file",
-                    path=shard.path,
-                    state="nothing was changed",
-                ) from exc
-            if got != length:
+            if not pread_exactly(shard, fd, data.data.cast("B"), offset):
                 return None
             # The buffer holds them now: drop the pages wholly inside the chunk from the
             # page cache (not the ones it shares with a neighbour someone may be reading).

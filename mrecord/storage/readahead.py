@@ -56,6 +56,7 @@ __all__ = [
     "hint_rows",
     "io_pool",
     "looks_resident",
+    "pread_exactly",
     "read_checked",
     "read_direct",
     "read_into",
@@ -366,18 +367,7 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     view = buffer.data.cast("B")
 
     def read(batch: list[tuple[int, int, int]]) -> bool:
-        for a, off, n in batch:
-            try:
-                if os.preadv(fd, [view[a : a + n]], off) != n:
-                    return False
-            except OSError as exc:  # EIO from the device: say which file and where
-                raise storage_error(
-                    exc,
-                    operation=f"read bytes {off}-{off + n} of data file",
-                    path=shard.path,
-                    state="nothing was changed",
-                ) from exc
-        return True
+        return all(pread_exactly(shard, fd, view[a : a + n], off) for a, off, n in batch)
 
     if len(places) <= 2 or IO_THREADS <= 1:
         return read(places)
@@ -385,6 +375,23 @@ def read_into(shard: ShardFile, buffer: np.ndarray, places: list[tuple[int, int,
     pool = io_pool()
     futures = [pool.submit(read, places[i : i + step]) for i in range(0, len(places), step)]
     return all([f.result() for f in futures])
+
+
+def pread_exactly(shard: ShardFile, fd: int, into: memoryview, offset: int) -> bool:
+    """Read ``len(into)`` bytes of ``shard``'s file at ``offset`` through ``fd``; False
+    when fewer came back. A read the system refuses (``EIO``) raises
+    :class:`~mrecord.errors.StorageError` naming the file and the bytes."""
+    if not len(into):
+        return True
+    try:
+        return bool(os.preadv(fd, [into], offset) == len(into))
+    except OSError as exc:  # EIO from the device: say which file and where
+        raise storage_error(
+            exc,
+            operation=f"read bytes {offset}-{offset + len(into)} of data file",
+            path=shard.path,
+            state="nothing was changed",
+        ) from exc
 
 
 ARRIVAL_MAX_BYTES = 2 << 20
