@@ -36,7 +36,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -89,6 +89,7 @@ def row_ranges(
     verify_pool: Callable[[ShardFile, list[int], int], None] | None = None,
     direct: Collection[str] = (),
     arriving: Collection[str] = (),
+    parse_heads: bool = True,
 ) -> list[tuple[int, int]]:
     """The ``(offset, length)`` byte ranges of ``shard`` that reading rows (``pages``,
     ``slots``) of ``columns`` touches, merged where they touch the same pages, in file
@@ -101,53 +102,77 @@ def row_ranges(
     ``arriving`` (a subset of ``direct``) are checked by the caller too, as their chunks
     arrive (:func:`read_checked`): their plain chunks are neither checked here nor read
     whole. Fixed-width columns in ``direct`` are the caller's altogether (read whole and
-    checked into buffers of its own, :mod:`mrecord.storage.chunk_buffers`): no range."""
+    checked into buffers of its own, :mod:`mrecord.storage.chunk_buffers`): no range.
+
+    Heads of variable-size chunks not parsed yet are read and parsed on the way; with
+    ``parse_heads`` False nothing is read: such a chunk's range is its head's, the first
+    thing a read of it touches (enough to tell a warm block from a cold one, which a
+    sample of rows did by reading their heads first)."""
     if not len(pages):
         return []
-    meta = shard.meta
-    chunks = meta.chunks
-    starts: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
+    chunks = shard.meta.chunks
     unique_pages = np.unique(pages)
+    plans: list[_ColumnPlan] = []
     for name in columns:
         col = shard.field_index(name)
-        field = meta.schema.fields[col]
+        field = shard.meta.schema.fields[col]
         if field.kind is FieldKind.FIXED and name in direct:
             continue  # read whole and checked by the caller, into buffers of its own
-        column = chunks[unique_pages, col]
-        whole = column["codec"] != _CODEC_NONE
+        whole = chunks[unique_pages, col]["codec"] != _CODEC_NONE
         # Chunks whose values the reader checks one by one (ShardFile.checks_by_value):
         # only the values it takes (and the head and table) are read, not the chunk.
-        by_value = np.array(
-            [shard.checks_by_value(page, col) for page in unique_pages.tolist()], dtype=bool
-        )
+        by_value = shard.checks_by_value_mask(col)[unique_pages]
+        unchecked = None
         if name in arriving:
             pass  # the caller reads these chunks' values and checks them as they arrive
         elif shard.verify == "always":
             whole |= ~by_value
         elif shard.verify == "once":
-            whole |= _check_unchecked(shard, unique_pages, col, verify_pool, by_value)
-        if field.kind is FieldKind.FIXED:
-            row_bytes = field.row_nbytes
+            unchecked = ~shard.verified_chunks(unique_pages, col) & ~by_value
+        plans.append(_ColumnPlan(name, col, field.kind, whole, unchecked))
+    starts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    for plan in plans:
+        col, whole = plan.col, plan.whole
+        if plan.unchecked is not None:
+            unchecked = plan.unchecked
+            if unchecked.any() and verify_pool is not None:
+                verify_pool(shard, unique_pages[unchecked].tolist(), col)
+                unchecked &= ~shard.verified_chunks(unique_pages, col)
+            whole |= unchecked
+        if plan.kind is FieldKind.FIXED:
+            row_bytes = shard.meta.schema.fields[col].row_nbytes
             exact = ~whole[np.searchsorted(unique_pages, pages)]
             if exact.any():
                 base = chunks[pages[exact], col]["offset"].astype(np.int64)
                 starts.append(base + slots[exact].astype(np.int64) * row_bytes)
                 lengths.append(np.full(int(exact.sum()), row_bytes, dtype=np.int64))
         else:
-            spans = name not in direct  # a direct column's values are the caller's reads
+            spans = plan.name not in direct  # a direct column's values are the caller's
             var_starts, var_lengths = _var_ranges(
-                shard, col, pages, slots, unique_pages, whole, spans
+                shard, col, pages, slots, unique_pages, whole, spans, parse_heads
             )
-            if spans:
-                starts.append(var_starts)
-                lengths.append(var_lengths)
+            starts.append(var_starts)
+            lengths.append(var_lengths)
         if whole.any():
-            starts.append(column["offset"][whole].astype(np.int64))
-            lengths.append(column["length"][whole].astype(np.int64))
+            column = chunks[unique_pages[whole], col]
+            starts.append(column["offset"].astype(np.int64))
+            lengths.append(column["length"].astype(np.int64))
     if not starts:
         return []
     return _merge(np.concatenate(starts), np.concatenate(lengths))
+
+
+class _ColumnPlan(NamedTuple):
+    """One column of a :func:`row_ranges` call: which of its chunks are read whole
+    (``whole``, one entry per distinct page) and, under ``verify="once"``, which still
+    need their checksum (``unchecked``; None: no check due here)."""
+
+    name: str
+    col: int
+    kind: FieldKind
+    whole: np.ndarray
+    unchecked: np.ndarray | None
 
 
 def _var_ranges(
@@ -158,29 +183,36 @@ def _var_ranges(
     unique_pages: np.ndarray,
     whole: np.ndarray,
     spans: bool = True,
+    parse_heads: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Value spans of rows in variable-size chunks that need no checksum and are stored
     plain. Heads not parsed yet are read first, all at once (a few KiB each), and parsed;
     a chunk whose head does not parse is marked ``whole`` (its read will report why).
     ``spans`` False: only the heads (and ``whole``), no spans (measured: a quarter of a
-    cold random block's reading thread went to spans nobody used)."""
+    cold random block's reading thread went to spans nobody used). ``parse_heads``
+    False: a chunk whose head is not parsed yet gives its head's range instead."""
     heads = shard.cached_heads(col)
     missing = [
         page
         for page, is_whole in zip(unique_pages.tolist(), whole.tolist(), strict=True)
         if not is_whole and heads(page) is None
     ]
-    if missing:
+    out_starts: list[int] = []
+    out_lengths: list[int] = []
+    if missing and not parse_heads:
+        for page in missing:
+            offset, length = shard.head_range(page, col)
+            out_starts.append(offset)
+            out_lengths.append(length)
+    elif missing:
         ranges = _merge_list([shard.head_range(page, col) for page in missing])
         if not _looks_warm(shard, ranges):
             shard.will_need(ranges)
         for page in missing:
             shard.parse_head(page, col)
-    out_starts: list[int] = []
-    out_lengths: list[int] = []
     if not spans:
         for i, page in enumerate(unique_pages.tolist()):
-            whole[i] |= heads(page) is None
+            whole[i] |= heads(page) is None and parse_heads
         return np.array(out_starts, dtype=np.int64), np.array(out_lengths, dtype=np.int64)
     offsets_of = shard.chunk_offsets(col)
     index = np.searchsorted(unique_pages, pages).tolist()
@@ -189,7 +221,7 @@ def _var_ranges(
             continue
         head = heads(page)
         if head is None:
-            whole[i] = True
+            whole[i] |= parse_heads
             continue
         offsets = head.offsets
         out_starts.append(offsets_of[page] + head.data_start + offsets[slot])
@@ -264,7 +296,7 @@ def hint_rows(
     # (measured: a Shuffle.BLOCK read's hints were 65% of its reading threads' time,
     # each block looked up whole once for the warm test and once more for the hints).
     sample = _spread(len(pages), _SAMPLE)
-    sampled = row_ranges(shard, pages[sample], slots[sample], columns)
+    sampled = row_ranges(shard, pages[sample], slots[sample], columns, parse_heads=False)
     if not sampled:
         return 0
     if _looks_warm(shard, sampled):
@@ -292,32 +324,15 @@ def _spread(n: int, k: int) -> np.ndarray:
 def _check_ahead(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) -> None:
     """Under ``verify="once"``: checksum the chunks of ``pages`` not checked yet, in
     parallel (:func:`verify_chunks`), as :func:`row_ranges` does on its way, without the
-    ranges a warm block does not hint (the read would check them one by one otherwise)."""
+    ranges a warm block does not hint (the read would check them one by one otherwise).
+    Chunks checked value by value (:meth:`ShardFile.checks_by_value`) are left to the read."""
     unique_pages = np.unique(pages)
     for name in columns:
-        _check_unchecked(shard, unique_pages, shard.field_index(name), verify_chunks)
-
-
-def _check_unchecked(
-    shard: ShardFile,
-    unique_pages: np.ndarray,
-    col: int,
-    verify_pool: Callable[[ShardFile, list[int], int], None] | None,
-    by_value: np.ndarray | None = None,
-) -> np.ndarray:
-    """``verify="once"``: the chunks (``unique_pages``, ``col``) neither checked yet nor
-    checked value by value (``by_value``, asked of the shard for the unchecked ones when
-    not given) are checked by ``verify_pool`` now; which of them are still unchecked."""
-    unchecked = ~shard.verified_chunks(unique_pages, col)
-    if by_value is None:
-        by_value = np.zeros(len(unique_pages), dtype=bool)
-        for i in np.flatnonzero(unchecked).tolist():
-            by_value[i] = shard.checks_by_value(int(unique_pages[i]), col)
-    unchecked &= ~by_value
-    if unchecked.any() and verify_pool is not None:
-        verify_pool(shard, unique_pages[unchecked].tolist(), col)
-        unchecked &= ~shard.verified_chunks(unique_pages, col)
-    return unchecked
+        col = shard.field_index(name)
+        unchecked = ~shard.verified_chunks(unique_pages, col)
+        unchecked &= ~shard.checks_by_value_mask(col)[unique_pages]
+        if unchecked.any():
+            verify_chunks(shard, unique_pages[unchecked].tolist(), col)
 
 
 WARM_SECONDS = 0.05
@@ -395,6 +410,7 @@ def verify_chunks(shard: ShardFile, pages: list[int], col: int) -> None:
     ``IO_THREADS`` at once, and wait for them (:meth:`ShardFile.verify_arriving`): under
     ``verify="once"`` a chunk's first read is its check, in the reader's order, with no
     pass over the file beside it."""
+
     def verify(page: int) -> bool:
         shard.verify_arriving(page, col)  # raises for a damaged chunk
         return True
@@ -446,6 +462,7 @@ of the reading I/O thread, checked there, and the wanted values copied out
 (:func:`read_checked`). Longer ones are checked in pieces and their values read after
 (their bytes read twice, for memory bounded at one buffer of this size per read in
 flight)."""
+
 
 class _Scratch:
     """One task's page-aligned buffer, grown as its chunks need (one per task, so that the
@@ -587,8 +604,7 @@ def direct_spans(
         owner.append(len(spans) - 1)
     nbytes, span_starts, whole = direct_layout([(a, b - a) for a, b in spans])
     starts = [
-        span_starts[k] + offset - spans[k][0]
-        for (offset, _), k in zip(places, owner, strict=True)
+        span_starts[k] + offset - spans[k][0] for (offset, _), k in zip(places, owner, strict=True)
     ]
     reads: list[tuple[int, int, int, int]] = []
     for at, offset, span, need in whole:

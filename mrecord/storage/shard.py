@@ -196,6 +196,7 @@ class ShardFile:
             f.kind in (FieldKind.BYTES, FieldKind.STRING) for f in self.meta.schema.fields
         ]
         self._value_tables: dict[tuple[int, int], np.ndarray] = {}
+        self._by_value_masks: dict[int, np.ndarray] = {}
         # Under "once": which values of a chunk with a value table were checked one by one.
         self._values_checked: dict[tuple[int, int], np.ndarray] = {}
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
@@ -529,6 +530,21 @@ class ShardFile:
         if not (self._tables[page][col] and self._single_values[col]):
             return False
         return self._lengths[page][col] >= BY_VALUE_MIN_BYTES * self._page_rows_list[page]
+
+    def checks_by_value_mask(self, col: int) -> np.ndarray:
+        """:meth:`checks_by_value` of every page of column ``col`` (a bool array, one
+        entry a page; computed once)."""
+        mask = self._by_value_masks.get(col)
+        if mask is None:
+            chunks = self.meta.chunks
+            mask = np.zeros(len(chunks), dtype=bool)
+            if self._single_values[col]:
+                tables = (chunks["flags"][:, col] & FLAG_VALUE_CRCS) != 0
+                rows = self.meta.page_rows.astype(np.int64)
+                big = chunks["length"][:, col].astype(np.int64) >= BY_VALUE_MIN_BYTES * rows
+                mask = tables & big
+            self._by_value_masks[col] = mask
+        return mask
 
     def check_value(self, page: int, col: int, slot: int, value: Any) -> None:
         """Check ``value``, the bytes of row ``slot`` of chunk (page, ``col``) as read,

@@ -596,3 +596,55 @@ def test_empty_values_beside_others_are_read_cold_without_a_false_alarm(
         for ids in ([1], [0, 1], [3, 4], [6, 5], [2]):
             got = reader.read_rows(ids, columns=["blob"]).columns["blob"]
             assert [bytes(v) for v in got] == [values[i] for i in ids], ids
+
+
+def test_the_by_value_mask_agrees_with_checks_by_value_for_every_chunk(tmp_path: Path) -> None:
+    """Read-ahead plans a block from the vectorized mask; a read checks by the per-chunk
+    answer: where they disagreed, a chunk would be planned in part but checked whole."""
+    path = tmp_path / "d.mrecord"
+    _write(path, page_size=300_000)
+    shard = ShardFile(path, verify="once")
+    try:
+        columns = range(len(shard.meta.schema.fields))
+        for col in columns:
+            mask = shard.checks_by_value_mask(col)
+            expected = [shard.checks_by_value(p, col) for p in range(shard.meta.num_pages)]
+            assert mask.tolist() == expected
+        blob = shard.field_index("blob")
+        assert shard.checks_by_value_mask(blob).all()  # 40 KB values with a table
+        assert not shard.checks_by_value_mask(shard.field_index("id")).any()
+    finally:
+        shard.close()
+
+
+def test_the_warm_test_sample_reads_no_heads(tmp_path: Path) -> None:
+    """row_ranges(parse_heads=False), the sample that tells warm from cold, gives an
+    unparsed chunk's head range and parses nothing; the full plan parses the heads and
+    gives the values' own spans."""
+    from mrecord.storage.readahead import row_ranges
+
+    path = tmp_path / "d.mrecord"
+    _write(path, page_size=300_000)
+    clear_verified()
+    shard = ShardFile(path, verify="never")
+    try:
+        col = shard.field_index("blob")
+        pages = np.array([1, 2], dtype=np.int64)
+        slots = np.array([0, 1], dtype=np.int64)
+        sampled = row_ranges(shard, pages, slots, ["blob"], parse_heads=False)
+        heads = shard.cached_heads(col)
+        assert heads(1) is None and heads(2) is None
+        page = 4096
+        for p in (1, 2):
+            offset, length = shard.head_range(p, col)
+            assert any(a <= offset and offset + length <= a + n for a, n in sampled)
+            assert sum(n for _, n in sampled) <= 2 * (length + 2 * page)  # not the values
+        planned = row_ranges(shard, pages, slots, ["blob"])
+        assert heads(1) is not None and heads(2) is not None
+        for p, s in zip(pages.tolist(), slots.tolist(), strict=True):
+            head = heads(p)
+            start = shard.chunk_place(p, col)[0] + head.data_start + head.offsets[s]
+            end = shard.chunk_place(p, col)[0] + head.data_start + head.offsets[s + 1]
+            assert any(a <= start and end <= a + n for a, n in planned)
+    finally:
+        shard.close()
