@@ -775,7 +775,7 @@ def _read_arriving(
     checked as it arrives; a chunk ``read_checked`` could not do is checked the usual way
     (a damaged one raises ``ChecksumError``) and its values copied from the map."""
     total = sum(values[i][3] - values[i][2] for idx in arriving.values() for i in idx)
-    buffer = np.empty(total, dtype=np.uint8)
+    buffer = aligned_buffer(total)
     parts: list[tuple[int, np.ndarray]] = []
     jobs: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
     at = 0
@@ -846,7 +846,7 @@ def _read_checked_values(
             buffer = aligned_buffer(nbytes)
             read = read_direct(shard, buffer, places4)
     if buffer is None or not read:
-        buffer = np.empty(total, dtype=np.uint8)
+        buffer = aligned_buffer(total)
         starts = []
         places, at = [], 0
         for _, _, a, b, base, _ in values:

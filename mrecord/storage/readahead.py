@@ -42,6 +42,7 @@ import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
+from mrecord.storage.buffer_pool import aligned_buffer
 from mrecord.storage.failures import storage_error
 from mrecord.storage.shard import ShardFile
 
@@ -612,13 +613,6 @@ def direct_spans(
             size = min(SPAN_PIECE, span - done)
             reads.append((at + done, offset + done, size, max(0, min(size, need - done))))
     return nbytes, starts, reads
-
-
-def aligned_buffer(nbytes: int) -> np.ndarray:
-    """A ``uint8`` array of ``nbytes`` starting on a page boundary (direct I/O wants it)."""
-    raw = np.empty(nbytes + _PAGE, dtype=np.uint8)
-    skip = -raw.ctypes.data % _PAGE
-    return raw[skip : skip + nbytes]
 
 
 def read_direct(

@@ -1,0 +1,130 @@
+"""Page-aligned buffers for bytes read from storage, reused once nothing views them.
+
+A cold read of values (``O_DIRECT`` into one buffer a block, the values handed out as
+views of it) needs a fresh buffer for every block: a few MiB that glibc maps anew, that
+the kernel faults in and zero-fills (as 2 MiB huge pages) on the first ``pread`` into it,
+and that is unmapped again when the consumer drops the block's values. Measured on a
+random epoch of 100 KB images in a 200 MB memory group: zero-filling alone was 6.5% of
+the process's CPU, and the page faults 50,000 a 6,000-row epoch (perf).
+
+A buffer from :func:`aligned_buffer` lives in a slab this module keeps: the array handed
+out views a small *lease* object (a ctypes array over the slab) that every view of the
+buffer holds, directly or through the arrays it was sliced from. When the last view dies
+the lease dies with it, and its slab goes back to the pool for the next block, already
+faulted in. Nothing is ever reused while any value of it can still be read: the pool
+keeps no reference that would let it hand out memory a view still points at.
+
+The pool keeps at most :func:`keep_bytes` of free slabs (an eighth of the memory budget,
+up to 64 MiB); a slab given back beyond that is freed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KEEP_MAX", "SLAB_ROUND", "BufferPool", "aligned_buffer", "pool"]
+
+_PAGE = mmap.PAGESIZE
+SLAB_ROUND = 1 << 20
+"""Slabs are whole MiBs: blocks of similar size share them."""
+KEEP_MAX = 64 << 20
+"""Free slabs a pool keeps at most (less under a small memory budget)."""
+
+
+class BufferPool:
+    """Slabs of page-aligned memory handed out as buffers and taken back when no view
+    of them is left (see the module docstring)."""
+
+    def __init__(self, keep_bytes: int | None = None) -> None:
+        self._keep = keep_bytes
+        self._free: list[np.ndarray] = []
+        self._free_bytes = 0
+        self._lock = threading.Lock()
+        self._lease_types: dict[int, Any] = {}
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes of free slabs held for the next buffers."""
+        return self._free_bytes
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A writable ``uint8`` array of ``nbytes`` starting on a page boundary; its
+        memory is reused only after it and every view of it are gone."""
+        nbytes = max(0, int(nbytes))
+        slab = self._reuse(nbytes)
+        if slab is None:
+            size = max(SLAB_ROUND, -(-nbytes // SLAB_ROUND) * SLAB_ROUND)
+            raw = np.empty(size + _PAGE, dtype=np.uint8)
+            skip = -raw.ctypes.data % _PAGE
+            slab = raw[skip : skip + size]
+        lease = self._lease_type(len(slab)).from_buffer(slab)  # holds the slab
+        weakref.finalize(lease, self._give_back, slab).atexit = False
+        return np.frombuffer(lease, dtype=np.uint8, count=nbytes)
+
+    def _reuse(self, nbytes: int) -> np.ndarray | None:
+        """The smallest free slab that holds ``nbytes`` and is at most four times that
+        (a small buffer does not pin a big slab), taken off the free list; None if none."""
+        with self._lock:
+            best = -1
+            for i, slab in enumerate(self._free):
+                size = len(slab)
+                if nbytes <= size <= 4 * max(nbytes, SLAB_ROUND) and (
+                    best < 0 or size < len(self._free[best])
+                ):
+                    best = i
+            if best < 0:
+                return None
+            slab = self._free.pop(best)
+            self._free_bytes -= len(slab)
+            return slab
+
+    def _give_back(self, slab: np.ndarray) -> None:
+        """The last view of ``slab`` died: keep it for the next buffer, within the cap."""
+        keep = self._keep if self._keep is not None else keep_bytes()
+        with self._lock:
+            if self._free_bytes + len(slab) <= keep:
+                self._free.append(slab)
+                self._free_bytes += len(slab)
+
+    def _lease_type(self, size: int) -> Any:
+        # A Python subclass of a ctypes array: weakly referenceable (ctypes' own are not).
+        kind = self._lease_types.get(size)
+        if kind is None:
+            kind = type("_Lease", (ctypes.c_char * size,), {})
+            self._lease_types[size] = kind
+        return kind
+
+
+_keep: int | None = None
+
+
+def keep_bytes() -> int:
+    """The free slabs the process's pool keeps: an eighth of the memory budget
+    (``mrecord.storage.probe.memory_budget``, read once), at most ``KEEP_MAX``."""
+    global _keep
+    if _keep is None:
+        from mrecord.storage.probe import memory_budget
+
+        budget = memory_budget()
+        _keep = KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8)
+    return _keep
+
+
+_pool = BufferPool()
+
+
+def pool() -> BufferPool:
+    """The process's pool (every reader's cold values and chunk reads)."""
+    return _pool
+
+
+def aligned_buffer(nbytes: int) -> np.ndarray:
+    """A ``uint8`` array of ``nbytes`` starting on a page boundary (direct I/O wants it)
+    from the process's pool: memory of an earlier buffer nothing views any more."""
+    return _pool.take(nbytes)

@@ -1,0 +1,107 @@
+"""The pool behind cold reads' buffers: memory is reused only once nothing views it."""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import threading
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mrecord.block import BytesArray
+from mrecord.storage.buffer_pool import SLAB_ROUND, BufferPool
+
+
+def _span(array: np.ndarray) -> tuple[int, int]:
+    start = int(array.ctypes.data)
+    return start, start + max(1, array.nbytes)
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@given(st.integers(0, 3 * SLAB_ROUND))
+def test_a_buffer_is_page_aligned_writable_and_as_long_as_asked(nbytes: int) -> None:
+    buffer = BufferPool(keep_bytes=8 * SLAB_ROUND).take(nbytes)
+    assert len(buffer) == nbytes and buffer.dtype == np.uint8
+    assert buffer.ctypes.data % mmap.PAGESIZE == 0
+    buffer[:] = 7
+    assert bool((buffer == 7).all())
+
+
+def test_memory_is_not_reused_while_a_value_views_it() -> None:
+    """A consumer still holding one value (a view, as reads hand out) of a block keeps the
+    whole block's memory: the next buffer lies elsewhere and the value is intact."""
+    pool = BufferPool(keep_bytes=8 * SLAB_ROUND)
+    first = pool.take(300_000)
+    first[:] = 1
+    value = first[100_000:200_000].view(BytesArray)
+    del first
+    gc.collect()
+    second = pool.take(300_000)
+    second[:] = 2
+    assert not _overlap(_span(value), _span(second))
+    assert bool((value == 1).all())
+
+
+def test_memory_comes_back_once_the_last_view_is_gone() -> None:
+    pool = BufferPool(keep_bytes=8 * SLAB_ROUND)
+    first = pool.take(300_000)
+    address = first.ctypes.data
+    value = first[10:20]
+    del first
+    assert pool.free_bytes == 0  # the value still views it
+    del value
+    assert pool.free_bytes == SLAB_ROUND
+    again = pool.take(200_000)
+    assert again.ctypes.data == address  # faulted in already: no new pages
+    assert pool.free_bytes == 0
+
+
+def test_the_free_slabs_kept_stay_within_the_cap() -> None:
+    pool = BufferPool(keep_bytes=3 * SLAB_ROUND)
+    buffers = [pool.take(SLAB_ROUND) for _ in range(10)]
+    del buffers
+    assert pool.free_bytes == 3 * SLAB_ROUND
+
+
+def test_a_small_buffer_does_not_take_a_much_bigger_slab() -> None:
+    pool = BufferPool(keep_bytes=64 * SLAB_ROUND)
+    big = pool.take(20 * SLAB_ROUND)
+    del big
+    small = pool.take(1000)
+    assert pool.free_bytes == 20 * SLAB_ROUND  # the big slab is still there for a big block
+    assert len(small) == 1000
+
+
+def test_threads_taking_and_dropping_at_once_never_share_live_memory() -> None:
+    pool = BufferPool(keep_bytes=16 * SLAB_ROUND)
+    live: dict[int, tuple[int, int]] = {}
+    lock = threading.Lock()
+    clashes: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            buffer = pool.take(int(rng.integers(1, 2 * SLAB_ROUND)))
+            span = _span(buffer)
+            with lock:
+                for other in live.values():
+                    if _overlap(span, other):
+                        clashes.append(f"{span} overlaps {other}")
+                live[id(buffer)] = span
+            buffer[:8] = seed
+            assert int(buffer[0]) == seed % 256
+            with lock:
+                del live[id(buffer)]
+            del buffer
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert clashes == []
