@@ -30,7 +30,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from mrecord.format.compression import checksum
-from mrecord.storage.readahead import IO_THREADS, io_pool, pread_exactly
+from mrecord.storage.readahead import on_io_threads, pread_exactly
 from mrecord.storage.shard import ShardFile
 
 __all__ = ["ChunkBuffers", "buffer_capacity"]
@@ -134,7 +134,7 @@ class ChunkBuffers:
     def _read(
         self, fd: int, shard: ShardFile, col: int, pages: list[int]
     ) -> list[np.ndarray | None]:
-        if any(shard.meta.chunks[page, col]["codec"] != 0 for page in pages):
+        if bool((shard.meta.chunks[pages, col]["codec"] != 0).any()):
             return [None] * len(pages)
 
         def read(page: int) -> np.ndarray | None:
@@ -157,9 +157,14 @@ class ChunkBuffers:
             data.flags.writeable = False
             return data
 
-        if len(pages) == 1 or IO_THREADS <= 1:
-            return [read(page) for page in pages]
-        return list(io_pool().map(read, pages))
+        got: list[np.ndarray | None] = [None] * len(pages)
+
+        def read_into_place(i: int) -> bool:
+            got[i] = read(pages[i])
+            return True
+
+        on_io_threads(range(len(pages)), read_into_place)
+        return got
 
     def _keep(self, key: Hashable, col: int, chunks: dict[int, np.ndarray]) -> None:
         """Hold ``chunks``, then drop the least recently used others over the capacity."""
