@@ -18,6 +18,7 @@ import numpy as np
 
 from mrecord.errors import ConversionError
 from mrecord.format.arrow_types import (
+    _is_bool8,
     _is_encoded_file,
     _is_list,
     arrow_type_for_field,
@@ -62,7 +63,7 @@ def column_from_arrow(column: str, arr: Any, field: Field) -> ColumnValues:
     if isinstance(type_, pa.BaseExtensionType):  # HF's Array2D..5D, bool8, uuid...: storage
         _check_nulls(column, arr)
         arr = arr.storage
-        if isinstance(type_, pa.Bool8Type):
+        if _is_bool8(type_):
             arr = arr.cast(pa.bool_()) if not pa.types.is_boolean(arr.type) else arr
     if isinstance(arr.type, pa.DictionaryType):
         _check_nulls(column, arr)

@@ -92,6 +92,13 @@ def _is_hf_array(type_: Any) -> bool:
     )
 
 
+def _is_bool8(type_: Any) -> bool:
+    """Whether ``type_`` is Arrow's ``bool8`` extension (pyarrow 18 and later; older
+    pyarrow, which the ``arrow`` extra allows from 14, has no such type)."""
+    kind = getattr(import_pyarrow(), "Bool8Type", None)
+    return kind is not None and isinstance(type_, kind)
+
+
 def _is_encoded_file(type_: Any) -> bool:
     """Hugging Face's ``Image`` / ``Audio`` storage: ``struct<bytes: binary, path: string>``."""
     pa = import_pyarrow()
@@ -130,7 +137,7 @@ def field_spec_for_arrow(column: str, type_: Any) -> dict[str, Any]:
     if _is_hf_array(type_):
         shape = [-1 if d is None else int(d) for d in type_.shape]
         return {"type": _numeric(column, pa.from_numpy_dtype(type_.value_type)), "shape": shape}
-    if isinstance(type_, pa.Bool8Type):
+    if _is_bool8(type_):
         return {"type": "bool"}
     if isinstance(type_, pa.BaseExtensionType):  # Python-defined (HF) or C++ (arrow.uuid)
         return field_spec_for_arrow(column, type_.storage_type)
