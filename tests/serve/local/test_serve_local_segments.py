@@ -127,6 +127,7 @@ def test_many_epochs_keep_the_server_maps_bounded(images: Path) -> None:
         local_it = local.create_tuple_iterator(num_epochs=40, output_numpy=True)
         kept: list[tuple[np.ndarray, bytes]] = []
         counts, fds = [], []
+        targets: list[dict[str, int]] = []
         for _epoch in range(40):
             last: tuple[np.ndarray, bytes] | None = None
             for got, want in zip(remote_it, local_it, strict=True):
@@ -137,6 +138,7 @@ def test_many_epochs_keep_the_server_maps_bounded(images: Path) -> None:
             # Server-side maps: every mapping of a segment less the client's own one.
             counts.append(_memfd_maps() - len(default_session().segments))
             fds.append(len(os.listdir("/proc/self/fd")))
+            targets.append(_fd_targets())
         assert all(bytes(v) == e for v, e in kept)
         assert remote.transport == "local"
         connections = 4 + 2  # num_parallel_workers + 2 idle ones at most
@@ -145,7 +147,26 @@ def test_many_epochs_keep_the_server_maps_bounded(images: Path) -> None:
         # add one map per epoch if the server were never told to unmap it).
         assert max(counts[-10:]) <= 2 * max(counts[:10])
         # Nor do the open file descriptors (a dropped segment's memfd is closed).
-        assert max(fds[-10:]) <= max(fds[:10]) + 20
+        grown = {
+            what: n - targets[9].get(what, 0)
+            for what, n in targets[-1].items()
+            if n > targets[9].get(what, 0)
+        }
+        assert max(fds[-10:]) <= max(fds[:10]) + 20, f"new descriptors: {grown}"
+
+
+def _fd_targets() -> dict[str, int]:
+    """This process's open descriptors by what they point at (files by name, sockets,
+    pipes and memfds by kind)."""
+    found: dict[str, int] = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        kind = target.split(":")[0] if ":" in target else target
+        found[kind] = found.get(kind, 0) + 1
+    return found
 
 
 # -- a server that goes away -----------------------------------------------------------------------
