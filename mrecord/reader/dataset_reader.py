@@ -38,11 +38,12 @@ from mrecord.storage.allocator import keep_freed_memory
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
-from mrecord.storage.probe import memory_budget
+from mrecord.storage.probe import memory_budget, needs_large_requests
 from mrecord.storage.readahead import (
     ARRIVAL_MAX_BYTES,
     DIRECT_MIN_BYTES,
     IO_THREADS,
+    STREAM_AHEAD_MAX,
     aligned_buffer,
     direct_layout,
     direct_spans,
@@ -51,6 +52,7 @@ from mrecord.storage.readahead import (
     read_checked,
     read_direct,
     read_into,
+    stream_ahead,
 )
 from mrecord.storage.shard import ShardFile
 
@@ -86,6 +88,7 @@ class DatasetReader:
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
         self._chunk_buffers: ChunkBuffers | None = None  # made on first use
+        self._request_bound: bool | None = None  # _few_requests, asked once
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -183,6 +186,7 @@ class DatasetReader:
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
         self._budget = None  # this process's memory budget, asked again here
+        self._request_bound = None  # and its storage
 
     @property
     def files(self) -> list[Path]:
@@ -294,6 +298,7 @@ class DatasetReader:
             )
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
+        streaming = self._stream(ids, groups, names)
         # Every range of this read in flight at once; bytes columns of cold shards are then
         # read straight into their values (_read_cold), the rest through the hinted map;
         # a block-local read beyond memory takes whole chunks into the reader's buffers.
@@ -317,8 +322,55 @@ class DatasetReader:
                 if field.kind is FieldKind.FIXED:
                     out[name] = self._gather_fixed(field, len(ids), groups)
                 else:
-                    out[name] = self._gather_var(field, len(ids), groups, bytes_as_arrays, cold)
+                    out[name] = self._gather_var(
+                        field, len(ids), groups, bytes_as_arrays, cold, not streaming
+                    )
         return Block({name: out[name] for name in names}, ids)
+
+    def _stream(self, ids: np.ndarray, groups: list[Any], names: Sequence[str]) -> bool:
+        """A read of bytes values in file order beyond memory (``shuffle=False``,
+        ``Shuffle.INFILE``'s runs) on storage that serves few requests for its bandwidth
+        (:meth:`_few_requests`: a rotating disk, a volume throttled to large requests;
+        ``mrecord.storage.probe.needs_large_requests``): keep the bytes after it
+        streaming in (``readahead.stream_ahead``), so that its chunks, heads and values
+        come from the page cache as the kernel's large sequential reads bring them, not
+        as one request each; its values are then read buffered, not direct. Whether every
+        shard of the read streams.
+
+        Not elsewhere, measured (images and tabular ``shuffle=False`` in a 200 MB group,
+        alternating with direct reads): on the local disk (~16K IOPS, 69 KB a request for
+        its bandwidth, measured) a streamed second epoch of images was 10-17% slower (the page cache
+        reclaimed in the group), and tabular rows (no bytes values) read 1.5x the bytes in
+        a first epoch; on the 200 IOPS / 150 MB/s throttle images went from 31% of its
+        sequential limit to 69-90%."""
+        if len(ids) < 2 or not self._beyond_memory() or not bool(np.all(ids[1:] >= ids[:-1])):
+            return False
+        if not any(self.schema[n].kind is FieldKind.BYTES for n in names):
+            return False
+        if not self._few_requests():
+            return False
+        if len(ids) < _STREAMED_SHARE * (int(ids[-1]) - int(ids[0]) + 1):
+            return False  # a sparse sorted subset: streaming would read what it skips
+        budget = self._memory_budget() or 0
+        ahead = max(4 << 20, min(STREAM_AHEAD_MAX, budget // 6))
+        streams = True
+        for s, _, pages, _ in groups:
+            shard = self.shards[s]
+            first, last = int(pages[0]), int(pages[-1])
+            chunks = shard.meta.chunks
+            # From the end of the page before (a value table lies just before its chunk)
+            # to the end of the last page's last chunk.
+            start = 0 if first == 0 else _page_end(chunks, first - 1)
+            streams &= stream_ahead(shard, start, _page_end(chunks, last), ahead)
+        return streams
+
+    def _few_requests(self) -> bool:
+        """Whether the storage under the first shard serves few requests for its
+        bandwidth (a rotating disk, a throttled volume: ``needs_large_requests``, from
+        the system's settings, asked once)."""
+        if self._request_bound is None:
+            self._request_bound = bool(self.shards) and needs_large_requests(self.shards[0].path)
+        return self._request_bound
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """Tell shards read from a store by range requests the coming row orders
@@ -604,6 +656,7 @@ class DatasetReader:
         groups: list[Any],
         bytes_as_arrays: bool = False,
         cold: set[int] | frozenset[int] = frozenset(),
+        direct_io: bool = True,
     ) -> list[Any]:
         result: list[Any] = [None] * n
         kind = field.kind
@@ -673,7 +726,7 @@ class DatasetReader:
                     copied,
                     result,
                     bytes_as_arrays,
-                    self._beyond_memory(),
+                    direct_io and self._beyond_memory(),
                     self._chunks_in_flight(),
                 )
             if sum(len(rows[2]) for rows, _ in sparse) >= GROUPED_MIN_ROWS:
@@ -751,6 +804,10 @@ _CODEC_NONE = CODEC_IDS["none"]
 CHUNK_BUFFERS = os.environ.get("MRECORD_CHUNK_BUFFERS", "1") != "0"
 """``MRECORD_CHUNK_BUFFERS=0`` reads block-local cold rows through the map instead of
 whole chunks in the reader's buffers (to compare; the values are the same)."""
+
+_STREAMED_SHARE = 0.5
+"""A read in file order streams (``DatasetReader._stream``) when it takes at least this
+share of the rows between its first and last."""
 
 _BUFFERED_ROWS_PER_CHUNK = 4
 """Rows a read takes per chunk, on average, for its fixed-width columns to go through the
@@ -895,6 +952,11 @@ def _bytes_from_chunks(
             value = data[start + offsets[slot] : start + offsets[slot + 1]]
             got[order_list[i]] = value.view(BytesArray) if as_arrays else value.tobytes()
     return got
+
+
+def _page_end(chunks: np.ndarray, page: int) -> int:
+    """Where the last chunk of ``page`` ends in its file."""
+    return int((chunks[page]["offset"] + chunks[page]["length"]).max())
 
 
 def _in_file_order(ranges: list[tuple[int, int]]) -> bool:

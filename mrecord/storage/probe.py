@@ -30,12 +30,15 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
+    "LARGE_REQUEST",
     "MIN_BUDGET",
     "StorageProfile",
     "budget_from",
     "clear_probe_cache",
     "memory_budget",
+    "needs_large_requests",
     "probe_storage",
+    "throttle_allows_large_requests",
 ]
 
 _IO = 4096
@@ -67,11 +70,12 @@ def clear_probe_cache() -> None:
     """Forget every measured device (the next probe measures again)."""
     with _cache_lock:
         _cache.clear()
+        _large.clear()
 
 
-def probe_storage(path: str | os.PathLike[str], *, seconds: float = _PHASE_SECONDS) -> (
-    StorageProfile | None
-):
+def probe_storage(
+    path: str | os.PathLike[str], *, seconds: float = _PHASE_SECONDS
+) -> StorageProfile | None:
     """The :class:`StorageProfile` of the device holding ``path`` (cached per device).
 
     ``None`` when the file system does not do direct I/O or the file is shorter than one
@@ -149,6 +153,103 @@ def _rate(fd: int, slots: int, io_size: int, threads: int, seconds: float) -> fl
 
 MIN_BUDGET = 16 << 20
 """The least :func:`memory_budget` answers when it knows a limit (a window of a few rows)."""
+
+
+LARGE_REQUEST = 256 << 10
+"""Storage whose bandwidth over its read requests per second is at least this many bytes
+serves few requests: reads must be large to reach its bandwidth (a volume throttled to
+200 IOPS / 150 MB/s takes 750 KB a request; 3,000 IOPS / 250 MB/s, 83 KB)."""
+
+_large: dict[int, bool] = {}
+
+
+def needs_large_requests(path: str | os.PathLike[str]) -> bool:
+    """Whether the device under ``path`` needs large requests to reach its bandwidth, as
+    the system's settings say (nothing is read; cached per device): a read throttle on
+    this process's block-I/O cgroup for that disk (v1 ``blkio.throttle.read_{iops,bps}
+    _device``, v2 ``io.max``) allowing at least :data:`LARGE_REQUEST` bytes per request.
+    False when nothing says so. Not ``queue/rotational``: a virtual machine's virtio disk
+    says 1 there whatever is behind it (this machine's, ~16K IOPS, does)."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return False
+    with _cache_lock:
+        if dev in _large:
+            return _large[dev]
+    answer = throttle_allows_large_requests(
+        _disk_of(dev),
+        _read_text(Path("/proc/self/cgroup")),
+        Path("/sys/fs/cgroup/blkio"),
+        _v2_root(),
+    )
+    with _cache_lock:
+        _large[dev] = answer
+    return answer
+
+
+def _disk_of(dev: int) -> str:
+    """``major:minor`` of the whole disk holding device ``dev`` (a partition's parent)."""
+    own = f"{os.major(dev)}:{os.minor(dev)}"
+    folder = Path(f"/sys/dev/block/{own}")
+    if (folder / "partition").exists():
+        parent = _read_text(folder.resolve().parent / "dev")
+        if parent:
+            return parent.strip()
+    return own
+
+
+def throttle_allows_large_requests(
+    disk: str, proc_cgroup: str | None, v1_root: Path, v2_root: Path
+) -> bool:
+    """Whether a read throttle on this process's groups (and the groups above them) for
+    ``disk`` allows at least :data:`LARGE_REQUEST` bytes per request it allows (the
+    tightest bytes-per-second limit over the tightest requests-per-second one)."""
+    iops: list[int] = []
+    bps: list[int] = []
+    for line in (proc_cgroup or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, where = parts
+        v1 = "blkio" in controllers.split(",")
+        if not v1 and controllers != "":
+            continue
+        root = v1_root if v1 else v2_root
+        group = root / where.lstrip("/")
+        while True:
+            if v1:
+                iops += _device_values(group / "blkio.throttle.read_iops_device", disk)
+                bps += _device_values(group / "blkio.throttle.read_bps_device", disk)
+            else:
+                for key, values in (("riops", iops), ("rbps", bps)):
+                    values += _io_max(group / "io.max", disk, key)
+            if group == root or root not in group.parents:
+                break
+            group = group.parent
+    return bool(iops and bps) and min(bps) >= LARGE_REQUEST * min(iops)
+
+
+def _device_values(path: Path, disk: str) -> list[int]:
+    """The values of ``disk``'s lines (``MAJ:MIN VALUE``) in a v1 throttle file."""
+    found = []
+    for line in (_read_text(path) or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == disk and fields[1].isdigit():
+            found.append(int(fields[1]))
+    return found
+
+
+def _io_max(path: Path, disk: str, key: str) -> list[int]:
+    """``key``'s value on ``disk``'s line of a v2 ``io.max`` (``max``: no limit)."""
+    for line in (_read_text(path) or "").splitlines():
+        fields = line.split()
+        if fields and fields[0] == disk:
+            for field in fields[1:]:
+                name, _, value = field.partition("=")
+                if name == key and value.isdigit():
+                    return [int(value)]
+    return []
 
 
 def memory_budget() -> int | None:
@@ -276,5 +377,3 @@ def _read_int(path: Path) -> int | None:
         return None  # "max" (v2: no limit) or garbage
     value = int(text)
     return value if value < _UNLIMITED else None
-
-

@@ -52,6 +52,7 @@ __all__ = [
     "ENABLED",
     "IO_THREADS",
     "SPAN_PIECE",
+    "STREAM_AHEAD_MAX",
     "aligned_buffer",
     "direct_layout",
     "direct_spans",
@@ -64,6 +65,7 @@ __all__ = [
     "read_direct",
     "read_into",
     "row_ranges",
+    "stream_ahead",
     "verify_chunks",
 ]
 
@@ -334,6 +336,57 @@ def _check_ahead(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) ->
         unchecked &= ~shard.checks_by_value_mask(col)[unique_pages]
         if unchecked.any():
             verify_chunks(shard, unique_pages[unchecked].tolist(), col)
+
+
+STREAM_AHEAD_MAX = 32 << 20
+"""A read in file order beyond memory keeps up to this many bytes after it on their way
+(:func:`stream_ahead`; less under a small memory budget)."""
+_STREAM_STEP = 8 << 20  # bytes a sequential read-ahead call asks for
+
+
+def stream_ahead(shard: ShardFile, start: int, end: int, ahead: int) -> bool:
+    """A read in file order wants bytes ``start:end`` of ``shard`` now and what follows
+    soon: keep the ``ahead`` bytes after ``end`` on their way (``POSIX_FADV_WILLNEED`` in
+    8 MiB steps, each asked once: the kernel reads them as a few large requests), and
+    drop from the page cache what lies more than ``ahead`` bytes behind ``start``.
+
+    Measured on a 200 IOPS / 150 MB/s throttle (a hard disk), images in file order in a
+    200 MB memory group: its chunks, heads and labels asked for one by one came to ~265
+    requests of ~190 KB a second, 50 MB/s (33% of the throttle's sequential limit); a
+    sequential stream ahead of them reads at 93% of it. A jump (a new epoch, a resumed
+    one, another rank's part) starts the stream again where the read is. Whether the
+    shard streams (False: not a local file, or read-ahead turned off)."""
+    fd = shard.read_fd()
+    if fd is None or not ENABLED or not hasattr(os, "posix_fadvise"):
+        return False
+    start -= start % _PAGE
+    with _streams_lock:
+        state = _streams.get(shard)
+        if state is None or not start - ahead <= state[0] <= end + 2 * ahead:
+            state = _streams[shard] = [start, min(start, state[1]) if state else 0]
+        target = min(shard.size, end + ahead)
+        asks: list[tuple[int, int]] = []
+        while state[0] < target:
+            length = min(_STREAM_STEP, target - state[0])
+            asks.append((state[0], length))
+            state[0] += length
+        drop_to = max(0, start - ahead)
+        drop_to -= drop_to % _PAGE
+        drop = (state[1], drop_to - state[1]) if drop_to > state[1] else None
+        if drop is not None:
+            state[1] = drop_to
+    try:
+        for offset, length in asks:
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+        if drop is not None:
+            os.posix_fadvise(fd, drop[0], drop[1], os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass  # advice is optional
+    return True
+
+
+_streams: weakref.WeakKeyDictionary[ShardFile, list[int]] = weakref.WeakKeyDictionary()
+_streams_lock = threading.Lock()
 
 
 WARM_SECONDS = 0.05

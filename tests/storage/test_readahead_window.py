@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -229,15 +230,16 @@ def test_data_that_fits_in_memory_is_read_through_the_page_cache(
 def test_values_in_file_order_are_read_direct_as_long_runs(
     odd_sizes: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """shuffle=False's values follow each other in the file: beyond memory they are read
-    direct as one run in 1 MiB pieces (buffered, the page cache they fill is reclaimed
-    inside the memory group at a high CPU cost); a random order's values one read each."""
+    """shuffle=False's values follow each other in the file: beyond memory, on storage
+    that serves many small requests (no stream ahead), they are read direct as one run
+    in 1 MiB pieces; a random order's values one read each."""
     import mrecord.reader.dataset_reader as dataset_reader
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
 
     # the direct path: the chunk buffers take these reads otherwise (test_chunk_buffers.py)
     monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: False)
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
@@ -258,6 +260,90 @@ def test_values_in_file_order_are_read_direct_as_long_runs(
     assert all(span <= readahead.SPAN_PIECE for span in in_order)
     assert len(in_order) == -(-sum(in_order) // readahead.SPAN_PIECE) and sum(in_order) >= run
     assert len(reversed_) == 40  # one read per value
+
+
+def test_values_in_file_order_stream_through_the_page_cache(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond memory on storage that needs large requests (a hard disk), a dense read in
+    file order asks for the bytes after it ahead (stream_ahead) and reads its values from
+    the page cache, not direct; a sparse sorted subset (a third of its span), a random
+    order, a read of fixed-width columns alone and any read on storage that serves many
+    small requests (this machine's disk) do not stream."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+    from mrecord import DatasetReader
+
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
+    direct: list[int] = []
+    real = readahead.read_direct
+
+    def spy(shard: object, buffer: np.ndarray, places: list[tuple[int, int, int, int]]) -> bool:
+        direct.append(len(places))
+        return real(shard, buffer, places)  # type: ignore[arg-type]
+
+    streamed: list[tuple[int, int]] = []
+    real_stream = readahead.stream_ahead
+
+    def stream(shard: Any, start: int, end: int, ahead: int) -> bool:
+        streamed.append((start, end))
+        return real_stream(shard, start, end, ahead)
+
+    monkeypatch.setattr(dataset_reader, "read_direct", spy)
+    monkeypatch.setattr(dataset_reader, "stream_ahead", stream)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        for ids in (np.arange(40, 80), np.arange(80, 120)):
+            got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+            assert got == [_odd(int(i)) for i in ids]
+        assert direct == [] and len(streamed) == 2
+        (a, b), (c, d) = streamed  # the second read's span lies further on
+        assert a < b and c < d and a < c and b < d
+        for ids in (np.arange(0, 150, 3), np.arange(40, 80)[::-1].copy()):
+            got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
+            assert got == [_odd(int(i)) for i in ids]
+        assert len(streamed) == 2 and len(direct) == 2
+        reader.read_rows(np.arange(0, 40), ["id"])  # fixed-width alone: the map's hints
+        assert len(streamed) == 2
+    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: False)
+    with DatasetReader.open(odd_sizes, verify="never") as reader:
+        got = [bytes(v) for v in reader.read_rows(np.arange(40, 80), ["blob"]).columns["blob"]]
+        assert got == [_odd(int(i)) for i in range(40, 80)]
+    assert len(streamed) == 2 and len(direct) == 3  # direct runs, as before
+
+
+def test_stream_ahead_asks_each_byte_once_restarts_on_a_jump_and_drops_behind(
+    odd_sizes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mrecord.storage.readahead as readahead
+    from mrecord.storage.shard import ShardFile
+
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_STREAM_STEP", 1 << 20)
+    advice: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, o, n, a: advice.append((o, n, a)))
+    shard = ShardFile(Path(odd_sizes), verify="never")
+    try:
+        need, drop = os.POSIX_FADV_WILLNEED, os.POSIX_FADV_DONTNEED
+        mib = 1 << 20
+        assert readahead.stream_ahead(shard, 0, mib, 3 * mib)
+        asked = [(o, n) for o, n, a in advice if a == need]
+        assert asked == [(0, mib), (mib, mib), (2 * mib, mib), (3 * mib, mib)]
+        advice.clear()
+        readahead.stream_ahead(shard, mib, 2 * mib, 3 * mib)  # one more MiB, nothing twice
+        assert [(o, n) for o, n, a in advice if a == need] == [(4 * mib, mib)]
+        advice.clear()
+        readahead.stream_ahead(shard, 5 * mib, 6 * mib, mib)  # far ahead of what is asked:
+        assert [(o, n) for o, n, a in advice if a == drop] == [(0, 4 * mib)]  # drops behind
+        advice.clear()
+        readahead.stream_ahead(shard, 0, mib // 2, mib)  # back to the start: a new epoch
+        assert [(o, n) for o, n, a in advice if a == need] == [(0, mib), (mib, mib // 2)]
+        assert all(o + n <= shard.size for o, n, _ in advice)
+    finally:
+        shard.close()
 
 
 @pytest.mark.parametrize("seed", range(20))
