@@ -23,6 +23,7 @@ import mmap
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,27 +208,36 @@ def throttle_allows_large_requests(
     tightest bytes-per-second limit over the tightest requests-per-second one)."""
     iops: list[int] = []
     bps: list[int] = []
+    for group, v1 in _groups_up(proc_cgroup, "blkio", v1_root, v2_root):
+        if v1:
+            iops += _device_values(group / "blkio.throttle.read_iops_device", disk)
+            bps += _device_values(group / "blkio.throttle.read_bps_device", disk)
+        else:
+            iops += _io_max(group / "io.max", disk, "riops")
+            bps += _io_max(group / "io.max", disk, "rbps")
+    return bool(iops and bps) and min(bps) >= LARGE_REQUEST * min(iops)
+
+
+def _groups_up(
+    proc_cgroup: str | None, controller: str, v1_root: Path, v2_root: Path
+) -> Iterator[tuple[Path, bool]]:
+    """Each folder of this process's ``controller`` groups (v1, under ``v1_root``) and of
+    its v2 group (under ``v2_root``), from its own group up to the root; whether it is v1."""
     for line in (proc_cgroup or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         _, controllers, where = parts
-        v1 = "blkio" in controllers.split(",")
+        v1 = controller in controllers.split(",")
         if not v1 and controllers != "":
             continue
         root = v1_root if v1 else v2_root
         group = root / where.lstrip("/")
         while True:
-            if v1:
-                iops += _device_values(group / "blkio.throttle.read_iops_device", disk)
-                bps += _device_values(group / "blkio.throttle.read_bps_device", disk)
-            else:
-                for key, values in (("riops", iops), ("rbps", bps)):
-                    values += _io_max(group / "io.max", disk, key)
+            yield group, v1
             if group == root or root not in group.parents:
                 break
             group = group.parent
-    return bool(iops and bps) and min(bps) >= LARGE_REQUEST * min(iops)
 
 
 def _device_values(path: Path, disk: str) -> list[int]:
@@ -311,27 +321,15 @@ def _group_rooms(
 ) -> list[int]:
     """Each limited group's limit less what is charged to it (see :func:`memory_budget`)."""
     rooms: list[int] = []
-    for line in (proc_cgroup or "").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, where = parts
-        if "memory" in controllers.split(","):
-            root, limit_name, anon_name = v1_root, "memory.limit_in_bytes", "total_rss"
-        elif controllers == "":
-            root, limit_name, anon_name = v2_root, "memory.max", "anon"
-        else:
-            continue
-        group = root / where.lstrip("/")
-        while True:
-            limit = _read_int(group / limit_name)
-            if limit is not None:
-                anon = _stat_field(group / "memory.stat", anon_name)
-                used = anon if anon is not None else own_anon or 0
-                rooms.append(max(0, limit - used))
-            if group == root or root not in group.parents:
-                break
-            group = group.parent
+    for group, v1 in _groups_up(proc_cgroup, "memory", v1_root, v2_root):
+        limit_name, anon_name = (
+            ("memory.limit_in_bytes", "total_rss") if v1 else ("memory.max", "anon")
+        )
+        limit = _read_int(group / limit_name)
+        if limit is not None:
+            anon = _stat_field(group / "memory.stat", anon_name)
+            used = anon if anon is not None else own_anon or 0
+            rooms.append(max(0, limit - used))
     return rooms
 
 
