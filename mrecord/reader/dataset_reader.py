@@ -330,7 +330,7 @@ class DatasetReader:
     def _stream(self, ids: np.ndarray, groups: list[Any], names: Sequence[str]) -> bool:
         """A read of bytes values in file order beyond memory (``shuffle=False``,
         ``Shuffle.INFILE``'s runs) on storage that serves few requests for its bandwidth
-        (:meth:`_few_requests`: a rotating disk, a volume throttled to large requests;
+        (:meth:`_few_requests`: a volume throttled to large requests;
         ``mrecord.storage.probe.needs_large_requests``): keep the bytes after it
         streaming in (``readahead.stream_ahead``), so that its chunks, heads and values
         come from the page cache as the kernel's large sequential reads bring them, not
@@ -366,7 +366,7 @@ class DatasetReader:
 
     def _few_requests(self) -> bool:
         """Whether the storage under the first shard serves few requests for its
-        bandwidth (a rotating disk, a throttled volume: ``needs_large_requests``, from
+        bandwidth (a volume throttled to large requests: ``needs_large_requests``, from
         the system's settings, asked once)."""
         if self._request_bound is None:
             self._request_bound = bool(self.shards) and needs_large_requests(self.shards[0].path)

@@ -527,13 +527,11 @@ class ShardFile:
         ``BY_VALUE_MIN_BYTES`` or more. Smaller values are checked faster as one chunk
         (one CRC over memory, against a call per value), and big ones found in memory may
         be all of the chunk that is (a server's hinted rows)."""
-        if not (self._tables[page][col] and self._single_values[col]):
-            return False
-        return self._lengths[page][col] >= BY_VALUE_MIN_BYTES * self._page_rows_list[page]
+        return bool(self.checks_by_value_mask(col)[page])
 
     def checks_by_value_mask(self, col: int) -> np.ndarray:
         """:meth:`checks_by_value` of every page of column ``col`` (a bool array, one
-        entry a page; computed once)."""
+        entry a page; worked out once: the one place the rule is written)."""
         mask = self._by_value_masks.get(col)
         if mask is None:
             chunks = self.meta.chunks

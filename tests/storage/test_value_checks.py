@@ -20,6 +20,7 @@ import mrecord.format.value_crcs as value_crcs
 import mrecord.reader.dataset_reader as dataset_reader
 from mrecord import DatasetReader, FileWriter
 from mrecord.errors import ChecksumError
+from mrecord.format.schema import FieldKind
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.storage.shard import ShardFile
 from mrecord.storage.shard_output import PageRun, assemble_shard
@@ -605,11 +606,20 @@ def test_the_by_value_mask_agrees_with_checks_by_value_for_every_chunk(tmp_path:
     _write(path, page_size=300_000)
     shard = ShardFile(path, verify="once")
     try:
-        columns = range(len(shard.meta.schema.fields))
-        for col in columns:
+        chunks = shard.meta.chunks
+        rows = shard.meta.page_rows.tolist()
+        for col, field in enumerate(shard.meta.schema.fields):
             mask = shard.checks_by_value_mask(col)
-            expected = [shard.checks_by_value(p, col) for p in range(shard.meta.num_pages)]
+            # the rule written out here: a bytes or string chunk with a value table whose
+            # values average BY_VALUE_MIN_BYTES (32 KiB) or more
+            expected = [
+                field.kind in (FieldKind.BYTES, FieldKind.STRING)
+                and shard.has_value_crcs(p, col)
+                and int(chunks[p, col]["length"]) >= (32 << 10) * rows[p]
+                for p in range(len(rows))
+            ]
             assert mask.tolist() == expected
+            assert [shard.checks_by_value(p, col) for p in range(len(rows))] == expected
         blob = shard.field_index("blob")
         assert shard.checks_by_value_mask(blob).all()  # 40 KB values with a table
         assert not shard.checks_by_value_mask(shard.field_index("id")).any()
