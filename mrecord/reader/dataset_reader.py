@@ -38,7 +38,7 @@ from mrecord.storage.allocator import keep_freed_memory
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
-from mrecord.storage.probe import memory_budget, needs_large_requests
+from mrecord.storage.probe import memory_budget, needs_large_requests, probe_storage
 from mrecord.storage.readahead import (
     ARRIVAL_MAX_BYTES,
     DIRECT_MIN_BYTES,
@@ -496,14 +496,16 @@ class DatasetReader:
     def _buffered_columns(self, ids: np.ndarray, groups: list[Any], names: list[str]) -> list[str]:
         """The fixed-width and bytes columns this read takes from whole chunks in the
         reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its shards are
-        cold: a read beyond memory, not in file order, whose chunks all fit in the buffers
-        at once (``Shuffle.BLOCK``'s window of pages); else none. In file order the
-        kernel's read-ahead streams the map; a random order over a whole file would read
-        every chunk again for each block. The read must also take several rows per chunk
-        on average (a random order takes one: measured on images in a 200 MB group, its
-        first small blocks fit and read whole 1 MiB chunks for one row each): 1.5 with a
+        cold, beyond memory and not in file order (where the kernel's read-ahead streams
+        the map); else none.
+
+        A read that takes several rows per chunk on average and whose chunks all fit in
+        the buffers at once (``Shuffle.BLOCK``'s window of pages) does: 1.5 rows with a
         bytes column (``Shuffle.BLOCK`` reads of images take 2-4), 4 for fixed-width
-        columns alone (their small chunks fit however spread the rows are)."""
+        columns alone. With a bytes column and fewer (a random order over images, one
+        row per 1 MiB chunk; measured in a 200 MB group) it never does. Otherwise, over
+        more chunks than the buffers hold or with fixed-width columns spread thin, when
+        one pass over the chunks pays (:meth:`_one_pass_pays`)."""
         if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
             return []
         if bool(np.all(ids[1:] >= ids[:-1])):
@@ -518,11 +520,14 @@ class DatasetReader:
         with_bytes = any(field.kind is FieldKind.BYTES for field in fields)
         rows_per_chunk = _SHARED_CHUNK_ROWS if with_bytes else _BUFFERED_ROWS_PER_CHUNK
         total = 0
+        spread = unchecked = False
         for s, _, pages, _ in groups:
             shard = self.shards[s]
             unique = np.unique(pages)
             if len(pages) < rows_per_chunk * len(unique):
-                return []  # rows spread over their chunks: a random order, not a window
+                if with_bytes:
+                    return []  # a random order over big values: the direct reads
+                spread = True  # rows spread over their chunks: a random order
             chunks = shard.meta.chunks[unique]
             for field in fields:
                 col = shard.field_index(field.name)
@@ -531,7 +536,31 @@ class DatasetReader:
                 if bool((chunks[:, col]["codec"] != _CODEC_NONE).any()):
                     return []  # a compressed chunk: the map's path
                 total += int(chunks[:, col]["length"].sum())
-        return [f.name for f in fields] if self._buffers().fits(total) else []
+                unchecked = unchecked or not shard.verified_chunks(unique, col).all()
+        if not spread and self._buffers().fits(total):
+            return [f.name for f in fields]
+        if unchecked or self._one_pass_pays(groups, len(fields), total):
+            return [f.name for f in fields]
+        return []
+
+    def _one_pass_pays(self, groups: list[Any], columns: int, nbytes: int) -> bool:
+        """Whether a read is faster as one pass over whole chunks (``nbytes`` of them, a
+        wave at a time: ``_WAVE_SHARE`` of the buffers) than as a random request per row
+        and column: where the device's measured bandwidth and IOPS say the pass takes at
+        most ``1 / _PASS_SPEEDUP`` of the requests' time (``StorageProfile.pass_seconds``
+        and ``requests_seconds``: an hdd's or a throttled volume's few requests). A read
+        whose chunks need their checksum takes the pass without asking: they are read
+        whole for it (through the map, a small memory group reclaimed them before the
+        rows were gathered, and every row was a 4 KiB fault after: 0 rows in 15 s of a
+        GLOBAL epoch of 4M tabular rows on an hdd-like volume)."""
+        shard = self.shards[groups[0][0]]
+        if shard.read_fd() is None:
+            return False
+        profile = probe_storage(shard.path)
+        if profile is None:
+            return False
+        requests = sum(len(pages) for _, _, pages, _ in groups) * columns
+        return profile.pass_seconds(nbytes) * _PASS_SPEEDUP <= profile.requests_seconds(requests)
 
     def _buffers(self) -> ChunkBuffers:
         if self._chunk_buffers is None:
@@ -547,13 +576,8 @@ class DatasetReader:
         bytes_as_arrays: bool,
     ) -> dict[str, ColumnValues]:
         """Fixed-width and bytes columns' values, the cold shards' from whole chunks in the
-        reader's buffers (read and checked on the way), the others' from the map.
-
-        Rows are taken page by page in page order: a fixed-width column's into one array
-        (``np.take`` into contiguous slices), put in the read's order with one more
-        ``take`` (0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning
-        each page's rows to their scattered places took 1.69 ms); a bytes column's values
-        are copied out of the chunk (or read-only views of it, ``bytes_as_arrays``)."""
+        reader's buffers (read and checked on the way, :meth:`_take_from_chunks`), the
+        others' from the map."""
         fields = [self.schema[name] for name in names]
         out: dict[str, ColumnValues] = {
             f.name: np.empty((n, *f.row_shape), dtype=f.dtype)
@@ -562,52 +586,97 @@ class DatasetReader:
             for f in fields
         }
         for s, positions, pages, slots in groups:
-            shard = self.shards[s]
-            where = slice(None) if positions is None else positions
-            order, bounds, unique = _page_runs(pages)
-            slots_in_order = slots[order]
+            taken = (
+                self._take_from_chunks(s, fields, pages, slots, bytes_as_arrays)
+                if s in cold
+                else None
+            )
             for field in fields:
-                col = shard.field_index(field.name)
-                chunks = self._buffers().chunks(s, shard, col, unique) if s in cold else None
-                if field.kind is FieldKind.BYTES:
-                    values: list[Any] = out[field.name]  # type: ignore[assignment]
+                got = taken[field.name] if taken is not None else None
+                if got is None:
                     group = [(s, None, pages, slots)]
-                    if chunks is None:
+                    if field.kind is FieldKind.BYTES:
                         got = self._gather_var(field, len(pages), group, bytes_as_arrays)
                     else:
-                        got = _bytes_from_chunks(
-                            shard,
-                            field,
-                            unique,
-                            bounds,
-                            chunks,
-                            slots_in_order,
-                            order,
-                            bytes_as_arrays,
-                        )
+                        got = self._gather_fixed(field, len(pages), group)
+                if field.kind is FieldKind.BYTES:
+                    values: list[Any] = out[field.name]  # type: ignore[assignment]
                     targets = range(n) if positions is None else positions.tolist()
                     for pos, value in zip(targets, got, strict=True):
                         values[pos] = value
+                else:
+                    column: np.ndarray = out[field.name]  # type: ignore[assignment]
+                    column[slice(None) if positions is None else positions] = got
+        return out
+
+    def _take_from_chunks(
+        self,
+        s: int,
+        fields: list[Field],
+        pages: np.ndarray,
+        slots: np.ndarray,
+        as_arrays: bool,
+    ) -> dict[str, Any] | None:
+        """The values of ``fields`` at (``pages``, ``slots``) of shard ``s``, in that order,
+        from whole chunks in the reader's buffers; None when the shard cannot be read so
+        (not a local file). Chunks are taken a wave of pages at a time, every column's
+        chunks of a wave in flight together: all at once when they fit in the buffers (a
+        ``Shuffle.BLOCK`` window, whose next reads find them there), else waves of a
+        ``_WAVE_SHARE`` of them, each wave's rows taken before the next wave is read, so
+        that a read over more chunks than memory holds is one pass over them.
+
+        Rows are taken page by page in page order: a fixed-width column's into one array
+        (``np.take`` into contiguous slices), put in the read's order with one more
+        ``take`` (0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning
+        each page's rows to their scattered places took 1.69 ms); a bytes column's values
+        are copied out of the chunk (or read-only views of it, ``as_arrays``)."""
+        shard = self.shards[s]
+        buffers = self._buffers()
+        order, bounds, unique = _page_runs(pages)
+        slots_in_order = slots[order]
+        order_list, slot_list = order.tolist(), slots_in_order.tolist()
+        cols = [shard.field_index(f.name) for f in fields]
+        sizes = shard.meta.chunks["length"][unique][:, cols].sum(axis=1).tolist()
+        whole = sum(sizes)
+        wave = whole if buffers.fits(whole) else max(1, int(buffers.capacity * _WAVE_SHARE))
+        fixed: dict[str, np.ndarray] = {}
+        var: dict[str, list[Any]] = {}
+        for field in fields:
+            if field.kind is FieldKind.FIXED:
+                fixed[field.name] = np.empty((len(pages), *field.row_shape), dtype=field.dtype)
+            else:
+                var[field.name] = [None] * len(pages)
+        starts = shard.page_starts_list
+        for lo, hi in _waves(sizes, wave):
+            chunks = buffers.columns_chunks(s, shard, cols, unique[lo:hi])
+            if chunks is None:
+                return None
+            for field, held in zip(fields, chunks, strict=True):
+                if field.kind is FieldKind.BYTES:
+                    _bytes_from_chunks(
+                        shard,
+                        field,
+                        unique[lo:hi],
+                        bounds[lo : hi + 1],
+                        held,
+                        slot_list,
+                        order_list,
+                        as_arrays,
+                        var[field.name],
+                    )
                     continue
-                column: np.ndarray = out[field.name]  # type: ignore[assignment]
-                if chunks is None:
-                    group = [(s, None, pages, slots)]
-                    column[where] = self._gather_fixed(field, len(pages), group)
-                    continue
-                shape = field.row_shape
-                starts = shard.page_starts_list
-                taken = np.empty((len(pages), *shape), dtype=field.dtype)
-                for page, a, b, data in zip(unique, bounds[:-1], bounds[1:], chunks, strict=True):
+                taken, shape = fixed[field.name], field.row_shape
+                for k, data in enumerate(held, start=lo):
+                    a, b, page = bounds[k], bounds[k + 1], unique[k]
                     rows = starts[page + 1] - starts[page]
                     stored = np.frombuffer(data, dtype=field.dtype).reshape((rows, *shape))
                     np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b])
-                back = np.empty_like(order)
-                back[order] = np.arange(len(order))
-                if positions is None:
-                    np.take(taken, back, axis=0, out=column)
-                else:
-                    column[positions] = taken[back]
-        return out
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        got: dict[str, Any] = dict(var)
+        for name, taken in fixed.items():
+            got[name] = np.take(taken, back, axis=0)
+        return got
 
     def _fixed_plan(self, s: int, field: Field) -> _FixedPlan | None:
         key = (s, field.name)
@@ -815,6 +884,21 @@ chunk buffers: a window of pages (``Shuffle.BLOCK``: 256 rows of each of 32 chun
 read of tabular rows) does; a random order over images (one row per chunk) does not, and
 the hints for its few bytes of labels cost less than a ``pread`` per chunk."""
 
+_PASS_SPEEDUP = 5.0
+"""How many times less time than a request per row the device's profile must give one
+pass over whole chunks for a read of checked chunks to take it. The profile (random 4 KiB
+reads at queue depth 16) misjudges a local disk whose random reads scale with the queue
+depth: measured in a 200 MB group, GLOBAL reads of 4M tabular rows, second epoch: this
+machine's virtual disk, profiled at 2.7x, read rows faster one by one (23-36K rows/s
+against 15-25K); a volume throttled to 3,000 IOPS and 250 MB/s, profiled at 7x, read
+them 5-7x faster in one pass (9.6K rows/s against 1.3-2K); an hdd-like one (200 IOPS,
+150 MB/s), profiled at 60x, got 200 rows/s one by one and 7.5K in one pass."""
+
+_WAVE_SHARE = 0.25
+"""A read over more chunks than the chunk buffers hold takes them a wave of this share of
+the buffers at a time (``DatasetReader._take_from_chunks``): each reading thread holds
+one wave beside what the buffers keep."""
+
 _SHARED_CHUNK_ROWS = 1.5
 """Values per chunk needing its check, on average in a cold block, from which the block's
 order is taken as local (its chunks are read through the page cache, not around it)."""
@@ -927,17 +1011,17 @@ def _bytes_from_chunks(
     pages: list[int],
     bounds: list[int],
     chunks: list[np.ndarray],
-    slots_in_order: np.ndarray,
-    order: np.ndarray,
+    slots_in_order: list[int],
+    order: list[int],
     as_arrays: bool,
-) -> list[Any]:
+    got: list[Any],
+) -> None:
     """The values of a bytes column from whole stored chunks (checked as they arrived):
     rows ``order[a:b]`` of the group take slots ``slots_in_order[a:b]`` of ``pages[k]``'s
-    chunk, for each ``(a, b)`` of ``bounds``. Copies as ``bytes``, or read-only views."""
-    got: list[Any] = [None] * len(order)
+    chunk, for each ``(a, b)`` of consecutive ``bounds``, into ``got``. Copies as
+    ``bytes``, or read-only views."""
     starts = shard.page_starts_list
     heads = shard.cached_heads(shard.field_index(field.name))
-    order_list, slot_list = order.tolist(), slots_in_order.tolist()
     for k, (page, data) in enumerate(zip(pages, chunks, strict=True)):
         head = heads(page)
         if head is None:
@@ -948,10 +1032,22 @@ def _bytes_from_chunks(
                 raise
         offsets, start = head.offsets, head.data_start
         for i in range(bounds[k], bounds[k + 1]):
-            slot = slot_list[i]
+            slot = slots_in_order[i]
             value = data[start + offsets[slot] : start + offsets[slot + 1]]
-            got[order_list[i]] = value.view(BytesArray) if as_arrays else value.tobytes()
-    return got
+            got[order[i]] = value.view(BytesArray) if as_arrays else value.tobytes()
+
+
+def _waves(sizes: list[int], limit: int) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` runs of consecutive ``sizes`` whose sum stays within ``limit`` (a run
+    of one where a single size is over it), covering them all in order."""
+    lo, held = 0, 0
+    for i, size in enumerate(sizes):
+        if i > lo and held + size > limit:
+            yield lo, i
+            lo, held = i, 0
+        held += size
+    if lo < len(sizes):
+        yield lo, len(sizes)
 
 
 def _page_end(chunks: np.ndarray, page: int) -> int:

@@ -66,6 +66,14 @@ class StorageProfile:
     seconds: float
     """How long the measurement took."""
 
+    def pass_seconds(self, nbytes: int) -> float:
+        """Seconds this device takes to read ``nbytes`` in large sequential requests."""
+        return nbytes / max(1.0, self.bandwidth)
+
+    def requests_seconds(self, requests: int) -> float:
+        """Seconds this device takes for ``requests`` random small reads."""
+        return requests / max(1.0, self.iops)
+
 
 def clear_probe_cache() -> None:
     """Forget every measured device (the next probe measures again)."""

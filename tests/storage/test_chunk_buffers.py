@@ -18,14 +18,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import mrecord.reader.dataset_reader as dataset_reader
+import mrecord.storage.chunk_buffers as chunk_buffers
 import mrecord.storage.readahead as readahead
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
+from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
 
 ROWS = 600
@@ -260,83 +262,184 @@ def test_a_damaged_chunk_raises_naming_page_and_field(tmp_path: Path, beyond: li
             ]
 
 
-def test_file_order_spread_rows_and_reads_larger_than_the_buffers_keep_the_map(
+def test_file_order_and_spread_rows_keep_the_map(
     files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    fast_random = StorageProfile(device="0:0", iops=1e9, bandwidth=1.0, seconds=0.0)
+    monkeypatch.setattr(dataset_reader, "probe_storage", lambda path: fast_random)
     with DatasetReader.open(files) as reader:
         ids = np.arange(ROWS)
         names = list(SCHEMA)
         assert reader._buffered_columns(ids, reader._group(ids), names) == []
         # chunks of 19 rows: one row of every 16th (about 1 per chunk) keeps the map; one
         # of every 8th (about 2.4 per chunk): the buffers with a bytes column, the map for
-        # fixed-width ones alone (4 a chunk); every 2nd (9.5): the buffers either way
-        for step, with_bytes, alone in ((16, [], []), (8, names, []), (2, names, FIXED)):
+        # fixed-width ones alone (4 a chunk) once their chunks are verified (before, they
+        # are read whole for their check anyway); every 2nd (9.5): the buffers either way
+        steps: tuple[tuple[int, list[str], list[str]], ...] = (
+            (16, [], []),
+            (8, names, []),
+            (2, names, FIXED),
+        )
+        for step, with_bytes, _ in steps:
             spread = ids[::-1][::step].copy()
             groups = reader._group(spread)
             assert reader._buffered_columns(spread, groups, names) == with_bytes
-            assert reader._buffered_columns(spread, groups, FIXED) == alone
+            assert reader._buffered_columns(spread, groups, FIXED) == FIXED
+        reader.read_rows(ids[::-1].copy())  # every chunk checked
+        for step, _, alone in steps:
+            spread = ids[::-1][::step].copy()
+            assert reader._buffered_columns(spread, reader._group(spread), FIXED) == alone
         shuffled = ids[::-1].copy()
         groups = reader._group(shuffled)
         assert reader._buffered_columns(shuffled, groups, names) == names
-        monkeypatch.setattr(ChunkBuffers, "fits", lambda self, nbytes: False)
-        assert reader._buffered_columns(shuffled, groups, names) == []
 
 
-def _at_once(call: Any, threads: int) -> list[Any]:
-    """What ``call()`` returns in each of ``threads`` threads started together."""
-    start = threading.Barrier(threads)
-    got: list[Any] = []
-
-    def take() -> None:
-        start.wait()
-        got.append(call())
-
-    running = [threading.Thread(target=take) for _ in range(threads)]
-    for t in running:
-        t.start()
-    for t in running:
-        t.join()
-    return got
+def _profile(iops: float, bandwidth: float) -> StorageProfile:
+    return StorageProfile(device="0:0", iops=iops, bandwidth=bandwidth, seconds=0.0)
 
 
-@pytest.mark.parametrize("which", ["read_fd", "direct_fd"])
-def test_threads_opening_a_shards_descriptor_at_once_all_get_it(files: str, which: str) -> None:
-    """The first use opens the descriptor; a thread arriving meanwhile waits for it
-    (it used to get None, "tried", and fall back to the map)."""
-    for _ in range(20):
-        with DatasetReader.open(files) as reader:
-            got = _at_once(getattr(reader.shards[0], which), 8)
-            assert len(set(got)) == 1 and got[0] is not None
-
-
-def test_a_read_the_device_refuses_is_a_storage_error_naming_the_file(
-    files: str, cold: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("profile", "one_pass"),
+    [
+        (None, False),  # not measured (no direct I/O): the map
+        (_profile(iops=1e9, bandwidth=1.0), False),  # random reads free: the map
+        (_profile(iops=200, bandwidth=150e6), True),  # an hdd: one pass over the chunks
+    ],
+)
+def test_reads_over_more_chunks_than_the_buffers_hold(
+    files: str,
+    beyond: list[ChunkBuffers],
+    monkeypatch: pytest.MonkeyPatch,
+    profile: StorageProfile | None,
+    one_pass: bool,
 ) -> None:
-    """EIO from the disk: a typed StorageError naming the file and the bytes, for the
-    thread that read and every thread waiting on the same chunks; nothing is kept."""
-    import errno
-    import os
+    # Chunks that still need their checksum are read whole for it anyway: one pass over
+    # them, a wave at a time. Once verified, the device's profile says which is faster.
+    monkeypatch.setattr(ChunkBuffers, "fits", lambda self, nbytes: False)
+    probed: list[str] = []
 
-    from mrecord.errors import StorageError
+    def probe(path: str) -> StorageProfile | None:
+        probed.append(str(path))
+        return profile
 
+    monkeypatch.setattr(dataset_reader, "probe_storage", probe)
+    names = list(SCHEMA)
+    with DatasetReader.open(files) as reader:
+        shuffled = np.arange(ROWS)[::-1].copy()
+        groups = reader._group(shuffled)
+        assert reader._buffered_columns(shuffled, groups, names) == names
+        assert not probed  # unchecked chunks decide alone
+        block = reader.read_rows(shuffled)
+        for name, values in block.columns.items():
+            assert _same(name, values, shuffled.tolist()), name
+        assert all(
+            s.verified_chunks(np.arange(len(s.page_starts) - 1), 0).all() for s in reader.shards
+        )
+        assert reader._buffered_columns(shuffled, groups, names) == (names if one_pass else [])
+        assert probed
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    order=st.randoms(use_true_random=False),
+    rows=st.integers(100, ROWS),
+    capacity=st.integers(1, 6000),
+    columns=st.sampled_from([None, ["vec", "id"], ["blob"], ["blob", "flag"]]),
+    as_arrays=st.booleans(),
+)
+def test_a_read_in_waves_gives_the_rows_and_reads_each_chunk_once(
+    files: str,
+    order: Any,
+    rows: int,
+    capacity: int,
+    columns: list[str] | None,
+    as_arrays: bool,
+) -> None:
+    ids = list(range(rows))
+    order.shuffle(ids)
+    assume(ids != sorted(ids))  # file order streams through the map
+    clear_verified()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _beyond_memory(monkeypatch)
+        seen: list[tuple[int, int]] = []
+        real = readahead.pread_exactly
+
+        def spy(shard: Any, fd: int, view: memoryview, offset: int) -> bool:
+            seen.append((id(shard), offset))
+            return real(shard, fd, view, offset)
+
+        monkeypatch.setattr(chunk_buffers, "pread_exactly", spy)
+        with DatasetReader.open(files) as reader:
+            reader._chunk_buffers = ChunkBuffers(capacity)  # waves of a chunk or a few
+            names = columns or list(SCHEMA)
+            assert reader._buffered_columns(np.array(ids), reader._group(np.array(ids)), names)
+            block = reader.read_rows(ids, columns, bytes_as_arrays=as_arrays)
+    for name, values in block.columns.items():
+        assert _same(name, values, ids), name
+    assert seen and len(seen) == len(set(seen))  # one pass: no chunk read twice
+
+
+def test_waves_cover_the_sizes_in_order_within_the_limit() -> None:
+    assert list(dataset_reader._waves([3, 3, 3, 3], 6)) == [(0, 2), (2, 4)]
+    assert list(dataset_reader._waves([3, 3, 3], 5)) == [(0, 1), (1, 2), (2, 3)]
+    assert list(dataset_reader._waves([9, 1, 1], 5)) == [(0, 1), (1, 3)]  # one over alone
+    assert list(dataset_reader._waves([], 5)) == []
+    assert list(dataset_reader._waves([1, 2, 3], 100)) == [(0, 3)]
+
+
+def test_one_pass_against_requests_by_the_profile() -> None:
+    hdd, nvme = _profile(iops=200, bandwidth=150e6), _profile(iops=16_000, bandwidth=1.5e9)
+    # 8,192 random rows of 3 columns, or 300 MB of chunks
+    assert hdd.requests_seconds(3 * 8192) == pytest.approx(122.88)
+    assert hdd.pass_seconds(300_000_000) == pytest.approx(2.0)
+    assert nvme.requests_seconds(3 * 8192) == pytest.approx(1.536)
+    assert nvme.pass_seconds(300_000_000) == pytest.approx(0.2)
+
+
+def test_checked_chunks_take_one_pass_where_the_profile_says_five_times_faster(
+    files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ChunkBuffers, "fits", lambda self, nbytes: False)
+    with DatasetReader.open(files) as reader:
+        ids = np.arange(ROWS)[::-1].copy()
+        reader.read_rows(ids)  # every chunk checked
+        groups = reader._group(ids)
+        nbytes = sum(int(s.meta.chunks["length"][:, 0].sum()) for s in reader.shards)
+        for speedup, one_pass in ((5.0, True), (4.9, False), (60.0, True), (0.5, False)):
+            # one pass modelled at 1 s, the rows' requests at `speedup` s
+            profile = _profile(iops=ROWS / speedup, bandwidth=float(nbytes))
+            monkeypatch.setattr(dataset_reader, "probe_storage", lambda path, p=profile: p)
+            got = reader._buffered_columns(ids, groups, ["id"])
+            assert got == (["id"] if one_pass else []), speedup
+        block = reader.read_rows(ids, ["id"])
+        assert np.array_equal(block.columns["id"], ids)
+
+
+def test_a_pages_chunks_next_to_each_other_are_one_piece() -> None:
+    pieces = chunk_buffers._pieces
+    # page 0's three chunks 16 bytes apart (their framing), page 1's two after
+    chunks = [(0, 2), (1, 0), (0, 0), (0, 1), (1, 1)]
+    places = [(300, 100, 0), (500, 50, 0), (0, 100, 0), (116, 168, 0), (566, 10, 0)]
+    assert pieces(chunks, places) == [[2, 3, 0], [1, 4]]
+    # a gap wider than a page splits a page's chunks; another page never joins
+    far = [(0, 100, 0), (100 + 4097, 10, 0)]
+    assert pieces([(0, 0), (0, 1)], far) == [[0], [1]]
+    assert pieces([(0, 0), (1, 0)], [(0, 100, 0), (100, 10, 0)]) == [[0], [1]]
+
+
+def test_each_pages_chunks_come_with_one_pread(
+    files: str, cold: None, preads: list[tuple[int, int]]
+) -> None:
     with DatasetReader.open(files) as reader:
         shard = reader.shards[0]
-        col = shard.field_index("vec")
-        buffers = ChunkBuffers(1 << 30)
-
-        def refuse(*args: object) -> int:
-            raise OSError(errno.EIO, "Input/output error")
-
-        monkeypatch.setattr(os, "preadv", refuse)
-        got = _at_once(lambda: _error_of(lambda: buffers.chunks(0, shard, col, [0, 1])), 3)
-        assert all(isinstance(e, StorageError) for e in got), got
-        assert all(shard.path.name in str(e) and "bytes" in str(e) for e in got)
-        assert buffers.kept_bytes == 0
-
-
-def _error_of(call: Any) -> BaseException | None:
-    try:
-        call()
-    except BaseException as exc:  # the test looks at what was raised
-        return exc
-    return None
+        cols = [shard.field_index(name) for name in SCHEMA]
+        pages = list(range(len(shard.page_starts) - 1))
+        got = ChunkBuffers(1 << 30).columns_chunks(0, shard, cols, pages)
+        assert got is not None
+        for col, chunks in zip(cols, got, strict=True):
+            for page, data in zip(pages, chunks, strict=True):
+                offset, length, _ = shard.chunk_place(page, col)
+                assert data.tobytes() == bytes(shard.mm[offset : offset + length])
+                assert not data.flags.writeable
+        firsts = {min(shard.chunk_place(page, col)[0] for col in cols) for page in pages}
+        assert sorted(offset for offset, _ in preads) == sorted(firsts)  # one a page
