@@ -648,7 +648,7 @@ class DatasetReader:
                 var[field.name] = [None] * len(pages)
         starts = shard.page_starts_list
         for lo, hi in _waves(sizes, wave):
-            chunks = buffers.columns_chunks(s, shard, cols, unique[lo:hi])
+            chunks = buffers.chunks(s, shard, cols, unique[lo:hi])
             if chunks is None:
                 return None
             for field, held in zip(fields, chunks, strict=True):
@@ -887,12 +887,13 @@ the hints for its few bytes of labels cost less than a ``pread`` per chunk."""
 _PASS_SPEEDUP = 5.0
 """How many times less time than a request per row the device's profile must give one
 pass over whole chunks for a read of checked chunks to take it. The profile (random 4 KiB
-reads at queue depth 16) misjudges a local disk whose random reads scale with the queue
-depth: measured in a 200 MB group, GLOBAL reads of 4M tabular rows, second epoch: this
-machine's virtual disk, profiled at 2.7x, read rows faster one by one (23-36K rows/s
-against 15-25K); a volume throttled to 3,000 IOPS and 250 MB/s, profiled at 7x, read
-them 5-7x faster in one pass (9.6K rows/s against 1.3-2K); an hdd-like one (200 IOPS,
-150 MB/s), profiled at 60x, got 200 rows/s one by one and 7.5K in one pass."""
+reads at queue depth 16) cannot see the block layer merge neighbouring small reads:
+measured in a 200 MB group, GLOBAL reads of 4M tabular rows, second epoch: this machine's
+virtual disk, profiled at 2.7-6.5x across runs, read rows one by one as fast or faster
+(23-36K rows/s against 15-25K in one pass); a volume throttled to 3,000 IOPS and 250 MB/s,
+profiled at ~7x, read them 5-7x faster in one pass (9.6K rows/s against 1.3-2K); an
+hdd-like one (200 IOPS, 150 MB/s), profiled at ~60x, got 200 rows/s one by one and 7.5K
+in one pass. The threshold can take either side on the first."""
 
 _WAVE_SHARE = 0.25
 """A read over more chunks than the chunk buffers hold takes them a wave of this share of

@@ -80,21 +80,14 @@ class ChunkBuffers:
         return self._bytes
 
     def chunks(
-        self, key: Hashable, shard: ShardFile, col: int, pages: Sequence[int]
-    ) -> list[np.ndarray] | None:
-        """The stored bytes of chunks (``pages``, ``col``) of ``shard`` (``key`` names the
-        shard among the reader's), as read-only ``uint8`` arrays; the missing ones are read
-        now, in parallel. None when this shard cannot be read this way (not a local file,
-        a compressed chunk): the caller reads through the map. A chunk whose bytes do not
-        match their CRC-32C raises the shard's :class:`~mrecord.errors.ChecksumError`."""
-        got = self.columns_chunks(key, shard, [col], pages)
-        return None if got is None else got[0]
-
-    def columns_chunks(
         self, key: Hashable, shard: ShardFile, cols: Sequence[int], pages: Sequence[int]
     ) -> list[list[np.ndarray]] | None:
-        """:meth:`chunks` of several columns of the same pages, all of their missing chunks
-        in flight together (one list per column of ``cols``)."""
+        """The stored bytes of chunks (``pages``, ``cols``) of ``shard`` (``key`` names the
+        shard among the reader's), one list per column of ``cols``, as read-only ``uint8``
+        arrays; the missing ones are read now, all in flight together. None when this
+        shard cannot be read this way (not a local file, a compressed chunk): the caller
+        reads through the map. A chunk whose bytes do not match their CRC-32C raises the
+        shard's :class:`~mrecord.errors.ChecksumError`."""
         fd = shard.read_fd()
         if fd is None:
             return None

@@ -181,6 +181,10 @@ def test_minddataset_reads_the_same_rows_either_way(
     )
 
 
+def _one_column(got: list[list[np.ndarray]] | None) -> list[np.ndarray] | None:
+    return None if got is None else got[0]
+
+
 def test_each_chunk_is_read_once_by_threads_that_need_it_at_once(
     files: str, cold: None, preads: list[tuple[int, int]]
 ) -> None:
@@ -194,7 +198,7 @@ def test_each_chunk_is_read_once_by_threads_that_need_it_at_once(
 
         def read() -> None:
             start.wait()
-            got.append(buffers.chunks(0, shard, col, pages))
+            got.append(_one_column(buffers.chunks(0, shard, [col], pages)))
 
         threads = [threading.Thread(target=read) for _ in range(4)]
         for t in threads:
@@ -221,11 +225,11 @@ def test_what_is_held_stays_within_the_capacity(files: str, cold: None) -> None:
         buffers = ChunkBuffers(3 * chunk)
         pages = list(range(len(shard.page_starts) - 1))
         for page in pages:
-            assert buffers.chunks(0, shard, col, [page]) is not None
+            assert buffers.chunks(0, shard, [col], [page]) is not None
             assert buffers.kept_bytes <= buffers.capacity
         assert buffers.fits(3 * chunk) and not buffers.fits(3 * chunk + 1)
         # one request larger than the capacity is still answered whole
-        assert len(buffers.chunks(0, shard, col, pages) or []) == len(pages)
+        assert len(_one_column(buffers.chunks(0, shard, [col], pages)) or []) == len(pages)
 
 
 def test_capacity_is_a_quarter_of_the_budget_within_bounds() -> None:
@@ -434,7 +438,7 @@ def test_each_pages_chunks_come_with_one_pread(
         shard = reader.shards[0]
         cols = [shard.field_index(name) for name in SCHEMA]
         pages = list(range(len(shard.page_starts) - 1))
-        got = ChunkBuffers(1 << 30).columns_chunks(0, shard, cols, pages)
+        got = ChunkBuffers(1 << 30).chunks(0, shard, cols, pages)
         assert got is not None
         for col, chunks in zip(cols, got, strict=True):
             for page, data in zip(pages, chunks, strict=True):
