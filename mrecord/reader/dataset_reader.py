@@ -494,38 +494,34 @@ class DatasetReader:
         return result
 
     def _buffered_columns(self, ids: np.ndarray, groups: list[Any], names: list[str]) -> list[str]:
-        """The fixed-width and bytes columns this read takes from whole chunks in the
-        reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its shards are
-        cold, beyond memory and not in file order (where the kernel's read-ahead streams
-        the map); else none.
+        """The columns (``_FROM_CHUNKS``: all but strings) this read takes from whole
+        chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its
+        shards are cold, beyond memory and not in file order (where the kernel's
+        read-ahead streams the map); else none.
 
         A read that takes several rows per chunk on average and whose chunks all fit in
         the buffers at once (``Shuffle.BLOCK``'s window of pages) does: 1.5 rows with a
-        bytes column (``Shuffle.BLOCK`` reads of images take 2-4), 4 for fixed-width
-        columns alone. With a bytes column and fewer (a random order over images, one
-        row per 1 MiB chunk; measured in a 200 MB group) it never does. Otherwise, over
-        more chunks than the buffers hold or with fixed-width columns spread thin, when
-        one pass over the chunks pays (:meth:`_one_pass_pays`)."""
+        bytes or variable-shape column (``Shuffle.BLOCK`` reads of images take 2-4), 4 for
+        fixed-width columns alone. With such a column and fewer (a random order over
+        images, one row per 1 MiB chunk; measured in a 200 MB group) it never does.
+        Otherwise, over more chunks than the buffers hold or with fixed-width columns
+        spread thin, when one pass over the chunks pays (:meth:`_one_pass_pays`)."""
         if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
             return []
         if bool(np.all(ids[1:] >= ids[:-1])):
             return []
-        fields = [
-            self.schema[n]
-            for n in names
-            if self.schema[n].kind in (FieldKind.FIXED, FieldKind.BYTES)
-        ]
+        fields = [self.schema[n] for n in names if self.schema[n].kind in _FROM_CHUNKS]
         if not fields:
             return []
-        with_bytes = any(field.kind is FieldKind.BYTES for field in fields)
-        rows_per_chunk = _SHARED_CHUNK_ROWS if with_bytes else _BUFFERED_ROWS_PER_CHUNK
+        with_var = any(field.kind is not FieldKind.FIXED for field in fields)
+        rows_per_chunk = _SHARED_CHUNK_ROWS if with_var else _BUFFERED_ROWS_PER_CHUNK
         total = 0
         spread = unchecked = False
         for s, _, pages, _ in groups:
             shard = self.shards[s]
             unique = np.unique(pages)
             if len(pages) < rows_per_chunk * len(unique):
-                if with_bytes:
+                if with_var:
                     return []  # a random order over big values: the direct reads
                 spread = True  # rows spread over their chunks: a random order
             chunks = shard.meta.chunks[unique]
@@ -575,9 +571,9 @@ class DatasetReader:
         cold: set[int],
         bytes_as_arrays: bool,
     ) -> dict[str, ColumnValues]:
-        """Fixed-width and bytes columns' values, the cold shards' from whole chunks in the
-        reader's buffers (read and checked on the way, :meth:`_take_from_chunks`), the
-        others' from the map."""
+        """Columns' values, the cold shards' from whole chunks in the reader's buffers
+        (read and checked on the way, :meth:`_take_from_chunks`), the others' from the
+        map."""
         fields = [self.schema[name] for name in names]
         out: dict[str, ColumnValues] = {
             f.name: np.empty((n, *f.row_shape), dtype=f.dtype)
@@ -595,11 +591,11 @@ class DatasetReader:
                 got = taken[field.name] if taken is not None else None
                 if got is None:
                     group = [(s, None, pages, slots)]
-                    if field.kind is FieldKind.BYTES:
-                        got = self._gather_var(field, len(pages), group, bytes_as_arrays)
-                    else:
+                    if field.kind is FieldKind.FIXED:
                         got = self._gather_fixed(field, len(pages), group)
-                if field.kind is FieldKind.BYTES:
+                    else:
+                        got = self._gather_var(field, len(pages), group, bytes_as_arrays)
+                if field.kind is not FieldKind.FIXED:
                     values: list[Any] = out[field.name]  # type: ignore[assignment]
                     targets = range(n) if positions is None else positions.tolist()
                     for pos, value in zip(targets, got, strict=True):
@@ -622,14 +618,15 @@ class DatasetReader:
         (not a local file). Chunks are taken a wave of pages at a time, every column's
         chunks of a wave in flight together: all at once when they fit in the buffers (a
         ``Shuffle.BLOCK`` window, whose next reads find them there), else waves of a
-        ``_WAVE_SHARE`` of them, each wave's rows taken before the next wave is read, so
-        that a read over more chunks than memory holds is one pass over them.
+        ``_WAVE_SHARE`` of them, not kept, each wave's rows taken before the next wave is
+        read, so that a read over more chunks than memory holds is one pass over them.
 
         Rows are taken page by page in page order: a fixed-width column's into one array
         (``np.take`` into contiguous slices), put in the read's order with one more
         ``take`` (0.96 ms for 8,192 rows of float32[16] from 32 chunks, where assigning
         each page's rows to their scattered places took 1.69 ms); a bytes column's values
-        are copied out of the chunk (or read-only views of it, ``as_arrays``)."""
+        are copied out of the chunk (or read-only views of it, ``as_arrays``), a
+        variable-shape one's copied as writeable arrays."""
         shard = self.shards[s]
         buffers = self._buffers()
         order, bounds, unique = _page_runs(pages)
@@ -638,7 +635,8 @@ class DatasetReader:
         cols = [shard.field_index(f.name) for f in fields]
         sizes = shard.meta.chunks["length"][unique][:, cols].sum(axis=1).tolist()
         whole = sum(sizes)
-        wave = whole if buffers.fits(whole) else max(1, int(buffers.capacity * _WAVE_SHARE))
+        keep = buffers.fits(whole)  # a window the next reads come back to
+        wave = whole if keep else max(1, int(buffers.capacity * _WAVE_SHARE))
         fixed: dict[str, np.ndarray] = {}
         var: dict[str, list[Any]] = {}
         for field in fields:
@@ -648,12 +646,12 @@ class DatasetReader:
                 var[field.name] = [None] * len(pages)
         starts = shard.page_starts_list
         for lo, hi in _waves(sizes, wave):
-            chunks = buffers.chunks(s, shard, cols, unique[lo:hi])
+            chunks = buffers.chunks(s, shard, cols, unique[lo:hi], keep)
             if chunks is None:
                 return None
             for field, held in zip(fields, chunks, strict=True):
-                if field.kind is FieldKind.BYTES:
-                    _bytes_from_chunks(
+                if field.kind is not FieldKind.FIXED:
+                    _var_from_chunks(
                         shard,
                         field,
                         unique[lo:hi],
@@ -884,16 +882,22 @@ chunk buffers: a window of pages (``Shuffle.BLOCK``: 256 rows of each of 32 chun
 read of tabular rows) does; a random order over images (one row per chunk) does not, and
 the hints for its few bytes of labels cost less than a ``pread`` per chunk."""
 
-_PASS_SPEEDUP = 5.0
+_FROM_CHUNKS = (FieldKind.FIXED, FieldKind.BYTES, FieldKind.VARARRAY)
+"""The kinds of columns the chunk buffers serve (strings keep the map's path)."""
+
+_PASS_SPEEDUP = 10.0
 """How many times less time than a request per row the device's profile must give one
 pass over whole chunks for a read of checked chunks to take it. The profile (random 4 KiB
-reads at queue depth 16) cannot see the block layer merge neighbouring small reads:
-measured in a 200 MB group, GLOBAL reads of 4M tabular rows, second epoch: this machine's
-virtual disk, profiled at 2.7-6.5x across runs, read rows one by one as fast or faster
-(23-36K rows/s against 15-25K in one pass); a volume throttled to 3,000 IOPS and 250 MB/s,
-profiled at ~7x, read them 5-7x faster in one pass (9.6K rows/s against 1.3-2K); an
-hdd-like one (200 IOPS, 150 MB/s), profiled at ~60x, got 200 rows/s one by one and 7.5K
-in one pass. The threshold can take either side on the first."""
+reads at queue depth 16, 1 MiB reads at depth 4) cannot see the block layer merge
+neighbouring small reads, nor the pass's own gaps: measured in a 200 MB group, GLOBAL
+reads of 4M tabular rows and of 600K variable-shape ones, second epoch: this machine's
+virtual disk, profiled at 5-6.5x, read rows one by one faster (tabular 23-36K rows/s
+against 15-25K in one pass, varshape 21K against 7-9K); a volume throttled to 3,000 IOPS
+and 250 MB/s, profiled at 5.4-7.8x, read them faster in one pass (tabular 9.6K against
+1.3-2K); an hdd-like one (200 IOPS, 150 MB/s), profiled at ~60x, got 200 rows/s one by
+one and 7.5K in one pass. The profile cannot tell the first two apart; the threshold
+keeps the first's rows (and so the second's, a loss there), and takes the pass only
+where requests are that much dearer."""
 
 _WAVE_SHARE = 0.25
 """A read over more chunks than the chunk buffers hold takes them a wave of this share of
@@ -1006,7 +1010,7 @@ def _read_checked_values(
     return parts
 
 
-def _bytes_from_chunks(
+def _var_from_chunks(
     shard: ShardFile,
     field: Field,
     pages: list[int],
@@ -1017,10 +1021,11 @@ def _bytes_from_chunks(
     as_arrays: bool,
     got: list[Any],
 ) -> None:
-    """The values of a bytes column from whole stored chunks (checked as they arrived):
-    rows ``order[a:b]`` of the group take slots ``slots_in_order[a:b]`` of ``pages[k]``'s
-    chunk, for each ``(a, b)`` of consecutive ``bounds``, into ``got``. Copies as
-    ``bytes``, or read-only views."""
+    """The values of a bytes or variable-shape column from whole stored chunks (checked
+    as they arrived): rows ``order[a:b]`` of the group take slots ``slots_in_order[a:b]``
+    of ``pages[k]``'s chunk, for each ``(a, b)`` of consecutive ``bounds``, into ``got``.
+    Bytes as copies, or read-only views (``as_arrays``); arrays as writeable copies
+    (``_gather_arrays``, as the map's path gives them)."""
     starts = shard.page_starts_list
     heads = shard.cached_heads(shard.field_index(field.name))
     for k, (page, data) in enumerate(zip(pages, chunks, strict=True)):
@@ -1031,6 +1036,10 @@ def _bytes_from_chunks(
             except ChunkFormatError:
                 shard.var_page(page, field)  # raises naming the file, page and field
                 raise
+        if field.kind is FieldKind.VARARRAY:
+            a, b = bounds[k], bounds[k + 1]
+            _gather_arrays(field, head, data, order[a:b], slots_in_order[a:b], got)
+            continue
         offsets, start = head.offsets, head.data_start
         for i in range(bounds[k], bounds[k + 1]):
             slot = slots_in_order[i]

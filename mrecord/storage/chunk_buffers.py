@@ -80,14 +80,22 @@ class ChunkBuffers:
         return self._bytes
 
     def chunks(
-        self, key: Hashable, shard: ShardFile, cols: Sequence[int], pages: Sequence[int]
+        self,
+        key: Hashable,
+        shard: ShardFile,
+        cols: Sequence[int],
+        pages: Sequence[int],
+        keep: bool = True,
     ) -> list[list[np.ndarray]] | None:
         """The stored bytes of chunks (``pages``, ``cols``) of ``shard`` (``key`` names the
         shard among the reader's), one list per column of ``cols``, as read-only ``uint8``
         arrays; the missing ones are read now, all in flight together. None when this
         shard cannot be read this way (not a local file, a compressed chunk): the caller
         reads through the map. A chunk whose bytes do not match their CRC-32C raises the
-        shard's :class:`~mrecord.errors.ChecksumError`."""
+        shard's :class:`~mrecord.errors.ChecksumError`. The chunks read are kept for the
+        next calls unless ``keep`` is False (a pass over more chunks than the buffers
+        hold would only push out what they hold; threads reading the same chunks at once
+        still share each read)."""
         fd = shard.read_fd()
         if fd is None:
             return None
@@ -96,8 +104,10 @@ class ChunkBuffers:
         theirs: dict[tuple[int, int], Future[np.ndarray | None]] = {}
         distinct = list(dict.fromkeys(pages))
         with self._lock:
-            for col in cols:
-                for page in distinct:
+            # page by page: a page's chunks share the piece they were read in (_pieces), and
+            # so come into the least-recently-used order, and leave it, together
+            for page in distinct:
+                for col in cols:
                     name = (key, page, col)
                     held = self._kept.get(name)
                     if held is not None:
@@ -114,7 +124,8 @@ class ChunkBuffers:
                 self._settle(key, mine, exc)
                 raise
             read = zip(mine, got, strict=True)
-            self._keep(key, {chunk: data for chunk, data in read if data is not None})
+            if keep:
+                self._keep(key, {chunk: data for chunk, data in read if data is not None})
             self._settle(key, mine, got)
         for chunk, future in (*mine.items(), *theirs.items()):
             data = future.result()
@@ -212,13 +223,25 @@ def _pieces(chunks: list[tuple[int, int]], places: list[tuple[int, int, int]]) -
     return pieces
 
 
+def _mapped(nbytes: int) -> np.ndarray:
+    """``nbytes`` of memory in a mapping of its own, returned to the kernel when the last
+    array viewing it dies. From glibc's heap, under a memory budget too small for
+    ``mrecord.storage.allocator.keep_freed_memory``, pieces of ~1 MiB freed among many
+    small values (variable-shape arrays) stayed in the thread arenas: a GLOBAL read of
+    600K such rows in a 200 MB group grew to 178 MB resident and was OOM-killed."""
+    if nbytes <= 0:
+        return np.empty(0, dtype=np.uint8)
+    private = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS  # anonymous memory, not shmem
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=private), dtype=np.uint8)
+
+
 def _read_piece(shard: ShardFile, fd: int, start: int, stop: int) -> np.ndarray | None:
     """Bytes ``start:stop`` of ``shard``'s file, read through ``fd`` with one ``pread``
     (None: fewer came back), the pages it filled in the page cache dropped after.
     Buffered, not direct: direct reads went into anonymous memory that the memory group
     cannot reclaim (a reader in a 200 MB group was OOM-killed) and made no fewer device
     requests."""
-    data = np.empty(stop - start, dtype=np.uint8)
+    data = _mapped(stop - start)
     if not pread_exactly(shard, fd, data.data.cast("B"), start):
         return None
     # The buffer holds them now: drop the pages wholly inside the piece from the page
