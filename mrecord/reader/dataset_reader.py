@@ -1136,7 +1136,8 @@ def _row_reader(
             a = head.data_start + head.offsets[slot]
             count = (head.data_start + head.offsets[slot + 1] - a) // itemsize
             value = np.frombuffer(raw, dtype=dtype, count=count, offset=a)
-            return value.reshape(head.shapes_list[slot]).copy()
+            shapes = head.shapes  # a variable-shape chunk always has them (decode_var)
+            return value.reshape(shapes[slot].tolist() if shapes is not None else -1).copy()
 
         return read_array
     if kind is FieldKind.BYTES:
@@ -1262,23 +1263,25 @@ def _gather_arrays(
     dtype = field.dtype
     itemsize = dtype.itemsize
     offsets, start = head.offsets, head.data_start
-    shapes = head.shapes_list
+    # The wanted rows' shapes only: a list of tuples for every row of every cached head
+    # (``shapes_list``) was most of the heads' memory (~56 bytes a row).
+    shapes = head.shapes[slot_list].tolist()
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     if _page_copy_pays(len(slot_list), head):
         flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
         seen: set[int] = set()
-        for pos, slot in zip(pos_list, slot_list, strict=True):
+        for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
             value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
-                shapes[slot]
+                shape
             )
             # A row asked twice gets two arrays: writing to one must not change the other.
             result[pos] = value.copy() if slot in seen else value
             seen.add(slot)
         return
     flat = np.frombuffer(raw, dtype=dtype, count=offsets[-1] // itemsize, offset=start)
-    for pos, slot in zip(pos_list, slot_list, strict=True):
+    for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
         value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize]
-        result[pos] = value.reshape(shapes[slot]).copy()
+        result[pos] = value.reshape(shape).copy()
 
 
 def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:

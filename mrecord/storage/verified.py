@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.storage.probe import memory_budget
+
 __all__ = ["FileKey", "HeadCache", "clear_verified", "file_key", "shared_heads", "shared_verified"]
 
 FileKey = tuple[int, int, int, int, int]
@@ -53,9 +55,11 @@ if hasattr(os, "register_at_fork"):
 
 
 class _HeadStore:
-    """An LRU of parsed heads bounded by their total number of offsets."""
+    """An LRU of parsed heads bounded by their total number of offsets, a variable-shape
+    value's shape counting as two more (:func:`_weight`); ``budget`` None: worked out
+    from the process's memory budget at the first ``put`` (:func:`_head_budget`)."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int | None) -> None:
         self.items: OrderedDict[tuple[Any, int, int], Any] = OrderedDict()
         self.budget = budget
         self.total = 0
@@ -63,14 +67,16 @@ class _HeadStore:
 
     def put(self, key: tuple[Any, int, int], head: Any) -> None:
         with self.lock:
+            if self.budget is None:
+                self.budget = _head_budget()
             old = self.items.pop(key, None)
             if old is not None:
-                self.total -= len(old.offsets)
+                self.total -= _weight(old)
             self.items[key] = head
-            self.total += len(head.offsets)
+            self.total += _weight(head)
             while self.total > self.budget and len(self.items) > 1:
                 _, dropped = self.items.popitem(last=False)
-                self.total -= len(dropped.offsets)
+                self.total -= _weight(dropped)
 
     def clear(self) -> None:
         with self.lock:
@@ -78,8 +84,37 @@ class _HeadStore:
             self.total = 0
 
 
-_HEAD_BUDGET = 2_000_000  # offsets (Python ints) kept in all: ~70 MB at most
-_shared_store = _HeadStore(_HEAD_BUDGET)
+_HEAD_BUDGET = 2_000_000  # offsets (Python ints) kept in all: ~96 MB at most
+_BYTES_PER_OFFSET = 48
+"""What one offset of a kept head costs: a Python int in the list and its place in
+``offsets_array``."""
+_HEADS_SHARE = 4
+"""Heads keep at most this fraction of the process's memory budget."""
+
+
+def _weight(head: Any) -> int:
+    """A head's cost in offsets: its offsets, and its shapes (a variable-shape chunk's
+    ``shapes`` array: 16 bytes a value of two dimensions) at what an offset costs."""
+    shapes = getattr(head, "shapes", None)
+    return len(head.offsets) + (
+        int(shapes.nbytes) // _BYTES_PER_OFFSET if shapes is not None else 0
+    )
+
+
+def _head_budget() -> int:
+    """Offsets kept in all: ``_HEAD_BUDGET``, or less where a memory group leaves less
+    (a quarter of ``memory_budget``). Unbounded by it, the heads of 600K variable-shape
+    rows (~75 MB with the tuples their shapes were kept as then) grew a reader in a 200 MB
+    group to its limit in its second epoch, where it hit the limit 5.6M times and
+    thrashed; at an eighth, GLOBAL reads of them parsed most heads again from the cold
+    map for every block, at half the rate."""
+    budget = memory_budget()
+    if budget is None:
+        return _HEAD_BUDGET
+    return min(_HEAD_BUDGET, budget // (_HEADS_SHARE * _BYTES_PER_OFFSET))
+
+
+_shared_store = _HeadStore(None)  # its budget set at the first put
 
 
 class HeadCache:
@@ -88,7 +123,7 @@ class HeadCache:
 
     def __init__(self, key: FileKey | None) -> None:
         self._key = key
-        self._store = _shared_store if key is not None else _HeadStore(_HEAD_BUDGET)
+        self._store = _shared_store if key is not None else _HeadStore(_head_budget())
 
     def get(self, page_col: tuple[int, int]) -> Any:
         """The head stored for (page, col), or None."""

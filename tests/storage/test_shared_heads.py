@@ -74,3 +74,26 @@ def test_the_store_is_bounded_by_offsets() -> None:
         store.put(("f", page, 0), DecodedVarChunk([0, 1, 2, 3], None, 0))  # 4 offsets each
     assert store.total <= 10
     assert list(store.items) == [("f", 3, 0), ("f", 4, 0)]  # the most recent ones
+
+
+def test_shapes_weigh_their_bytes_at_what_an_offset_costs() -> None:
+    store = verified._HeadStore(budget=24)
+    shapes = np.ones((12, 2), dtype=np.int64)  # 12 values of shape (1, 1): 192 bytes
+    offsets = list(range(13))
+    store.put(("f", 0, 0), DecodedVarChunk(offsets, shapes, 0))  # 13 + 192 // 48
+    assert store.total == 17
+    store.put(("f", 1, 0), DecodedVarChunk(offsets, None, 0))  # 13 more: over 24
+    assert store.total == 13 and list(store.items) == [("f", 1, 0)]
+
+
+def test_the_shared_budget_is_a_quarter_of_a_small_memory_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(verified, "memory_budget", lambda: 192 << 20)
+    store = verified._HeadStore(None)
+    store.put(("f", 0, 0), DecodedVarChunk([0, 1], None, 0))
+    assert store.budget == (192 << 20) // (4 * 48)  # 1,048,576 offsets: ~48 MB of heads
+    monkeypatch.setattr(verified, "memory_budget", lambda: 1 << 40)
+    assert verified._head_budget() == verified._HEAD_BUDGET
+    monkeypatch.setattr(verified, "memory_budget", lambda: None)
+    assert verified._head_budget() == verified._HEAD_BUDGET
