@@ -56,7 +56,7 @@ if hasattr(os, "register_at_fork"):
 
 class _HeadStore:
     """An LRU of parsed heads bounded by their total number of offsets, a variable-shape
-    value's shape counting as two more (:func:`_weight`); ``budget`` None: worked out
+    chunk's shapes counted by their bytes (:func:`_weight`); ``budget`` None: worked out
     from the process's memory budget at the first ``put`` (:func:`_head_budget`)."""
 
     def __init__(self, budget: int | None) -> None:
@@ -89,7 +89,7 @@ _BYTES_PER_OFFSET = 48
 """What one offset of a kept head costs: a Python int in the list and its place in
 ``offsets_array``."""
 _HEADS_SHARE = 4
-"""Heads keep at most this fraction of the process's memory budget."""
+"""Heads keep at most ``1 / _HEADS_SHARE`` of the process's memory budget."""
 
 
 def _weight(head: Any) -> int:
