@@ -44,6 +44,7 @@ from mrecord.format.compression import CODEC_IDS, checksum
 from mrecord.format.schema import FieldKind
 from mrecord.storage.buffer_pool import aligned_buffer
 from mrecord.storage.failures import storage_error
+from mrecord.storage.kernel_aio import read_batch
 from mrecord.storage.shard import ShardFile
 
 __all__ = [
@@ -674,7 +675,9 @@ def read_direct(
     """Read ``(at, offset, span, need)``: ``span`` file bytes from ``offset`` into
     ``buffer[at:at + span]`` (all page-aligned, ``buffer`` from :func:`aligned_buffer`),
     each read needing at least ``need`` bytes (the file may end inside the last page),
-    with ``O_DIRECT`` ``pread``s on the I/O threads, all in flight at once. False when the
+    with ``O_DIRECT`` reads: one batch of the kernel's AIO where it can
+    (:func:`~mrecord.storage.kernel_aio.read_batch`; the GIL is not taken back per read),
+    else ``pread``s on the I/O threads, all in flight at once. False when the
     shard has no direct descriptor or a read failed or came back short: the caller then
     reads another way. Direct reads see what the disk holds, which for a committed shard
     is what the map shows (the kernel writes back dirty pages of a range before a direct
@@ -682,6 +685,10 @@ def read_direct(
     fd = shard.direct_fd()
     if fd is None:
         return False
+    # All of them with one submit when the kernel's AIO can (no GIL taken back per read).
+    batched = read_batch(fd, buffer, places)
+    if batched is not None:
+        return batched
     view = buffer.data.cast("B")
 
     def read(place: tuple[int, int, int, int]) -> bool:

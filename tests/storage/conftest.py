@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import mrecord.storage.readahead as readahead
+from mrecord.storage import kernel_aio
 from mrecord.storage.verified import clear_verified
 
 
@@ -25,10 +27,13 @@ def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """Every ``os.preadv`` of this process as (offset, bytes read), from any thread."""
+    """Every ``os.preadv`` of this process as (offset, bytes read), from any thread, and
+    every direct read batched through native AIO (``kernel_aio.read_batch``, counted as
+    asked when the batch read them all)."""
     seen: list[tuple[int, int]] = []
     lock = threading.Lock()
     real = os.preadv
+    real_batch = kernel_aio.read_batch
 
     def spy(fd: int, buffers: list[memoryview], offset: int, *rest: int) -> int:
         got = real(fd, buffers, offset, *rest)
@@ -36,5 +41,13 @@ def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
             seen.append((offset, got))
         return got
 
+    def spy_batch(fd: int, buffer: Any, places: list[tuple[int, int, int, int]]) -> bool | None:
+        done = real_batch(fd, buffer, places)
+        if done:
+            with lock:
+                seen.extend((offset, span) for _, offset, span, _ in places)
+        return done
+
     monkeypatch.setattr(os, "preadv", spy)
+    monkeypatch.setattr(readahead, "read_batch", spy_batch)
     return seen

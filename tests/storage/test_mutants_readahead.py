@@ -387,7 +387,8 @@ def test_values_in_memory_look_resident_wherever_they_start(path: Path) -> None:
 
 
 def test_many_places_are_each_read_once(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """300 places (several a task on the I/O threads): one ``pread`` each, none twice."""
+    """300 places (several a task on the I/O threads): one ``pread`` each, none twice
+    (direct reads included: their threads' path, where native AIO is not used)."""
     import os
     import threading
 
@@ -404,6 +405,7 @@ def test_many_places_are_each_read_once(path: Path, monkeypatch: pytest.MonkeyPa
 
     with ShardFile(path) as shard:
         monkeypatch.setattr(os, "preadv", spy)
+        monkeypatch.setattr(readahead, "read_batch", lambda *args: None)
         spans = [(i * 500, 100) for i in range(count)]
         buffer = np.zeros(100 * count, dtype=np.uint8)
         assert read_into(shard, buffer, [(100 * i, o, n) for i, (o, n) in enumerate(spans)])
@@ -444,7 +446,8 @@ def _spy_preads(
 ) -> list[tuple[int, int, bool, int]]:
     """Every ``os.preadv`` from any thread as ``(offset, bytes asked, through O_DIRECT,
     bytes read)``; ``fail(fd, offset)`` may return an error to raise instead of reading
-    (-1 read). The kernel's failures are played here: root cannot provoke them."""
+    (-1 read). The kernel's failures are played here: root cannot provoke them. Direct
+    reads go to the I/O threads too (native AIO off), so that this sees them."""
     import fcntl
     import os
     import threading
@@ -465,6 +468,7 @@ def _spy_preads(
         return got
 
     monkeypatch.setattr(os, "preadv", spy)
+    monkeypatch.setattr(readahead, "read_batch", lambda *args: None)
     return seen
 
 
