@@ -42,11 +42,15 @@ __all__ = ["DEPTH", "ENABLED", "read_batch"]
 ENABLED = os.environ.get("MRECORD_NATIVE_AIO", "1") != "0"
 """``MRECORD_NATIVE_AIO=0`` reads direct values on the I/O threads instead (to compare)."""
 
-DEPTH = int(os.environ.get("MRECORD_AIO_DEPTH", "64"))
-"""Reads in flight at once per batch. Measured (100 KB direct reads at random places,
-this machine's virtual disk, one Python thread spinning beside the reader): 888 reads/s
-at 8, 1,941 at 16, 4,769 at 32, 9,786 at 64; alone, 10,249 / 12,460 / 12,644 / 14,314.
-The deeper the batch, the more reads each wait for the GIL brings back."""
+DEPTH = int(os.environ.get("MRECORD_AIO_DEPTH", "256"))
+"""Reads in flight at once per batch (a thread's context holds this many). A block's reads
+all go at once up to it: beyond it, each refill of the window waits for the GIL again
+(measured: images GLOBAL over 2.4 GB in an 800 MB group, 245 rows a block, second epoch
+10.2-11.7K rows/s with 64, 13.0-17.2K with 512, 12.1-16.1K with 256; `farm-bench`,
+alternating). Alone, 100 KB direct reads at random places gave 10,249 / 12,460 / 12,644 /
+14,314 reads/s at 8 / 16 / 32 / 64 on this machine's virtual disk. The kernel counts
+about twice this per context against ``fs.aio-max-nr`` (65,536 by default, for the whole
+system): a thread whose ``io_setup`` is refused reads on the I/O threads."""
 
 # System call numbers of io_setup, io_destroy, io_submit, io_getevents.
 _SYSCALLS = {
@@ -125,17 +129,25 @@ class _Context:
 
 
 def _context() -> _Context | None:
+    """This thread's context, set up on its first batch; None where the kernel refuses."""
     global _refused
     if _KERNEL is None or _refused:
         return None
     context: _Context | None = getattr(_local, "context", None)
     if context is not None and context.pid == os.getpid():
         return context
+    if getattr(_local, "refused_in", None) == os.getpid():
+        return None
     # A forked child's first batch: the parent's context is not its own.
     syscall, (setup, _, _, _) = _KERNEL
     handle = ctypes.c_ulong(0)
     if syscall(ctypes.c_long(setup), ctypes.c_long(DEPTH), ctypes.byref(handle)) != 0:
-        _refused = True  # ENOSYS, EPERM (seccomp), EAGAIN (fs.aio-max-nr): threads
+        if ctypes.get_errno() == errno.EAGAIN:
+            # fs.aio-max-nr taken by other contexts (other threads, processes): this
+            # thread reads on the I/O threads; others may still get theirs.
+            _local.refused_in = os.getpid()
+        else:
+            _refused = True  # ENOSYS, EPERM (a sandbox's seccomp): never here
         return None
     context = _local.context = _Context(handle.value)
     return context

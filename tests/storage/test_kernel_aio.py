@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,6 +145,42 @@ def test_not_used_where_the_file_system_would_read_one_by_one(
     monkeypatch.setattr(kernel_aio, "_asynchronous", {})
     monkeypatch.setattr(kernel_aio, "_file_system_type", lambda fd: fuse)
     assert kernel_aio.read_batch(direct_fd, aligned_buffer(SPAN), [(0, 0, SPAN, SPAN)]) is None
+
+
+def test_a_thread_refused_a_context_reads_on_the_threads(
+    direct_fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``io_setup`` refused for want of request slots (``EAGAIN``: ``fs.aio-max-nr`` used
+    up by other contexts): that thread's batches answer None, another thread still sets
+    up its own."""
+    import ctypes
+    import errno
+
+    assert kernel_aio._KERNEL is not None
+    syscall, numbers = kernel_aio._KERNEL
+
+    def no_slots(number: Any, *args: Any) -> int:
+        if number.value == numbers[0]:  # io_setup
+            ctypes.set_errno(errno.EAGAIN)
+            return -1
+        return int(syscall(number, *args))
+
+    answers: list[bool | None] = []
+
+    def work() -> None:
+        answers.append(kernel_aio.read_batch(direct_fd, aligned_buffer(SPAN), [(0, 0, SPAN, SPAN)]))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel_aio, "_KERNEL", (no_slots, numbers))
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert answers == [None]
+    assert kernel_aio._refused is False  # not the whole process
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert answers == [None, True]
 
 
 def test_not_used_when_switched_off(direct_fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
