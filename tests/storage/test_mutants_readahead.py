@@ -8,6 +8,7 @@ from __future__ import annotations
 import mmap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,9 +52,7 @@ def path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             }
         )
         writer.set_page_size(32 << 10)
-        writer.write_raw_data(
-            [{"id": i, "blob": _value(i), "z": b"z" * 5000} for i in range(ROWS)]
-        )
+        writer.write_raw_data([{"id": i, "blob": _value(i), "z": b"z" * 5000} for i in range(ROWS)])
     clear_verified()
     return file
 
@@ -131,9 +130,7 @@ def test_chunks_that_need_their_check_are_read_whole(path: Path) -> None:
         assert row_ranges(
             shard, pages, slots, ["id", "blob"], direct=["blob"], arriving=["blob"]
         ) == _runs(_pages(wholes_id))
-        assert row_ranges(shard, pages, slots, ["blob"], arriving=["blob"]) == _runs(
-            _pages(values)
-        )
+        assert row_ranges(shard, pages, slots, ["blob"], arriving=["blob"]) == _runs(_pages(values))
         asked: list[tuple[list[int], int]] = []
 
         def pool(s: ShardFile, some: list[int], col: int) -> None:
@@ -597,6 +594,7 @@ def test_a_chunk_ending_on_a_page_boundary_is_read_direct_once(
 ) -> None:
     """A direct read returns whole pages; when the chunk ends exactly at a page's end, what
     came back is all of it (not a short read to read again buffered)."""
+
     def write(pad: int) -> Path:
         file = tmp_path / f"p{pad}"
         with FileWriter(file) as writer:
@@ -677,6 +675,75 @@ def test_warm_or_cold_is_told_from_a_sample_of_the_rows(
         sampled = row_ranges(shard, pages[sample], slots[sample], ["id"])
         assert looked_at == [sampled] and sampled != want
         assert hinted == [want]
+
+
+def test_beyond_memory_a_run_of_cold_blocks_is_retested_every_fourth(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond memory, after two cold blocks in a row a shard's blocks are taken as cold
+    with the warm test run on every fourth only (it was a tenth of a random block's
+    CPU); each is still hinted. A block found warm starts the count again, and readers
+    whose data fits test every block (a warm page cache must keep its zero-copy views)."""
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    verdicts = iter([False] * 10 + [True] + [False] * 9)
+    tests: list[int] = []
+    current = [0]  # the block being read
+
+    def looks(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+        tests.append(current[0])
+        return next(verdicts)
+
+    monkeypatch.setattr(readahead, "_looks_warm", looks)
+    with ShardFile(path, verify="never") as shard:
+        pages, slots = _where(shard, [1, 9, 17])
+        hinted: list[list[tuple[int, int]]] = []
+        monkeypatch.setattr(shard, "will_need", hinted.append)
+        answers = []
+        for current[0] in range(16):
+            answers.append(readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True))
+        # tested: the first two (both cold), then every fourth (all cold here)
+        assert tests == [0, 1, 4, 8, 12]
+        assert all(answer > 0 for answer in answers)
+        assert len(hinted) == 16
+    with ShardFile(path, verify="never") as fits:
+        monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+        monkeypatch.setattr(fits, "will_need", lambda ranges: None)
+        seen: list[int] = []
+        real = readahead.row_ranges
+
+        def counted(*args: Any, **kwargs: Any) -> list[tuple[int, int]]:
+            seen.append(1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(readahead, "row_ranges", counted)
+        for _ in range(8):
+            readahead.hint_rows(fits, pages, slots, ["id"], beyond_memory=False)
+        assert len(seen) == 16  # the sample's and the hint's, every block
+
+
+def test_a_warm_block_beyond_memory_restarts_the_count(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    verdicts = iter([False, False, True, False, False, False, False])
+    tests: list[int] = []
+    current = [0]  # the block being read
+
+    def looks(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
+        tests.append(current[0])
+        return next(verdicts)
+
+    monkeypatch.setattr(readahead, "_looks_warm", looks)
+    with ShardFile(path, verify="never") as shard:
+        pages, slots = _where(shard, [1, 9, 17])
+        monkeypatch.setattr(shard, "will_need", lambda ranges: None)
+        answers = []
+        for current[0] in range(8):
+            answers.append(readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True))
+    # blocks 0, 1 cold; 2 and 3 skipped (trusted cold); 4 tested: warm (0, nothing
+    # hinted); the count starts again: 5 and 6 tested (cold), 7 trusted
+    assert tests == [0, 1, 4, 5, 6]
+    assert answers[4] == 0 and all(answers[i] > 0 for i in (0, 1, 2, 3, 5, 6, 7))
 
 
 def test_a_warm_read_still_checks_its_unchecked_chunks_ahead(
