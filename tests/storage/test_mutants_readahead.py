@@ -677,21 +677,20 @@ def test_warm_or_cold_is_told_from_a_sample_of_the_rows(
         assert hinted == [want]
 
 
-def test_beyond_memory_a_run_of_cold_blocks_is_retested_every_fourth(
-    path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Beyond memory, after two cold blocks in a row a shard's blocks are taken as cold
-    with the warm test run on every fourth only (it was a tenth of a random block's
-    CPU); each is still hinted. A block found warm starts the count again, and readers
-    whose data fits test every block (a warm page cache must keep its zero-copy views)."""
+def _read_blocks(
+    path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: list[bool], blocks: int
+) -> tuple[list[int], list[int], int]:
+    """Hint the same three rows ``blocks`` times beyond memory, the warm test answering
+    ``verdicts`` in turn: (the blocks that were tested, each hint's answer, the hints
+    given to the shard)."""
     monkeypatch.setattr(readahead, "ENABLED", True)
-    verdicts = iter([False] * 10 + [True] + [False] * 9)
-    tests: list[int] = []
+    answers_left = iter(verdicts)
+    tested: list[int] = []
     current = [0]  # the block being read
 
     def looks(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
-        tests.append(current[0])
-        return next(verdicts)
+        tested.append(current[0])
+        return next(answers_left)
 
     monkeypatch.setattr(readahead, "_looks_warm", looks)
     with ShardFile(path, verify="never") as shard:
@@ -699,13 +698,25 @@ def test_beyond_memory_a_run_of_cold_blocks_is_retested_every_fourth(
         hinted: list[list[tuple[int, int]]] = []
         monkeypatch.setattr(shard, "will_need", hinted.append)
         answers = []
-        for current[0] in range(16):
+        for current[0] in range(blocks):
             answers.append(readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True))
-        # tested: the first two (both cold), then every fourth (all cold here)
-        assert tests == [0, 1, 4, 8, 12]
-        assert all(answer > 0 for answer in answers)
-        assert len(hinted) == 16
+    return tested, answers, len(hinted)
+
+
+def test_beyond_memory_a_run_of_cold_blocks_is_retested_every_fourth(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond memory, after two cold blocks in a row a shard's blocks are taken as cold
+    with the warm test run on every fourth only (it was a tenth of a random block's
+    CPU); each is still hinted. Readers whose data fits test every block (a warm page
+    cache must keep its zero-copy views)."""
+    tested, answers, hints = _read_blocks(path, monkeypatch, [False] * 16, 16)
+    # tested: the first two (both cold), then every fourth (all cold here)
+    assert tested == [0, 1, 4, 8, 12]
+    assert all(answer > 0 for answer in answers)
+    assert hints == 16
     with ShardFile(path, verify="never") as fits:
+        pages, slots = _where(fits, [1, 9, 17])
         monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
         monkeypatch.setattr(fits, "will_need", lambda ranges: None)
         seen: list[int] = []
@@ -724,25 +735,11 @@ def test_beyond_memory_a_run_of_cold_blocks_is_retested_every_fourth(
 def test_a_warm_block_beyond_memory_restarts_the_count(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readahead, "ENABLED", True)
-    verdicts = iter([False, False, True, False, False, False, False])
-    tests: list[int] = []
-    current = [0]  # the block being read
-
-    def looks(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
-        tests.append(current[0])
-        return next(verdicts)
-
-    monkeypatch.setattr(readahead, "_looks_warm", looks)
-    with ShardFile(path, verify="never") as shard:
-        pages, slots = _where(shard, [1, 9, 17])
-        monkeypatch.setattr(shard, "will_need", lambda ranges: None)
-        answers = []
-        for current[0] in range(8):
-            answers.append(readahead.hint_rows(shard, pages, slots, ["id"], beyond_memory=True))
+    verdicts = [False, False, True, False, False, False, False]
+    tested, answers, _ = _read_blocks(path, monkeypatch, verdicts, 8)
     # blocks 0, 1 cold; 2 and 3 skipped (trusted cold); 4 tested: warm (0, nothing
     # hinted); the count starts again: 5 and 6 tested (cold), 7 trusted
-    assert tests == [0, 1, 4, 5, 6]
+    assert tested == [0, 1, 4, 5, 6]
     assert answers[4] == 0 and all(answers[i] > 0 for i in (0, 1, 2, 3, 5, 6, 7))
 
 
