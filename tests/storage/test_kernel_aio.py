@@ -230,3 +230,46 @@ def test_the_environment_switch_is_read(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "True"
+
+
+def test_a_cold_random_read_beyond_memory_takes_the_batched_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader beyond its memory reading big values in a random order gets them through
+    native AIO on this machine's file system (a silent fallback to the threads would
+    only show as a slower reader), and gets the values written."""
+    from mrecord import DatasetReader, FileWriter
+    from mrecord.reader import dataset_reader
+    from mrecord.storage import readahead
+    from mrecord.storage.verified import clear_verified
+
+    path = tmp_path / "big.mrecord"
+    values = [bytes([i % 251]) * (60_000 + 97 * i) for i in range(48)]
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 20)
+        writer.write_raw_data([{"id": i, "blob": v} for i, v in enumerate(values)])
+    batches: list[bool | None] = []
+    real = kernel_aio.read_batch
+
+    def counted(fd: int, buffer: Any, places: Any) -> bool | None:
+        answer = real(fd, buffer, places)
+        batches.append(answer)
+        return answer
+
+    clear_verified()
+    monkeypatch.setattr(readahead, "read_batch", counted)
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(readahead, "looks_resident", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+    order = np.random.default_rng(3).permutation(len(values))
+    with DatasetReader.open(path, verify="once") as reader:
+        for epoch in range(2):  # checked value by value, then as verified chunks
+            for start in range(0, len(order), 8):
+                ids = order[start : start + 8]
+                got = reader.read_rows(ids, columns=["blob"]).columns["blob"]
+                assert [bytes(v) for v in got] == [values[int(i)] for i in ids], epoch
+    clear_verified()
+    assert batches and all(answer is True for answer in batches)
