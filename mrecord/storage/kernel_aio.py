@@ -46,9 +46,10 @@ DEPTH = int(os.environ.get("MRECORD_AIO_DEPTH", "256"))
 """Reads in flight at once per batch (a thread's context holds this many). A block's reads
 all go at once up to it: beyond it, each refill of the window waits for the GIL again
 (measured: images GLOBAL over 2.4 GB in an 800 MB group, 245 rows a block, second epoch
-10.2-11.7K rows/s with 64, 13.0-17.2K with 512, 12.1-16.1K with 256; `farm-bench`,
-alternating). Alone, 100 KB direct reads at random places gave 10,249 / 12,460 / 12,644 /
-14,314 reads/s at 8 / 16 / 32 / 64 on this machine's virtual disk. The kernel counts
+10.2-11.7K rows/s with 64, 14.6-15.8K with 512; then 12.3-16.4K with 256 against
+13.1-16.0K with 512; `farm-bench`, alternating). Alone, 100 KB direct reads at random
+places gave 10,249 / 12,460 / 12,644 / 14,314 reads/s at 8 / 16 / 32 / 64 on this
+machine's virtual disk. The kernel counts
 about twice this per context against ``fs.aio-max-nr`` (65,536 by default, for the whole
 system): a thread whose ``io_setup`` is refused reads on the I/O threads."""
 
