@@ -94,21 +94,29 @@ def _read(spec: dict[str, Any], run: dict[str, Any], pause: dict[str, Any] | Non
     return {"values": values}
 
 
-def drain(ds: Any, column: str, seconds: float) -> tuple[int, int, float]:
-    """Read ``column`` of every row ``ds`` yields (dict iterator, epochs on end) for up to
-    ``seconds``, timed from the iterator's creation (ramp-up included: a timer started
-    after a warm-up would miss the blocks read ahead meanwhile and overstate the rate);
-    ``(bytes of values, rows, seconds)``. The loop of every reader the benchmarks compare
-    (served and local)."""
+def drain(
+    ds: Any, column: str, seconds: float, max_rows: int | None = None
+) -> tuple[int, int, float]:
+    """Read ``column`` of every row ``ds`` yields, epoch after epoch, for up to ``seconds``
+    (and ``max_rows`` rows, when given), timed from the iterator's creation (ramp-up
+    included: a timer started after a warm-up would miss the blocks read ahead meanwhile
+    and overstate the rate); ``(bytes of values, rows, seconds)``. The loop of every
+    reader the benchmarks compare (served and local). A ``for`` over the iterator is one
+    epoch: the next ``for`` starts the next one (until 2026-11-26 this read one epoch
+    only, so a small dataset's rate was mostly its ramp-up)."""
     start = time.perf_counter()
     nbytes, rows = 0, 0
-    for row in ds.create_dict_iterator(num_epochs=1000, output_numpy=True):
-        rows += 1
-        value = row[column]
-        nbytes += value.nbytes if isinstance(value, np.ndarray) else len(value)
-        if time.perf_counter() - start > seconds:
-            break
-    return nbytes, rows, time.perf_counter() - start
+    with ds.create_dict_iterator(num_epochs=-1, output_numpy=True) as it:
+        while True:
+            for row in it:
+                rows += 1
+                value = row[column]
+                nbytes += value.nbytes if isinstance(value, np.ndarray) else len(value)
+                out_of_time = time.perf_counter() - start >= seconds
+                if out_of_time or (max_rows is not None and rows >= max_rows):
+                    return nbytes, rows, time.perf_counter() - start
+            if not rows:  # an empty dataset: nothing to wait for
+                return 0, 0, time.perf_counter() - start
 
 
 def _bench(spec: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
