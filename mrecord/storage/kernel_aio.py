@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import sys
@@ -90,12 +91,21 @@ def _load() -> tuple[ctypes._CFuncPtr, tuple[int, int, int, int]] | None:  # typ
     numbers = _SYSCALLS.get(platform.machine())
     if numbers is None or ctypes.sizeof(ctypes.c_void_p) != 8:
         return None
-    try:
-        syscall = ctypes.CDLL(None, use_errno=True).syscall
-    except (OSError, AttributeError):
+    libc = _libc()
+    syscall = getattr(libc, "syscall", None) if libc is not None else None
+    if syscall is None:
         return None
     syscall.restype = ctypes.c_long
     return syscall, numbers
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, loaded once (None where it cannot be)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 _KERNEL = _load()
@@ -237,9 +247,9 @@ def _reads_asynchronously(fd: int) -> bool:
 
 def _file_system_type(fd: int) -> int | None:
     """``fstatfs(fd).f_type`` (the first field of ``struct statfs`` on 64-bit Linux)."""
-    try:
-        fstatfs = ctypes.CDLL(None, use_errno=True).fstatfs
-    except (OSError, AttributeError):
+    libc = _libc()
+    fstatfs = getattr(libc, "fstatfs", None) if libc is not None else None
+    if fstatfs is None:
         return None
     answer = ctypes.create_string_buffer(512)  # more than any struct statfs
     if fstatfs(ctypes.c_int(fd), answer) != 0:
