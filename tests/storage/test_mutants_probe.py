@@ -130,6 +130,24 @@ def test_a_profile_counts_reads_and_bytes_per_second_of_the_device(
     assert len(device.opens) == 1
 
 
+def test_a_fast_device_is_read_no_more_than_the_read_caps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Phases of a whole second on a device doing a read per millisecond: the IOPS phase
+    stops at ``_RANDOM_READS`` reads and the bandwidth phase at ``_BIG_READS`` (64 MiB),
+    not at the second's thousand reads, and the rates are still the device's (a fast disk
+    read 300-344 MB in the uncapped half second, beside a reader's first rows)."""
+    monkeypatch.setattr(probe, "_RANDOM_READS", 320)
+    path = _file(tmp_path, 3 * MIB // 2)
+    device = _fake(monkeypatch, path)
+    profile = probe_storage(path, seconds=1.0)
+    assert profile is not None
+    assert sum(size == 4 * KIB for _, _, size in device.reads) == 320
+    assert sum(size == MIB for _, _, size in device.reads) == probe._BIG_READS == 64
+    assert profile.iops == pytest.approx(1 / TICK, rel=1e-9)
+    assert profile.bandwidth == pytest.approx(MIB / TICK, rel=1e-9)
+
+
 def test_reads_are_direct_read_only_aligned_inside_the_file_on_mrecord_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
