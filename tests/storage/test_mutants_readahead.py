@@ -157,6 +157,34 @@ def test_chunks_that_need_their_check_are_read_whole(path: Path) -> None:
         assert got == _runs(_pages(want))
 
 
+def test_chunks_checked_together_are_asked_for_at_once_on_a_hinted_map(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block's chunks to check (a cold random block: one small label chunk per row)
+    are asked for all at once before the I/O threads read them one by one, on a map an
+    order-aware reader has hinted; a map nobody hinted keeps its read-around (a hint
+    would turn it off), so nothing is asked for there. Either way every chunk ends
+    checked."""
+    asked: list[list[tuple[int, int]]] = []
+    real = ShardFile.will_need
+
+    def will_need(self: ShardFile, ranges: Any) -> None:
+        asked.append(list(ranges))
+        real(self, ranges)
+
+    monkeypatch.setattr(ShardFile, "will_need", will_need)
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        assert len(pages) > 2
+        readahead.verify_chunks(shard, pages[:3], 0)
+        assert asked == [] and not shard.hinted
+        shard.will_need([(0, 1)])  # an order-aware reader's first hint
+        asked.clear()
+        readahead.verify_chunks(shard, pages[3:], 0)
+        assert asked == [[shard.chunk_place(p, 0)[:2] for p in pages[3:]]]
+        assert shard.verified_chunks(np.array(pages), 0).all()
+
+
 def test_direct_layout_gives_each_range_its_page_aligned_slot() -> None:
     places = [(100, 50), (PAGE, PAGE), (3 * PAGE - 1, 2), (10 * PAGE + 7, 0)]
     nbytes, starts, reads = direct_layout(places)
