@@ -37,5 +37,5 @@ def test_drain_reads_past_the_first_epoch(tmp_path: Path) -> None:
 def test_drain_stops_when_its_time_is_spent(tmp_path: Path) -> None:
     """With no time left after the first row it stops there, mid-epoch."""
     ds = MindDataset(_dataset(tmp_path), columns_list=["data"], shuffle=Shuffle.GLOBAL)
-    nbytes, rows, seconds = drain(ds, "data", seconds=0)
-    assert rows == 1 and nbytes == VALUE_BYTES and seconds >= 0
+    nbytes, rows, _seconds = drain(ds, "data", seconds=0)
+    assert rows == 1 and nbytes == VALUE_BYTES
