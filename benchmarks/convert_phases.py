@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.bench_convert import drop_caches
@@ -31,7 +30,7 @@ def _clean(dst: Path) -> None:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
-@contextmanager
+@contextlib.contextmanager
 def gil_hog(busy_ms: float = 20.0) -> Iterator[None]:
     """A thread that holds the GIL for ``busy_ms`` (CRC-32C of 100 KB buffers, the
     GIL kept, as the writer's checksums do), then sleeps as long, until the block ends."""
