@@ -123,18 +123,22 @@ def encode_block(
     kinds: dict[str, tuple[str, str, list[int]]],
     rows: int,
     alloc: Callable[[int], np.ndarray] = _empty,
+    *,
+    gather: bool = False,
 ) -> list[bytes | memoryview]:
     """The response body as a list of buffers (send them in order, as they are).
 
     ``kinds`` maps a column to (kind, dtype string, row shape) from the schema.
     ``alloc(n)`` gives the ``uint8`` buffer a column of big bytes values is copied into
-    (a :class:`~mrecord.serve.buffers.BufferPool`'s ``take`` on the server).
+    (a :class:`~mrecord.serve.buffers.BufferPool`'s ``take`` on the server). With
+    ``gather`` such values are not copied: each is a buffer of the list, as it was given
+    (for a transport that writes many buffers at once, ``serve/server/gather.py``).
     """
     header_cols = []
     buffers: list[bytes | memoryview] = []
     for name, values in columns.items():
         kind, dtype, shape = kinds[name]
-        parts = _column_parts(values, kind, dtype, shape, alloc, _JOIN_INTO_BUFFER)
+        parts = _column_parts(values, kind, dtype, shape, alloc, _JOIN_INTO_BUFFER, gather)
         header_cols.append(
             {
                 "name": name,
@@ -268,11 +272,13 @@ def _column_parts(
     shape: list[int],
     alloc: Callable[[int], np.ndarray],
     join_at: int,
+    gather: bool = False,
 ) -> list[list[bytes | memoryview]]:
     """A column's logical buffers, each a list of pieces sent one after the other.
 
     A bytes column whose mean value is at least ``join_at`` bytes is copied into one
-    buffer from ``alloc``; smaller values are ``b"".join``ed.
+    buffer from ``alloc`` (with ``gather``: left as one piece per value); smaller values
+    are ``b"".join``ed.
     """
     if kind == "fixed":
         arr = np.ascontiguousarray(values, dtype=np.dtype(dtype))
@@ -281,7 +287,10 @@ def _column_parts(
         items = [v.encode("utf-8") for v in values] if kind == "string" else list(values)
         offsets = _offsets(len(v) for v in items)
         if kind == "bytes" and len(items) and offsets[-1] >= join_at * len(items):
-            data: list[bytes | memoryview] = [_join_into(items, offsets, alloc)]
+            if gather:
+                data: list[bytes | memoryview] = [memoryview(v) for v in items]
+            else:
+                data = [_join_into(items, offsets, alloc)]
         else:
             data = [b"".join(items)]
         return [[offsets.tobytes()], data]

@@ -53,6 +53,7 @@ from mrecord.serve.server.answers import (
     row_bytes,
 )
 from mrecord.serve.server.fairness import ClientShares
+from mrecord.serve.server.gather import GATHER_EXTENSION, GatheredBody
 from mrecord.serve.server.memory import BlockMemory, takes_hints
 from mrecord.serve.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mrecord.serve.server.metrics import Metrics
@@ -467,10 +468,16 @@ class _Api:
         ids, columns = decode_request(body, self.limits.max_block_rows)
         plan = plan_block(ds, ids, columns, self.limits)
 
+        # A connection that writes many buffers at once gets big values as they lie in
+        # the map (gather.py); others get them copied into one buffer.
+        gather = GATHER_EXTENSION in request.scope.get("extensions", {})
+
         def read() -> list[bytes | memoryview]:
             block = ds.reader.read_rows(ids, columns=plan.columns, bytes_as_arrays=True)
             check_answer_bytes(block.columns, len(ids), self.limits)  # before any copy
-            return encode_block(block.columns, plan.kinds, len(ids), self.buffers.take)
+            return encode_block(
+                block.columns, plan.kinds, len(ids), self.buffers.take, gather=gather
+            )
 
         # The values read and their encoded copy, held until the answer is sent.
         expected = plan.fixed_bytes + len(ids) * sum(
@@ -532,6 +539,22 @@ class _BuffersResponse:
         self.timeout = timeout
         self.done = done  # called once the body is sent, or the sending failed
 
+    def _gathered(self) -> Iterator[GatheredBody]:
+        """The body in messages of about ``_SLICE`` bytes, each a list of buffers (cut
+        where one is bigger) that the connection writes as they are: nothing joined."""
+        group: list[memoryview] = []
+        size = 0
+        for buf in self.buffers:
+            for lo in range(0, len(buf), self._SLICE):
+                piece = buf[lo : lo + self._SLICE]
+                group.append(piece)
+                size += len(piece)
+                if size >= self._SLICE:
+                    yield GatheredBody(group)
+                    group, size = [], 0
+        if group:
+            yield GatheredBody(group)
+
     def _slices(self) -> Iterator[bytes | memoryview]:
         """The body in messages of about ``_SLICE`` bytes: big buffers cut, small ones (the
         header, offsets, small columns) joined."""
@@ -550,13 +573,13 @@ class _BuffersResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await self._send(send)
+            await self._send(send, GATHER_EXTENSION in scope.get("extensions", {}))
         finally:
             self.buffers = []
             if self.done is not None:
                 await self.done()
 
-    async def _send(self, send: Send) -> None:
+    async def _send(self, send: Send, gather: bool) -> None:
         total = sum(len(b) for b in self.buffers)
         await send(
             {
@@ -571,7 +594,7 @@ class _BuffersResponse:
         # One cancel scope whose deadline moves on with every message sent (cheaper than
         # a scope per message): only a client that reads nothing for `timeout` is dropped.
         with anyio.CancelScope() as cancel:
-            for piece in self._slices():
+            for piece in self._gathered() if gather else self._slices():
                 cancel.deadline = anyio.current_time() + self.timeout
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
         if cancel.cancelled_caught:

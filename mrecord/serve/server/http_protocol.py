@@ -7,6 +7,11 @@ one of ``--max-connections`` slots forever. Here a connection must deliver each 
 line and headers within ``header_timeout`` seconds of the connection (for the first
 request) or of the request's first byte (for later ones), or it is closed. Bodies have
 their own deadline in the app (``Limits.body_timeout_s``).
+
+A plain (not TLS) connection's transport is a
+:class:`~mrecord.serve.server.gather.GatheringTransport`: response bodies of many buffers
+go out with ``writev``, not joined first; the scope's ``extensions`` say so
+(``GATHER_EXTENSION``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import asyncio
 from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from mrecord.serve.server.gather import GATHER_EXTENSION, GatheringTransport, gathering
 
 __all__ = ["protocol_with_header_timeout"]
 
@@ -26,7 +33,7 @@ class _HeaderDeadline(HttpToolsProtocol):
     _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(gathering(transport, self))
         self._arm()
 
     def on_message_begin(self) -> None:
@@ -35,10 +42,14 @@ class _HeaderDeadline(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        if isinstance(self.transport, GatheringTransport):
+            self.scope.setdefault("extensions", {})[GATHER_EXTENSION] = {}
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if isinstance(self.transport, GatheringTransport):
+            self.transport.forget()  # before asyncio closes the socket it watches
         super().connection_lost(exc)
 
     def _arm(self) -> None:
