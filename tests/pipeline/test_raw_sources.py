@@ -33,6 +33,7 @@ from mrecord import (
 )
 from mrecord.convert import Cifar10Source, MnistSource
 from mrecord.errors import ArgumentError, PipelineError, RawDataError
+from mrecord.rawdata import walk_image_folder
 from mrecord.testing.rawdata import (
     hwc_ids,
     mnist_ids,
@@ -176,6 +177,33 @@ def test_image_folder_walks_subfolders_in_name_order_and_skips_hidden_files(tmp_
     assert got == [b"A", first, b"D"]  # files of a folder, then its subfolders
 
 
+_NAME = st.text(alphabet="ab.J", min_size=1, max_size=5).filter(lambda n: n not in (".", ".."))
+
+
+@given(names=st.lists(_NAME, max_size=8, unique=True), ignore_case=st.booleans())
+def test_image_folder_lists_what_pathlib_would(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str], ignore_case: bool
+) -> None:
+    """The listing's paths and its extension match are pathlib's (``folder / name``,
+    ``Path.suffix``), for names with dots anywhere ("a.", ".a", "a..J", "J.a.b")."""
+    root = tmp_path_factory.mktemp("walk")
+    (root / "cls").mkdir()
+    for name in names:
+        (root / "cls" / name).write_bytes(b"x")
+    wanted = {".a", ".J", "."}  # "." would be a wrong suffix of "a."
+    listing = walk_image_folder(root, extensions=wanted, ignore_case=ignore_case)
+    visible = sorted(n for n in names if not n.startswith("."))
+
+    def kept(name: str) -> bool:
+        suffix = Path(name).suffix
+        return (suffix.lower() if ignore_case else suffix) in (
+            {w.lower() for w in wanted} if ignore_case else wanted
+        )
+
+    assert listing.files == [root / "cls" / n for n in visible if kept(n)]
+    assert listing.ignored == [root / "cls" / n for n in visible if not kept(n)]
+
+
 def test_image_folder_errors_name_the_folder_or_file(tmp_path: Path) -> None:
     write_image_folder(tmp_path, {"cat": 1})
     with pytest.raises(RawDataError, match=r"class_indexing names \['dog'\]"):
@@ -308,6 +336,7 @@ def test_padded_batch_pads_named_columns_and_refuses_what_it_cannot_pad() -> Non
     assert ds.output_shapes() == [[2, 4]]
     with pytest.raises(PipelineError, match=r"column 'a' row 2 has shape \[3\], larger than"):
         rows(ragged().project("a").padded_batch(3, pad_info={"a": ([2], 0)}))
+
     def fixed() -> mrecord.Dataset:  # every row [2]: padded with one copy
         return mrecord.NumpySlicesDataset({"x": np.arange(6).reshape(3, 2)}, shuffle=False)
 
