@@ -47,6 +47,7 @@ from mrecord.storage.readahead import (
     aligned_buffer,
     direct_layout,
     direct_spans,
+    hint_heads,
     hint_rows,
     looks_resident,
     read_checked,
@@ -392,6 +393,19 @@ class DatasetReader:
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         self._hint(self._group(ids), names)
 
+    def will_need_heads(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> None:
+        """Hint: rows ``ids`` will be read a little later; start reading what their cold
+        read first waits on (chunk heads, unchecked fixed-width chunks:
+        :func:`~mrecord.storage.readahead.hint_heads`), not their values. For a reader
+        some blocks ahead of its reads, beyond memory. Never changes what a read returns."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        ids = ids[(ids >= 0) & (ids < self.num_rows)]
+        names = self.columns if columns is None else _check_columns(self.schema, columns)
+        for s, _, pages, _slots in self._group(ids):
+            hint_heads(self.shards[s], pages, names)
+
     def _hint(
         self, groups: list[Any], names: Sequence[str], direct: Sequence[str] = ()
     ) -> set[int]:
@@ -681,6 +695,12 @@ class DatasetReader:
         if key not in self._fixed_plans:
             self._fixed_plans[key] = _FixedPlan.build(self.shards[s], field)
         return self._fixed_plans[key]
+
+    @property
+    def beyond_memory(self) -> bool:
+        """Whether this reader's files are larger than the memory it may fill (see
+        :attr:`memory_budget`): then cold reads go around the page cache."""
+        return self._beyond_memory()
 
     def _beyond_memory(self) -> bool:
         """Whether this reader's files are larger than the memory it may fill
@@ -1271,9 +1291,7 @@ def _gather_arrays(
         flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
         seen: set[int] = set()
         for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
-            value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(
-                shape
-            )
+            value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(shape)
             # A row asked twice gets two arrays: writing to one must not change the other.
             result[pos] = value.copy() if slot in seen else value
             seen.add(slot)

@@ -57,6 +57,7 @@ __all__ = [
     "aligned_buffer",
     "direct_layout",
     "direct_spans",
+    "hint_heads",
     "hint_rows",
     "io_pool",
     "looks_resident",
@@ -259,6 +260,48 @@ def _merge(starts: np.ndarray, lengths: np.ndarray) -> list[tuple[int, int]]:
         (a * _PAGE, (b - a + 1) * _PAGE)
         for a, b in zip(run_first.tolist(), run_last.tolist(), strict=True)
     ]
+
+
+def hint_heads(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) -> int:
+    """Start reading what a cold read of rows in ``pages`` waits on before its values: the
+    heads (value offsets, value checksums) of ``columns``' plain variable-size chunks not
+    parsed yet, and, under ``verify="once"``, their fixed-width chunks not checked yet;
+    returns how many merged ranges were asked for (0: none, read-ahead off, or not a
+    local file). Never waits for them and never changes what a read returns.
+
+    For a reader a few blocks ahead of its reads, on a thread of its own
+    (``MindDataset`` beyond memory, :mod:`mrecord.pipeline.sources.lookahead`): a cold
+    block's reading thread otherwise waits for these small reads first (two round trips
+    to the disk) and only then reads its values. They land in the page cache through the
+    file's read descriptor (``POSIX_FADV_WILLNEED``: the call lets the GIL go while the
+    kernel queues the reads, which the map's ``MADV_WILLNEED`` through Python does not)."""
+    if not ENABLED or not len(pages) or not hasattr(os, "posix_fadvise"):
+        return 0
+    fd = shard.read_fd()
+    if fd is None:
+        return 0
+    chunks = shard.meta.chunks
+    unique_pages = np.unique(pages)
+    ranges: list[tuple[int, int]] = []
+    for name in columns:
+        col = shard.field_index(name)
+        if shard.meta.schema.fields[col].kind is FieldKind.FIXED:
+            if shard.verify == "once":
+                todo = chunks[unique_pages[~shard.verified_chunks(unique_pages, col)], col]
+                ranges += zip(todo["offset"].tolist(), todo["length"].tolist(), strict=True)
+            continue
+        heads = shard.cached_heads(col)
+        plain = unique_pages[chunks[unique_pages, col]["codec"] == _CODEC_NONE]
+        ranges += [shard.head_range(page, col) for page in plain.tolist() if heads(page) is None]
+    if not ranges:
+        return 0
+    merged = _merge_list(ranges)
+    try:
+        for offset, length in merged:
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        return 0  # a closed or replaced descriptor: hints are advice
+    return len(merged)
 
 
 def hint_rows(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mrecord import DatasetReader, RemoteDataset, Shuffle
-from mrecord.serve.client.dataset import hinting
+from mrecord.pipeline.sources.lookahead import hinting
 from mrecord.serve.server.registry import ServedDataset
 from mrecord.serve.server.run import ServerThread
 from mrecord.testing.mixed import write_mixed

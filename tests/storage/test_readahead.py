@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from mrecord import DatasetReader, FileWriter
+from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle, config
+from mrecord.pipeline.sources.lookahead import HintThread
+from mrecord.storage.readahead import hint_heads
 from mrecord.storage.shard import ShardFile
 
 SCHEMA = {"x": {"type": "int64"}, "blob": {"type": "bytes"}}
@@ -61,3 +65,99 @@ def test_mrecord_bench_prints_the_device_limit_beside_the_rates(tmp_path: Path) 
     out = json.loads(result.stdout)
     assert out["device_limit_rows_per_second"] > 0
     assert out["device_limit_row_bytes"] > 0
+
+
+def _fadvised(monkeypatch: Any) -> list[tuple[int, int]]:
+    """The ranges ``os.posix_fadvise(..., WILLNEED)`` is called with from now on."""
+    calls: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_WILLNEED:
+            calls.append((offset, length))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    return calls
+
+
+def _pages_covered(ranges: list[tuple[int, int]], offset: int, length: int) -> bool:
+    return any(a <= offset and offset + length <= a + n for a, n in ranges)
+
+
+def test_hint_heads_asks_for_the_heads_and_unchecked_chunks_and_nothing_once_read(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """What a cold read waits on before its values: the bytes column's heads (value
+    offsets and checksums) and, under verify="once", the int column's chunks; once a read
+    has parsed and checked them, nothing is asked again."""
+    path = tmp_path / "d.mrecord"
+    _write(path, 300)
+    calls = _fadvised(monkeypatch)
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        x, blob = shard.field_index("x"), shard.field_index("blob")
+        pages = np.array([0, 2, 2, 5], dtype=np.int64)
+        assert hint_heads(shard, pages, ["x", "blob"]) > 0
+        for page in (0, 2, 5):
+            assert _pages_covered(calls, *shard.head_range(page, blob))
+            chunk = shard.meta.chunks[page, x]
+            assert _pages_covered(calls, int(chunk["offset"]), int(chunk["length"]))
+        assert not _pages_covered(calls, *shard.head_range(1, blob))  # not asked for
+        before = list(reader.read_rows(np.arange(300)).iter_rows())
+        calls.clear()
+        assert hint_heads(shard, pages, ["x", "blob"]) == 0  # parsed and checked now
+        assert calls == []
+    with DatasetReader.open(path) as again:
+        assert list(again.read_rows(np.arange(300)).iter_rows()) == before
+
+
+def test_hint_heads_leaves_fixed_chunks_alone_when_nothing_checks_them(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    path = tmp_path / "d.mrecord"
+    _write(path, 300)
+    calls = _fadvised(monkeypatch)
+    with DatasetReader.open(path, verify="never") as reader:
+        shard = reader.shards[0]
+        assert hint_heads(shard, np.array([3]), ["x"]) == 0
+        assert calls == []
+        assert hint_heads(shard, np.array([3]), ["blob"]) == 1
+        assert _pages_covered(calls, *shard.head_range(3, shard.field_index("blob")))
+
+
+def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Beyond memory, MindDataset has each coming block's heads asked for a few blocks
+    before it is read (all but the first few, in order); the rows are unchanged."""
+    path = tmp_path / "d.mrecord"
+    _write(path, 3000, shards=2)
+    files = [str(path) + "0", str(path) + "1"]
+
+    def epoch() -> list[int]:
+        config.set_seed(7)
+        ds = MindDataset(files, ["x"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
+        ds._block_rows = 100  # many blocks in a small dataset
+        it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+        return [int(row[0]) for row in it]
+
+    old_seed = config.get_seed()
+    try:
+        want = epoch()
+        hinted: list[int] = []
+        real = DatasetReader.will_need_heads
+
+        def spy(self: DatasetReader, ids: Any, columns: Any = None) -> None:
+            hinted.extend(np.asarray(ids).tolist())
+            real(self, ids, columns)
+
+        monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
+        monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
+        monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
+        got = epoch()
+    finally:
+        config.set_seed(old_seed)
+    assert got == want
+    assert 0 < len(hinted) < len(got)  # the first blocks are read at once, not announced
+    assert hinted == got[len(got) - len(hinted) :]

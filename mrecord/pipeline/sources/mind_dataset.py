@@ -26,6 +26,7 @@ from mrecord.block import Block
 from mrecord.errors import ArgumentError, RuntimeArgumentError
 from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
+from mrecord.pipeline.sources.lookahead import HintThread, hinting
 from mrecord.pipeline.sources.random_access import (
     RandomAccessSource,
     block_rows_for,
@@ -133,6 +134,7 @@ class MindDataset(RandomAccessSource):
         self._block_rows, self._in_flight = _block_rows(self._reader, self._workers)
         self._on_error = check_on_error(on_error)
         self._skipping = SkipDamaged(self._read_block, warn=on_error == "warn")
+        self._head_hints = HintThread("mrecord-heads")
 
     # -- random-access source contract --------------------------------------------------------
 
@@ -182,6 +184,17 @@ class MindDataset(RandomAccessSource):
 
     def _reads_in_flight(self) -> int:
         return self._in_flight
+
+    def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        # Beyond memory a cold block's reading thread first waits on its rows' chunk heads
+        # and label chunks (small reads), then reads the values: have those small reads
+        # made a few blocks early, on a thread of their own (docs/READING.md).
+        if not self._reader.beyond_memory:
+            return chunks
+        return hinting(chunks, self._in_flight + 2, self._hint_heads)
+
+    def _hint_heads(self, ids: np.ndarray) -> None:
+        self._head_hints.submit(self._reader.will_need_heads, ids, self._columns)
 
     def _describe(self) -> str:
         files = [f.name for f in self._reader.files]

@@ -17,10 +17,7 @@ server's same-host socket) and what is retried is the transport's business
 
 from __future__ import annotations
 
-import collections
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +31,7 @@ from mrecord.pipeline.sources.block_layout import (
     mode_and_shards,
     plan_layout_from,
 )
+from mrecord.pipeline.sources.lookahead import HintThread, hinting
 from mrecord.pipeline.sources.mind_dataset import _check_padding_args
 from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
 from mrecord.sampling import Sampler, Shuffle
@@ -186,7 +184,7 @@ class RemoteDataset(RandomAccessSource):
             self._padded = padded_block(_schema(info), self._columns, padded_sample)
         self._transport.choose(transport, info, connections=connections, timeout=timeout)
         self._hints = read_ahead_hints
-        self._hinter: tuple[int, ThreadPoolExecutor] | None = None
+        self._hinter = HintThread("mrecord-hint")
         self._count_rows()
 
     # -- what a random-access source provides --------------------------------------------------
@@ -227,9 +225,7 @@ class RemoteDataset(RandomAccessSource):
         ids = ids[ids < self._total_rows()]  # padded samples never travel
         if not len(ids):
             return
-        if self._hinter is None or self._hinter[0] != os.getpid():  # none, or a fork's
-            self._hinter = (os.getpid(), ThreadPoolExecutor(1, "mrecord-hint"))
-        self._hinter[1].submit(self._transport.hint, ids, list(self._columns))
+        self._hinter.submit(self._transport.hint, ids, list(self._columns))
 
     def _describe(self) -> str:
         return f"RemoteDataset({self._transport.where}, sampler={self._sampler!r})"
@@ -290,9 +286,7 @@ class RemoteDataset(RandomAccessSource):
 
     def close(self) -> None:
         """Close the HTTP connections."""
-        if self._hinter is not None and self._hinter[0] == os.getpid():
-            self._hinter[1].shutdown(wait=True, cancel_futures=True)
-            self._hinter = None
+        self._hinter.close()
         self._transport.close()
 
     # -- internals --------------------------------------------------------------------------------
@@ -342,29 +336,6 @@ class RemoteDataset(RandomAccessSource):
                 f"got {rows} rows of {list(cols)!r}"
             )
         return Block(cols, ids)
-
-
-def hinting(
-    chunks: Iterator[np.ndarray], ahead: int, hint: Callable[[np.ndarray], None]
-) -> Iterator[np.ndarray]:
-    """``chunks`` as they are, pulled ``ahead`` blocks early: each block beyond the first
-    ``ahead`` (those are read at once anyway) is passed to ``hint`` when pulled, that is
-    ``ahead`` blocks before it is handed on to be read."""
-    pending: collections.deque[np.ndarray] = collections.deque()
-    pulled = 0
-    source = iter(chunks)
-    while True:
-        while len(pending) <= ahead:
-            ids = next(source, None)
-            if ids is None:
-                break
-            if pulled >= ahead:
-                hint(ids)
-            pulled += 1
-            pending.append(ids)
-        if not pending:
-            return
-        yield pending.popleft()
 
 
 def _schema(info: dict[str, Any]) -> StoredSchema:
