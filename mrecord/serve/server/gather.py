@@ -55,9 +55,6 @@ class GatheredBody:
     def __len__(self) -> int:
         return self.nbytes
 
-    def __bytes__(self) -> bytes:
-        return b"".join(self.views)
-
 
 def gathering(transport: asyncio.Transport, protocol: asyncio.Protocol) -> asyncio.Transport:
     """``transport`` wrapped in a :class:`GatheringTransport` when it is a plain TCP or
