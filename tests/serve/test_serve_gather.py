@@ -127,6 +127,24 @@ def test_close_sends_everything_queued_first() -> None:
     assert bytes(got) == b"".join(pieces)
 
 
+def test_write_eof_waits_for_what_is_queued() -> None:
+    pieces = _pieces(4, 80)
+    got = bytearray()
+
+    async def main() -> None:
+        transport, protocol, theirs = await _connected()
+        reading = _reader(theirs, got)  # ends at the end of the stream
+        transport.write(GatheredBody(pieces))
+        transport.write_eof()
+        await asyncio.wait_for(asyncio.to_thread(reading.join, 30), 35)
+        transport.close()
+        await asyncio.wait_for(protocol.lost, 30)
+        theirs.close()
+
+    asyncio.run(main())
+    assert bytes(got) == b"".join(pieces)
+
+
 def test_a_peer_that_goes_away_ends_the_connection() -> None:
     async def main() -> tuple[Any, int]:
         transport, protocol, theirs = await _connected()

@@ -88,6 +88,7 @@ class GatheringTransport:
         self._watching = False
         self._paused = False
         self._close_when_sent = False
+        self._eof_when_sent = False
         self._high, self._low = _HIGH, _LOW
 
     def __getattr__(self, name: str) -> Any:
@@ -141,6 +142,9 @@ class GatheringTransport:
         elif not self._queue:
             self._stop_watching()
             self._resume_if_drained()
+            if self._eof_when_sent:
+                self._eof_when_sent = False
+                self._transport.write_eof()
             if self._close_when_sent:
                 self._close_now()
         else:
@@ -170,6 +174,13 @@ class GatheringTransport:
         if self._watching:
             self._loop.remove_writer(self._fd)
             self._watching = False
+
+    def write_eof(self) -> None:
+        """Close the write side once every queued byte is written."""
+        if self._queue and self._fd >= 0:
+            self._eof_when_sent = True
+            return
+        self._transport.write_eof()
 
     # -- closing -------------------------------------------------------------------------------
 
