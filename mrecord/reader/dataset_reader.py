@@ -388,10 +388,8 @@ class DatasetReader:
         a later :meth:`read_rows` of them finds them in memory or on their way. Ids out of
         range are ignored; never changes what a read returns.
         """
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        ids = ids[(ids >= 0) & (ids < self.num_rows)]
-        names = self.columns if columns is None else _check_columns(self.schema, columns)
-        self._hint(self._group(ids), names)
+        groups, names = self._hinted_rows(ids, columns)
+        self._hint(groups, names)
 
     def will_need_heads(
         self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
@@ -400,11 +398,19 @@ class DatasetReader:
         read first waits on (chunk heads, unchecked fixed-width chunks:
         :func:`~mrecord.storage.readahead.hint_heads`), not their values. For a reader
         some blocks ahead of its reads, beyond memory. Never changes what a read returns."""
+        groups, names = self._hinted_rows(ids, columns)
+        for s, _, pages, _slots in groups:
+            hint_heads(self.shards[s], pages, names)
+
+    def _hinted_rows(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None
+    ) -> tuple[list[Any], list[str]]:
+        """The groups (:meth:`_group`) of the in-range ``ids`` of a hint, and its columns
+        (default the reader's); ids out of range are dropped, as a hint may be wrong."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         ids = ids[(ids >= 0) & (ids < self.num_rows)]
         names = self.columns if columns is None else _check_columns(self.schema, columns)
-        for s, _, pages, _slots in self._group(ids):
-            hint_heads(self.shards[s], pages, names)
+        return self._group(ids), list(names)
 
     def _hint(
         self, groups: list[Any], names: Sequence[str], direct: Sequence[str] = ()
