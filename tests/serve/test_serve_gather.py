@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,10 +75,14 @@ async def _connected(
 
 
 async def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not come true in time"
-        await asyncio.sleep(0.005)
+    """Wait for ``condition``; a TimeoutError after ``seconds`` means it never came true
+    (a hang bound, not a speed check)."""
+
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(poll(), seconds)
 
 
 def test_buffers_arrive_whole_and_in_order_with_flow_control() -> None:
