@@ -30,6 +30,7 @@ from mrecord.errors import (
 )
 from mrecord.format.chunks import decode_var
 from mrecord.format.compression import CODEC_IDS
+from mrecord.format.ids import sorted_unique
 from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
@@ -478,7 +479,7 @@ class DatasetReader:
         shard_of = np.searchsorted(self.file_starts, ids, side="right") - 1
         local = ids - self.file_starts[shard_of]
         groups = []
-        for s in np.unique(shard_of).tolist():
+        for s in sorted_unique(shard_of).tolist():
             positions = np.flatnonzero(shard_of == s)
             shard = self.shards[s]
             rows = local[positions]
@@ -539,7 +540,7 @@ class DatasetReader:
         spread = unchecked = False
         for s, _, pages, _ in groups:
             shard = self.shards[s]
-            unique = np.unique(pages)
+            unique = sorted_unique(pages)
             if len(pages) < rows_per_chunk * len(unique):
                 if with_var:
                     return []  # a random order over big values: the direct reads
@@ -1242,7 +1243,7 @@ class _FixedPlan:
     def gather(self, shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> np.ndarray:
         """The values of rows (pages, slots), shape ``(n,)`` or ``(n, elems)``: one copy."""
         if not self.checked:
-            shard.check_chunks(np.unique(pages), self.col)  # each chunk once per call
+            shard.check_chunks(sorted_unique(pages), self.col)  # each chunk once per call
             self.checked = shard.all_verified(self.col)
         values: np.ndarray = self.rows[self.base[pages] + slots * self.elems]
         return values

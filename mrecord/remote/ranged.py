@@ -45,6 +45,7 @@ from mrecord.errors import (
 )
 from mrecord.format.chunks import decode_var
 from mrecord.format.compression import CODEC_IDS, checksum, decompress
+from mrecord.format.ids import sorted_unique
 from mrecord.format.layout import HEADER_SIZE, TRAILER_SIZE
 from mrecord.format.schema import Field, FieldKind
 from mrecord.format.value_crcs import checked_value_crcs, table_length
@@ -453,7 +454,7 @@ def _by_page(pages: np.ndarray, slots: np.ndarray) -> Iterator[tuple[int, np.nda
     cuts = [0, *(np.flatnonzero(np.diff(pages)) + 1).tolist(), len(pages)]
     for start, stop in itertools.pairwise(cuts):
         if stop > start:
-            yield int(pages[start]), np.unique(slots[start:stop])
+            yield int(pages[start]), sorted_unique(slots[start:stop])
 
 
 def _fetch(remote: RemoteFile, spans: list[tuple[int, int]]) -> list[bytes]:

@@ -41,6 +41,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from mrecord.format.compression import CODEC_IDS, checksum
+from mrecord.format.ids import sorted_unique
 from mrecord.format.schema import FieldKind
 from mrecord.storage.buffer_pool import aligned_buffer
 from mrecord.storage.failures import storage_error
@@ -116,7 +117,7 @@ def row_ranges(
     if not len(pages):
         return []
     chunks = shard.meta.chunks
-    unique_pages = np.unique(pages)
+    unique_pages = sorted_unique(pages)
     plans: list[_ColumnPlan] = []
     for name in columns:
         col = shard.field_index(name)
@@ -281,7 +282,7 @@ def hint_heads(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) -> i
     if fd is None:
         return 0
     chunks = shard.meta.chunks
-    unique_pages = np.unique(pages)
+    unique_pages = sorted_unique(pages)
     ranges: list[tuple[int, int]] = []
     for name in columns:
         col = shard.field_index(name)
@@ -376,7 +377,7 @@ def _check_ahead(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) ->
     parallel (:func:`verify_chunks`), as :func:`row_ranges` does on its way, without the
     ranges a warm block does not hint (the read would check them one by one otherwise).
     Chunks checked value by value (:meth:`ShardFile.checks_by_value`) are left to the read."""
-    unique_pages = np.unique(pages)
+    unique_pages = sorted_unique(pages)
     for name in columns:
         col = shard.field_index(name)
         unchecked = ~shard.verified_chunks(unique_pages, col)
