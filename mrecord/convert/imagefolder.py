@@ -96,7 +96,7 @@ class ImageFolderSource(Source):
         on_error: str = "raise",
         check: bool | str = True,
         workers: int | None = None,
-        items: Sequence[tuple[Path, int]] | None = None,
+        items: Sequence[tuple[str | Path, int]] | None = None,
         classes: Sequence[str] | None = None,
     ):
         """``items``/``classes``: convert just these ``(file, label)`` pairs of the folder's
@@ -118,7 +118,9 @@ class ImageFolderSource(Source):
         if items is None or classes is None:
             listing = walk_image_folder(self.root, extensions=IMAGE_EXTENSIONS, ignore_case=True)
             self.classes = list(listing.classes)
-            self.items = list(zip(listing.files, listing.labels, strict=True))
+            self.items: list[tuple[str | Path, int]] = list(
+                zip(listing.paths, listing.labels, strict=True)
+            )
             ignored = listing.ignored
         else:
             self.classes, self.items, ignored = list(classes), list(items), []
@@ -145,13 +147,13 @@ class ImageFolderSource(Source):
                 f"ignored {len(ignored)} file(s) without an image extension: {shown}{more}"
             )
 
-    def _rel(self, path: Path) -> str:
+    def _rel(self, path: str | Path) -> str:
         # Listed paths start with the root's own text: cut it (20,000 pathlib calls were
         # 0.4 s of a conversion's main thread); others (given items) take pathlib's way.
         text, prefix = str(path), self._root_prefix
         if text.startswith(prefix):
             return text[len(prefix) :].replace(os.sep, "/")
-        return path.relative_to(self.root).as_posix()
+        return Path(path).relative_to(self.root).as_posix()
 
     def _loader(self) -> _Loader:
         return _Loader(self.resize, self.reencode, self.quality, self.check)
@@ -173,7 +175,7 @@ class ImageFolderSource(Source):
         light = loader.resize is None and loader.reencode is None and loader.check != "decode"
         items = self.items
 
-        def pieces(b: int) -> list[list[Path]]:
+        def pieces(b: int) -> list[list[str | Path]]:
             paths = [p for p, _ in items[b * batch_rows : (b + 1) * batch_rows]]
             return [paths[i : i + _PIECE_ROWS] for i in range(0, len(paths), _PIECE_ROWS)]
 
@@ -334,15 +336,15 @@ def _jpeg_complete(data: bytes) -> bool:
     return first_scan > 0 and data.rfind(b"\xff\xd9") > first_scan
 
 
-def _read_file(path: Path) -> bytes | str:
+def _read_file(path: str | Path) -> bytes | str:
     """The bytes of ``path``, or why it cannot be read."""
     try:
-        return path.read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
 
 
-def _will_need(paths: list[Path]) -> None:
+def _will_need(paths: list[str | Path]) -> None:
     """Ask the kernel to start reading ``paths`` (``POSIX_FADV_WILLNEED``) and return at
     once; errors are left to the read, which names them.
 
@@ -377,10 +379,10 @@ class _OpenedAhead:
     """
 
     def __init__(self) -> None:
-        self._fds: dict[Path, int] = {}
+        self._fds: dict[str | Path, int] = {}
         weakref.finalize(self, _close_all, self._fds)
 
-    def open(self, paths: list[Path]) -> None:
+    def open(self, paths: list[str | Path]) -> None:
         """Open ``paths`` and ask the kernel to start reading them; return at once (a
         file that cannot be opened is left to :meth:`read`, which names the error)."""
         for path in paths:
@@ -393,7 +395,7 @@ class _OpenedAhead:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             self._fds[path] = fd
 
-    def read(self, path: Path) -> bytes | str:
+    def read(self, path: str | Path) -> bytes | str:
         """The bytes of ``path`` (through its descriptor when opened ahead), or why it
         cannot be read."""
         fd = self._fds.pop(path, None)
@@ -414,20 +416,22 @@ class _OpenedAhead:
             os.close(fd)
 
 
-def _close_all(fds: dict[Path, int]) -> None:
+def _close_all(fds: dict[str | Path, int]) -> None:
     for fd in fds.values():
         with contextlib.suppress(OSError):
             os.close(fd)
     fds.clear()
 
 
-def _load_opened(loader: _Loader, ahead: _OpenedAhead, paths: list[Path]) -> list[bytes | str]:
+def _load_opened(
+    loader: _Loader, ahead: _OpenedAhead, paths: list[str | Path]
+) -> list[bytes | str]:
     """Run in a worker thread: like :func:`_load_piece`, each file read through the
     descriptor :meth:`_OpenedAhead.open` kept for it."""
     return [loader.convert(ahead.read(p)) for p in paths]
 
 
-def _load_piece(loader: _Loader, paths: list[Path]) -> list[bytes | str]:
+def _load_piece(loader: _Loader, paths: list[str | Path]) -> list[bytes | str]:
     """Run in a worker: the stored bytes (or the reason it is unreadable) of each file.
 
     The plan's ``prepare`` (:func:`_will_need`) has already asked the kernel for these

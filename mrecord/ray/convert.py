@@ -47,7 +47,7 @@ def _units(source: Any, kind: str, files_per_task: int) -> list[dict[str, Any]]:
             members = np.flatnonzero(labels == label).tolist()
             for a in range(0, len(members), files_per_task):
                 chosen = members[a : a + files_per_task]
-                names = [source.items[i][0].relative_to(root).as_posix() for i in chosen]
+                names = [Path(source.items[i][0]).relative_to(root).as_posix() for i in chosen]
                 units.append({"files": "\n".join(names), "label": int(label)})
         return units
     if isinstance(source, Cifar10Source):

@@ -225,9 +225,9 @@ def test_files_opened_ahead_read_as_they_are(tmp_path: Path) -> None:
     }
     del unread
     gc.collect()
-    for path, fd in fds.items():  # closed (a number another thread reused names another file)
+    for opened, fd in fds.items():  # closed (a number another thread reused names another file)
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except FileNotFoundError:
             continue
-        assert target != str(path), f"descriptor {fd} of {path} left open"
+        assert target != str(opened), f"descriptor {fd} of {opened} left open"

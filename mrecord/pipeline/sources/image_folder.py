@@ -95,11 +95,11 @@ class ImageFolderDataset(RandomAccessSource):
         return ["image", "label"]
 
     def _file_row_counts(self) -> list[int]:
-        return [len(self._listing.files)]
+        return [len(self._listing.paths)]
 
     def _read_rows(self, ids: np.ndarray) -> Block:
-        files = self._listing.files
-        images = [load_image(files[i], decode=self.decode) for i in ids.tolist()]
+        paths = self._listing.paths
+        images = [load_image(paths[i], decode=self.decode) for i in ids.tolist()]
         return Block({"image": images, "label": self._labels[ids]}, ids.astype(np.int64))
 
     def _column_values(self, column: str) -> np.ndarray:
