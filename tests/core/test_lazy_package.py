@@ -54,7 +54,8 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_an_image_folder_conversion_loads_no_other_source(tmp_path: Path) -> None:
     """``mrecord convert imagefolder`` imports its own source's module, not the
-    MindRecord, mrecord, Arrow, CIFAR-10 or MNIST readers (nor the dataset reader)."""
+    MindRecord, mrecord, Arrow, CIFAR-10 or MNIST readers (nor the dataset reader), and,
+    run from a script (stderr not a terminal: no bar), not tqdm."""
     folder = tmp_path / "photos" / "cat"
     folder.mkdir(parents=True)
     from PIL import Image
@@ -67,6 +68,7 @@ def test_an_image_folder_conversion_loads_no_other_source(tmp_path: Path) -> Non
         "mrecord.convert.cifar10",
         "mrecord.convert.mnist",
         "mrecord.reader",
+        "tqdm",
     )
     code = (
         "import sys\n"
