@@ -67,6 +67,7 @@ __all__ = [
     "read_checked",
     "read_direct",
     "read_into",
+    "resident_pages",
     "row_ranges",
     "stream_ahead",
     "verify_chunks",
@@ -83,7 +84,14 @@ queue depth the device's limit is measured at): with 32 threads a reader in a 96
 memory group over 240 MB of 100 KB rows was OOM-killed (tests/storage/test_beyond_ram.py; each
 thread's reads grow their own malloc arena), with 16 it is not."""
 _SAMPLE_PAGES = 64  # pages of each sampled range looked up
-_SAMPLE = 16  # ranges looked up to tell a warm block from a cold one
+_SAMPLE = 64
+"""Rows sampled, and of their ranges those looked up, to tell a warm block from a cold
+one. A block taken for warm is read from the map, each page not in memory a 4 KiB fault
+one after the other: on a file partly in memory (the first half of 571 MB of images
+cached, 256 random rows a read) 16 let 0.8^16 of the blocks through as warm (9,104
+major faults, 4,570-4,700 rows/s, slower than the same file wholly cold, 6,300); 64 none
+(0 faults, 9,631-9,955 rows/s). Warm reads look once per ``WARM_SECONDS``: no change
+beyond the spread (images, 256 random ids a read, four alternating pairs)."""
 _CODEC_NONE = CODEC_IDS["none"]
 
 
@@ -782,6 +790,22 @@ def looks_resident(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     return _looks_warm(shard, ranges)
 
 
+def resident_pages(shard: ShardFile, offset: int, length: int) -> np.ndarray | None:
+    """For each 4 KiB page of ``shard`` that bytes ``offset:offset + length`` touch,
+    whether it is in the page cache (``mincore``); None when that cannot be told (not a
+    local map, no ``mincore``, a range outside the file)."""
+    address = shard.map_address()
+    if address is None or _mincore is None or length <= 0 or offset + length > shard.size:
+        return None
+    lead = offset % _PAGE
+    pages = -(-(lead + length) // _PAGE)
+    vec = (ctypes.c_ubyte * pages)()
+    if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
+        return None
+    found: np.ndarray = (np.ctypeslib.as_array(vec) & 1) == 1
+    return found
+
+
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     """Whether every page of a few of ``ranges`` (up to ``_SAMPLE`` of them, spread over
     the list; up to ``_SAMPLE_PAGES`` pages each) is in memory (``mincore``); False when
@@ -790,16 +814,21 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     address = shard.map_address()
     if address is None or _mincore is None:
         return False
-    step = max(1, len(ranges) // _SAMPLE)
     vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
-    for offset, length in ranges[::step][:_SAMPLE]:
+    # Spread over the whole list, which is in file order: its first _SAMPLE ranges (what
+    # ranges[::len // _SAMPLE] gave for fewer than 2 * _SAMPLE ranges) lie in one part of
+    # the file, and a file whose first half was in memory had its random blocks taken
+    # for warm and read from the map a 4 KiB fault at a time (15,391 major faults, 0.6x
+    # the rate of the same read wholly cold).
+    for i in _spread(len(ranges), _SAMPLE).tolist():
+        offset, length = ranges[i]
         # mincore wants a page-aligned address: from the page the range starts in (an
         # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
         lead = offset % _PAGE
         pages = min(_SAMPLE_PAGES, -(-(lead + length) // _PAGE))
         if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
             return False
-        if not all(v & 1 for v in vec[:pages]):
+        if b"\x00" in ctypes.string_at(vec, pages):  # bit 0 of each byte: in memory
             return False
     return True
 
