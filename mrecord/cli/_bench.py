@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,15 @@ import numpy as np
 
 from mrecord.block import Block
 
-__all__ = ["BenchResult", "block_nbytes", "device_limit", "run_bench"]
+__all__ = [
+    "BenchResult",
+    "block_nbytes",
+    "device_limit",
+    "drop_from_cache",
+    "in_memory_fraction",
+    "run_bench",
+    "stored_row_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,16 @@ def block_nbytes(block: Block) -> int:
     return total
 
 
-def run_bench(reader: Any, *, max_rows: int, batch_size: int, seed: int) -> list[BenchResult]:
-    """Read up to ``max_rows`` rows in order, then in a shuffled order, in batches."""
+def run_bench(
+    reader: Any,
+    *,
+    max_rows: int,
+    batch_size: int,
+    seed: int,
+    before_each: Callable[[], None] | None = None,
+) -> list[BenchResult]:
+    """Read up to ``max_rows`` rows in order, then in a shuffled order, in batches;
+    ``before_each()`` (dropping the files from the page cache) before each pattern."""
     n = min(int(reader.num_rows), max_rows)
     results = []
     rng = np.random.default_rng(seed)
@@ -65,6 +82,8 @@ def run_bench(reader: Any, *, max_rows: int, batch_size: int, seed: int) -> list
         "shuffled": rng.permutation(int(reader.num_rows))[:n].astype(np.int64),
     }
     for pattern, ids in orders.items():
+        if before_each is not None:
+            before_each()
         nbytes = 0
         started = time.perf_counter()
         for lo in range(0, n, batch_size):
@@ -90,14 +109,25 @@ def read_places(
 
 
 def device_limit(
-    files: list[Path], sizes: list[int], row_bytes: int, depth: int = 32, reads: int = 2000
+    files: list[Path],
+    sizes: list[int],
+    row_bytes: int,
+    depth: int = 32,
+    reads: int = 2000,
+    shards: list[Any] | None = None,
 ) -> float:
     """Random reads of ``row_bytes`` (rows/s) at page-aligned random offsets of ``files``
     (of ``sizes`` bytes), ``depth`` threads of ``pread`` at once, no kernel read-ahead: the
     most a random-order reader can get from where the files are now (the disk when they
-    are cold, memory when they are cached)."""
+    are cold, memory when they are cached).
+
+    With ``shards`` (the files' :class:`~mrecord.storage.shard.ShardFile` maps, to look
+    pages up), the places that were not in memory before are dropped from the page cache
+    again after: the files are left as they were found, so a measurement that follows
+    sees them in the same state (else 2,000 rows of 100 KB read warm 200 MB of them)."""
     which, offsets = read_places(sizes, row_bytes, reads)
     reads = len(which)
+    was_cold = _cold_places(shards, which, offsets, row_bytes) if shards else None
     fds = [os.open(f, os.O_RDONLY) for f in files]
     try:
         for fd in fds:
@@ -119,7 +149,63 @@ def device_limit(
             thread.start()
         for thread in threads:
             thread.join()
-        return reads / max(time.perf_counter() - started, 1e-9)
+        rate = reads / max(time.perf_counter() - started, 1e-9)
+        if was_cold is not None:
+            # whole pages: the kernel keeps a page the range only partly covers
+            span = -(-row_bytes // 4096) * 4096
+            for f, offset in zip(which[was_cold].tolist(), offsets[was_cold].tolist(), strict=True):
+                os.posix_fadvise(fds[f], offset, span, os.POSIX_FADV_DONTNEED)
+        return rate
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _cold_places(
+    shards: list[Any], which: np.ndarray, offsets: np.ndarray, row_bytes: int
+) -> np.ndarray:
+    """Whether each place (file ``which``, ``offset``, ``row_bytes`` long) has a page that
+    is not in memory now (a place that cannot be looked up counts as cold)."""
+    from mrecord.storage.readahead import resident_pages
+
+    cold = np.ones(len(which), dtype=bool)
+    for i, (f, offset) in enumerate(zip(which.tolist(), offsets.tolist(), strict=True)):
+        shard = shards[f]
+        resident = resident_pages(shard, offset, min(row_bytes, shard.size - offset))
+        cold[i] = resident is None or not bool(resident.all())
+    return cold
+
+
+def in_memory_fraction(shards: list[Any]) -> float | None:
+    """The share of the files' 4 KiB pages that are in the page cache now; None when that
+    cannot be told (a file not mapped locally, no ``mincore``)."""
+    from mrecord.storage.readahead import resident_pages
+
+    resident = total = 0
+    for shard in shards:
+        if not shard.size:
+            continue
+        pages = resident_pages(shard, 0, shard.size)
+        if pages is None:
+            return None
+        resident += int(pages.sum())
+        total += len(pages)
+    return resident / total if total else None
+
+
+def drop_from_cache(files: list[Path]) -> None:
+    """Ask the kernel to drop ``files`` from the page cache (``POSIX_FADV_DONTNEED``): a
+    cold read after it goes to the disk (pages another process maps stay)."""
+    for file in files:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def stored_row_bytes(shards: list[Any], rows: int) -> int:
+    """The stored bytes of a row on average (every chunk of every shard over the rows):
+    the size of the random reads the device's limit is measured with."""
+    total = sum(int(shard.meta.chunks["length"].sum()) for shard in shards)
+    return max(1, total // max(1, rows))

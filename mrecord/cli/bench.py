@@ -28,29 +28,57 @@ __all__ = ["bench"]
     help="Rows per read_rows call.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the shuffled order.")
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Drop the files from the page cache before each pattern and the device limit "
+    "(reads from the disk, as a dataset larger than memory is read).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -> None:
-    """Measure read speed: rows/s and MiB/s, sequential and shuffled.
+def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_json: bool) -> None:
+    """Measure read speed: rows/s and MiB/s, sequential and shuffled, beside the
+    device's limit for random reads of a row's size.
+
+    The limit is measured first, on the files as they are (on the disk, in memory, or
+    partly each: the share in memory is printed), and what it read is dropped from the
+    page cache again, so the patterns start from the same state. With --cold every
+    pattern and the limit start with the files dropped from the page cache.
 
     \b
     Example:
       mrecord bench train.mrecord --max-rows 20000 --batch-size 256
+      mrecord bench train.mrecord --cold
     """
-    from mrecord.cli._bench import device_limit, run_bench
+    from mrecord.cli._bench import (
+        device_limit,
+        drop_from_cache,
+        in_memory_fraction,
+        run_bench,
+        stored_row_bytes,
+    )
     from mrecord.reader.dataset_reader import DatasetReader
 
     with DatasetReader.open(path) as reader:
-        results = run_bench(reader, max_rows=max_rows, batch_size=batch_size, seed=seed)
-        shuffled = results[-1]
-        row_bytes = max(1, int(shuffled.bytes_per_second / max(shuffled.rows_per_second, 1e-9)))
-        sizes = [shard.size for shard in reader.shards]
         local = all(shard.map_address() is not None for shard in reader.shards)
-        limit = device_limit(reader.files, sizes, row_bytes) if local else None
+        files = list(reader.files)
+        drop = (lambda: drop_from_cache(files)) if cold and local else None
+        if drop is not None:
+            drop()
+        in_memory = in_memory_fraction(reader.shards) if local else None
+        row_bytes = stored_row_bytes(reader.shards, reader.num_rows)
+        sizes = [shard.size for shard in reader.shards]
+        limit = device_limit(files, sizes, row_bytes, shards=list(reader.shards)) if local else None
+        results = run_bench(
+            reader, max_rows=max_rows, batch_size=batch_size, seed=seed, before_each=drop
+        )
+        shuffled = results[-1]
     if as_json:
         emit_json(
             {
                 "path": path,
                 "batch_size": batch_size,
+                "cold": cold,
+                "in_memory_at_start": in_memory,
                 "results": [r.to_dict() for r in results],
                 "device_limit_rows_per_second": limit,
                 "device_limit_row_bytes": row_bytes,
@@ -72,9 +100,10 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, as_json: bool) -
     for line in format_table(headers, rows, right=headers[1:]):
         click.echo(line)
     if limit is not None:
+        where = "" if in_memory is None else f": {in_memory:.0%} of their pages in memory"
+        how = "dropped from the page cache first" if cold else "as they were"
         click.echo(
             f"device limit: {limit:,.0f} rows/s of {row_bytes:,} bytes at random offsets "
-            "(32 threads of pread, measured now: the disk where the files are cold, memory "
-            "where they are cached); the shuffled rate above is "
-            f"{shuffled.rows_per_second / limit:.0%} of it"
+            f"(32 threads of pread, measured before the patterns on the files {how}{where}); "
+            f"the shuffled rate above is {shuffled.rows_per_second / limit:.0%} of it"
         )

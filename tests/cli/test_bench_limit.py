@@ -3,9 +3,17 @@ same pages is answered by the page cache and would measure memory, not the devic
 
 from __future__ import annotations
 
-import numpy as np
+import json
+import mmap
+from pathlib import Path
 
-from mrecord.cli._bench import read_places
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mrecord import DatasetReader, FileWriter
+from mrecord.cli._bench import device_limit, drop_from_cache, in_memory_fraction, read_places
+from mrecord.cli.main import cli
 
 
 def test_random_reads_are_page_aligned_inside_the_files_and_never_share_a_page() -> None:
@@ -15,19 +23,69 @@ def test_random_reads_are_page_aligned_inside_the_files_and_never_share_a_page()
     assert len(which) == len(offsets) == min(2000, slots)
     assert (offsets % 4096 == 0).all()
     ends = offsets + row
-    assert all(
-        (ends[which == f] <= max(size, row)).all() for f, size in enumerate(sizes)
-    )
+    assert all((ends[which == f] <= max(size, row)).all() for f, size in enumerate(sizes))
     pages = {
         (int(f), page)
         for f, a, b in zip(which, offsets, ends, strict=True)
         for page in range(int(a) // 4096, (int(b) - 1) // 4096 + 1)
     }
-    assert len(pages) == sum((int(b) - 1) // 4096 - int(a) // 4096 + 1
-                             for a, b in zip(offsets, ends, strict=True))
+    assert len(pages) == sum(
+        (int(b) - 1) // 4096 - int(a) // 4096 + 1 for a, b in zip(offsets, ends, strict=True)
+    )
 
 
 def test_small_rows_get_as_many_reads_as_asked_each_on_its_own_page() -> None:
     which, offsets = read_places([400_000_000], 76, reads=2000)
     assert len(set(zip(which.tolist(), (offsets // 4096).tolist(), strict=True))) == 2000
     assert np.all(offsets < 400_000_000)
+
+
+def _dataset(path: Path, rows: int = 400) -> Path:
+    with FileWriter(path) as writer:
+        writer.add_schema({"blob": {"type": "bytes"}})
+        writer.set_page_size(1 << 16)
+        writer.write_raw_data([{"blob": bytes([i % 251]) * 20_000} for i in range(rows)])
+    return path
+
+
+def _drop(reader: DatasetReader) -> None:
+    for shard in reader.shards:
+        shard.mm.madvise(mmap.MADV_DONTNEED)  # out of this process's page tables first
+    drop_from_cache(list(reader.files))
+
+
+def test_the_limit_leaves_the_files_as_it_found_them(tmp_path: Path) -> None:
+    """Measured before the patterns, the limit must not warm what they read next: the
+    pages its reads brought in are dropped again (2,000 reads of 100 KB rows warmed 200
+    MB, and the shuffled pattern then read a half-warm file)."""
+    path = _dataset(tmp_path / "d.mrecord")
+    with DatasetReader.open(path, verify="never") as reader:
+        _drop(reader)
+        before = in_memory_fraction(list(reader.shards))
+        assert before is not None
+        if before > 0.2:
+            pytest.skip(f"this file system keeps {path} in memory (tmpfs?): nothing to test")
+        sizes = [shard.size for shard in reader.shards]
+        rate = device_limit(list(reader.files), sizes, 20_000, reads=200, shards=reader.shards)
+        after = in_memory_fraction(list(reader.shards))
+        assert rate > 0
+        assert after is not None and after <= before + 0.02, (before, after)
+        # without the maps to look pages up, what it read stays in memory (the old way)
+        device_limit(list(reader.files), sizes, 20_000, reads=200)
+        warmed = in_memory_fraction(list(reader.shards))
+        assert warmed is not None and warmed > before + 0.2
+
+
+def test_mrecord_bench_cold_drops_the_files_and_says_so(tmp_path: Path) -> None:
+    path = _dataset(tmp_path / "d.mrecord")
+    with DatasetReader.open(path) as reader:
+        list(reader.read_rows(list(range(400))).columns["blob"])  # all of it in memory
+    run = CliRunner().invoke(cli, ["bench", str(path), "--json", "--cold", "--max-rows", "100"])
+    assert run.exit_code == 0, run.output
+    out = json.loads(run.stdout)
+    assert out["cold"] is True
+    assert 0 <= out["in_memory_at_start"] < 0.5
+    assert out["device_limit_row_bytes"] >= 20_000  # a row's stored bytes
+    text = CliRunner().invoke(cli, ["bench", str(path), "--max-rows", "100"]).stdout
+    assert "measured before the patterns on the files as they were:" in text
+    assert "of their pages in memory" in text and "% of it" in text
