@@ -794,16 +794,27 @@ def resident_pages(shard: ShardFile, offset: int, length: int) -> np.ndarray | N
     """For each 4 KiB page of ``shard`` that bytes ``offset:offset + length`` touch,
     whether it is in the page cache (``mincore``); None when that cannot be told (not a
     local map, no ``mincore``, a range outside the file)."""
+    bits = _page_bits(shard, offset, length)
+    if bits is None:
+        return None
+    found: np.ndarray = (np.frombuffer(bits, dtype=np.uint8) & 1) == 1
+    return found
+
+
+def _page_bits(shard: ShardFile, offset: int, length: int) -> bytes | None:
+    """``mincore``'s vector for the pages bytes ``offset:offset + length`` of ``shard``
+    touch (bit 0 of each byte: in memory; the other bits are zero), or None."""
     address = shard.map_address()
     if address is None or _mincore is None or length <= 0 or offset + length > shard.size:
         return None
+    # mincore wants a page-aligned address: from the page the range starts in (an
+    # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
     lead = offset % _PAGE
     pages = -(-(lead + length) // _PAGE)
     vec = (ctypes.c_ubyte * pages)()
     if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
         return None
-    found: np.ndarray = (np.ctypeslib.as_array(vec) & 1) == 1
-    return found
+    return ctypes.string_at(vec, pages)
 
 
 def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
@@ -811,10 +822,6 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     the list; up to ``_SAMPLE_PAGES`` pages each) is in memory (``mincore``); False when
     that cannot be told (not a local map, no ``mincore``). A wrong "warm" costs page
     faults one page at a time, so any page out means cold."""
-    address = shard.map_address()
-    if address is None or _mincore is None:
-        return False
-    vec = (ctypes.c_ubyte * _SAMPLE_PAGES)()
     # Spread over the whole list, which is in file order: its first _SAMPLE ranges (what
     # ranges[::len // _SAMPLE] gave for fewer than 2 * _SAMPLE ranges) lie in one part of
     # the file, and a file whose first half was in memory had its random blocks taken
@@ -822,13 +829,9 @@ def _looks_warm(shard: ShardFile, ranges: list[tuple[int, int]]) -> bool:
     # the rate of the same read wholly cold).
     for i in _spread(len(ranges), _SAMPLE).tolist():
         offset, length = ranges[i]
-        # mincore wants a page-aligned address: from the page the range starts in (an
-        # unaligned one failed with EINVAL, so every value but a chunk's first looked cold)
-        lead = offset % _PAGE
-        pages = min(_SAMPLE_PAGES, -(-(lead + length) // _PAGE))
-        if _mincore(ctypes.c_void_p(address + offset - lead), pages * _PAGE, vec) != 0:
-            return False
-        if b"\x00" in ctypes.string_at(vec, pages):  # bit 0 of each byte: in memory
+        length = min(length, _SAMPLE_PAGES * _PAGE - offset % _PAGE)
+        bits = _page_bits(shard, offset, length)
+        if bits is None or b"\x00" in bits:
             return False
     return True
 
