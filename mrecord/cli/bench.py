@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mrecord.cli._errors import EXIT_USAGE, CommandError
 from mrecord.cli._format import format_rate, format_table
 from mrecord.cli._options import emit_json
 from mrecord.cli._paths import DatasetArg
@@ -61,7 +62,13 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_j
     with DatasetReader.open(path) as reader:
         local = all(shard.map_address() is not None for shard in reader.shards)
         files = list(reader.files)
-        drop = (lambda: drop_from_cache(files)) if cold and local else None
+        if cold and not local:
+            raise CommandError(
+                f"--cold drops local files from the page cache; {path!r} is not read from "
+                "local files (leave --cold out)",
+                EXIT_USAGE,
+            )
+        drop = (lambda: drop_from_cache(files)) if cold else None
         if drop is not None:
             drop()
         in_memory = in_memory_fraction(reader.shards) if local else None

@@ -89,3 +89,26 @@ def test_mrecord_bench_cold_drops_the_files_and_says_so(tmp_path: Path) -> None:
     text = CliRunner().invoke(cli, ["bench", str(path), "--max-rows", "100"]).stdout
     assert "measured before the patterns on the files as they were:" in text
     assert "of their pages in memory" in text and "% of it" in text
+
+
+def test_mrecord_bench_cold_refuses_a_dataset_not_on_local_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard larger than the cache is read from its URL by range requests: there is no
+    page cache of its file to drop, so --cold says so instead of measuring something
+    else (a shard held whole in the local cache is a local file, and is dropped)."""
+    from harness.servers import http_server
+
+    (tmp_path / "srv").mkdir()
+    path = _dataset(tmp_path / "srv" / "d.mrecord", rows=40)
+    monkeypatch.setenv("MRECORD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MRECORD_CACHE_BYTES", "100000")  # smaller than the shard: ranges
+    with http_server(path.parent) as server:
+        url = f"{server.url}/{path.name}"
+        refused = CliRunner().invoke(cli, ["bench", url, "--cold", "--max-rows", "10"])
+        plain = CliRunner().invoke(cli, ["bench", url, "--json", "--max-rows", "10"])
+    assert refused.exit_code == 2, refused.output
+    assert "--cold drops local files" in refused.output and url in refused.output
+    assert plain.exit_code == 0, plain.output
+    out = json.loads(plain.stdout)
+    assert out["device_limit_rows_per_second"] is None and out["in_memory_at_start"] is None
