@@ -1,7 +1,7 @@
 """Sorted distinct values of an integer array (row ids, page numbers, shard numbers).
 
-``numpy.unique`` does the same, but numpy 2.4's imports ``numpy.ma`` on its first call
-(to ask whether the array is masked): 40 ms of CPU with the GIL held, more with a cold
+``numpy.unique`` does the same, but in numpy 2.4 its first call imports ``numpy.ma`` (to
+ask whether the array is masked): 40 ms of CPU with the GIL held, more with a cold
 page cache, inside the first block a reader reads. :func:`sorted_unique` is a sort and
 one comparison, and faster than ``numpy.unique`` on the small arrays of a block."""
 
