@@ -119,9 +119,10 @@ def row_ranges(
     checked into buffers of its own, :mod:`mrecord.storage.chunk_buffers`): no range.
 
     Heads of variable-size chunks not parsed yet are read and parsed on the way; with
-    ``parse_heads`` False nothing is read: such a chunk's range is its head's, the first
-    thing a read of it touches (enough to tell a warm block from a cold one, which a
-    sample of rows did by reading their heads first)."""
+    ``parse_heads`` False nothing is read: such a chunk's range is the page in its middle,
+    among its values (enough to tell a warm block from a cold one, which a sample of rows
+    did by reading their heads first; the head itself may be in memory alone, asked for by
+    a lookahead)."""
     if not len(pages):
         return []
     chunks = shard.meta.chunks
@@ -204,7 +205,8 @@ def _var_ranges(
     a chunk whose head does not parse is marked ``whole`` (its read will report why).
     ``spans`` False: only the heads (and ``whole``), no spans (measured: a quarter of a
     cold random block's reading thread went to spans nobody used). ``parse_heads``
-    False: a chunk whose head is not parsed yet gives its head's range instead."""
+    False: a chunk whose head is not parsed yet gives the page in its middle instead (for
+    the warm test: where its values lie is not known before its head is read)."""
     heads = shard.cached_heads(col)
     missing = [
         page
@@ -214,10 +216,17 @@ def _var_ranges(
     out_starts: list[int] = []
     out_lengths: list[int] = []
     if missing and not parse_heads:
+        # Where the rows' values lie is not known yet: the page in the middle of the chunk
+        # stands for them. Not its head: a lookahead asks for heads alone
+        # (hint_heads), and a file-order block beyond memory whose sampled heads were in
+        # memory was taken for warm and read from the map (2.4 GB in a 763 MB group: its
+        # epoch hit the group's limit 6,700-93,000 times, at a third of its rate).
+        chunks = shard.meta.chunks
         for page in missing:
-            offset, length = shard.head_range(page, col)
-            out_starts.append(offset)
-            out_lengths.append(length)
+            chunk = chunks[page, col]
+            middle = int(chunk["offset"]) + int(chunk["length"]) // 2
+            out_starts.append(middle - middle % _PAGE)
+            out_lengths.append(_PAGE)
     elif missing:
         ranges = _merge_list([shard.head_range(page, col) for page in missing])
         if not _looks_warm(shard, ranges):
