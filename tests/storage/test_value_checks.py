@@ -628,9 +628,10 @@ def test_the_by_value_mask_agrees_with_checks_by_value_for_every_chunk(tmp_path:
 
 
 def test_the_warm_test_sample_reads_no_heads(tmp_path: Path) -> None:
-    """row_ranges(parse_heads=False), the sample that tells warm from cold, gives an
-    unparsed chunk's head range and parses nothing; the full plan parses the heads and
-    gives the values' own spans."""
+    """row_ranges(parse_heads=False), the sample that tells warm from cold, gives the
+    page in the middle of an unparsed chunk (among its values: its head may be in memory
+    alone, asked for by a lookahead) and parses nothing; the full plan parses the heads
+    and gives the values' own spans."""
     from mrecord.storage.readahead import row_ranges
 
     path = tmp_path / "d.mrecord"
@@ -646,9 +647,12 @@ def test_the_warm_test_sample_reads_no_heads(tmp_path: Path) -> None:
         assert heads(1) is None and heads(2) is None
         page = 4096
         for p in (1, 2):
-            offset, length = shard.head_range(p, col)
-            assert any(a <= offset and offset + length <= a + n for a, n in sampled)
-            assert sum(n for _, n in sampled) <= 2 * (length + 2 * page)  # not the values
+            offset, length = shard.chunk_place(p, col)[:2]
+            middle = (offset + length // 2) // page * page
+            assert any(a <= middle and middle + page <= a + n for a, n in sampled)
+            head_offset = shard.head_range(p, col)[0]
+            assert not any(a <= head_offset < a + n for a, n in sampled)  # not the head
+        assert sum(n for _, n in sampled) <= 2 * 2 * page  # a page or two each, not values
         planned = row_ranges(shard, pages, slots, ["blob"])
         assert heads(1) is not None and heads(2) is not None
         for p, s in zip(pages.tolist(), slots.tolist(), strict=True):
