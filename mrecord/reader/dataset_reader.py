@@ -285,12 +285,18 @@ class DatasetReader:
         columns: Sequence[str] | None = None,
         *,
         bytes_as_arrays: bool = False,
+        window: bool = False,
     ) -> Block:
         """Rows at global ``ids`` (any order, repeats allowed) as a Block.
 
         With ``bytes_as_arrays`` a bytes value comes as a read-only ``uint8`` array
         viewing the file's memory map (no copy; what MindSpore's iterators give for
         bytes), instead of a ``bytes`` object.
+
+        ``window``: the rows are a block shuffle's window (``Shuffle.BLOCK``), whose next
+        reads take the other rows of the same chunks; beyond memory their chunks are then
+        read whole into the reader's buffers when they fit (see ``_buffered_columns``).
+        Never changes what the read returns.
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
@@ -304,7 +310,7 @@ class DatasetReader:
         # Every range of this read in flight at once; bytes columns of cold shards are then
         # read straight into their values (_read_cold), the rest through the hinted map;
         # a block-local read beyond memory takes whole chunks into the reader's buffers.
-        buffered = self._buffered_columns(ids, groups, names)
+        buffered = self._buffered_columns(ids, groups, names, window)
         direct = [n for n in names if self.schema[n].kind is FieldKind.BYTES and n not in buffered]
         if buffered and len(buffered) == len(names):
             # Every column from whole chunks in the reader's buffers: nothing to hint, and
@@ -399,7 +405,11 @@ class DatasetReader:
         self._hint(groups, names)
 
     def will_need_heads(
-        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+        self,
+        ids: np.ndarray | Sequence[int],
+        columns: Sequence[str] | None = None,
+        *,
+        window: bool = False,
     ) -> None:
         """Hint: rows ``ids`` will be read a little later; start reading what their cold
         read first waits on (chunk heads, unchecked fixed-width chunks:
@@ -414,11 +424,12 @@ class DatasetReader:
         whose heads were parsed). Nor for one that streams (:meth:`_stream`): a head a few
         blocks ahead lies past the stream, a request of its own that also splits the
         stream's large ones where it lands (the same volume, file order: a third of the
-        requests 4-8 KiB, the epoch at 47% of the sequential limit)."""
+        requests 4-8 KiB, the epoch at 47% of the sequential limit). ``window`` as for
+        :meth:`read_rows`."""
         wanted, groups, names = self._hinted_rows(ids, columns)
         if self._streams(wanted, names):
             return
-        if len(self._buffered_columns(wanted, groups, names)) == len(names):
+        if len(self._buffered_columns(wanted, groups, names, window)) == len(names):
             return
         for s, _, pages, _slots in groups:
             hint_heads(self.shards[s], pages, names)
@@ -534,7 +545,9 @@ class DatasetReader:
                 ]
         return result
 
-    def _buffered_columns(self, ids: np.ndarray, groups: list[Any], names: list[str]) -> list[str]:
+    def _buffered_columns(
+        self, ids: np.ndarray, groups: list[Any], names: list[str], window: bool = False
+    ) -> list[str]:
         """The columns (``_FROM_CHUNKS``: all but strings) this read takes from whole
         chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its
         shards are cold, beyond memory and not in file order (where the kernel's
@@ -546,7 +559,13 @@ class DatasetReader:
         fixed-width columns alone. With such a column and fewer (a random order over
         images, one row per 1 MiB chunk; measured in a 200 MB group) it never does.
         Otherwise, over more chunks than the buffers hold or with fixed-width columns
-        spread thin, when one pass over the chunks pays (:meth:`_one_pass_pays`)."""
+        spread thin, when one pass over the chunks pays (:meth:`_one_pass_pays`).
+
+        A ``window`` read (a block shuffle's: its next reads take the other rows of the same
+        chunks) does whenever its chunks fit in the buffers, however few rows it takes of
+        each (measured: 2.4 GB of images in a 763 MB group on an hdd-like volume, a few
+        of each epoch's 241-row BLOCK reads took 1.47 rows a chunk, and read each value
+        with a request of its own, 1-2 s each at 200 requests a second)."""
         if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
             return []
         if bool(np.all(ids[1:] >= ids[:-1])):
@@ -557,14 +576,15 @@ class DatasetReader:
         with_var = any(field.kind is not FieldKind.FIXED for field in fields)
         rows_per_chunk = _SHARED_CHUNK_ROWS if with_var else _BUFFERED_ROWS_PER_CHUNK
         total = 0
-        spread = unchecked = False
+        spread = unchecked = thin = False
         for s, _, pages, _ in groups:
             shard = self.shards[s]
             unique = sorted_unique(pages)
             if len(pages) < rows_per_chunk * len(unique):
-                if with_var:
+                thin = True
+                if with_var and not window:
                     return []  # a random order over big values: the direct reads
-                spread = True  # rows spread over their chunks: a random order
+                spread = not window  # rows spread over their chunks: a random order
             chunks = shard.meta.chunks[unique]
             for field in fields:
                 col = shard.field_index(field.name)
@@ -576,6 +596,8 @@ class DatasetReader:
                 unchecked = unchecked or not shard.verified_chunks(unique, col).all()
         if not spread and self._buffers().fits(total):
             return [f.name for f in fields]
+        if thin and with_var:
+            return []  # a window wider than the buffers: as a random order
         if unchecked or self._one_pass_pays(groups, len(fields), total):
             return [f.name for f in fields]
         return []

@@ -148,9 +148,9 @@ def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
         hinted: list[int] = []
         real = DatasetReader.will_need_heads
 
-        def spy(self: DatasetReader, ids: Any, columns: Any = None) -> None:
+        def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> None:
             hinted.extend(np.asarray(ids).tolist())
-            real(self, ids, columns)
+            real(self, ids, columns, **kwargs)
 
         monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
         monkeypatch.setattr(DatasetReader, "will_need_heads", spy)

@@ -16,6 +16,7 @@ in numpy and in memory copies), and delivered in order.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -150,7 +151,13 @@ class MindDataset(RandomAccessSource):
         return self._skipping.read(ids)
 
     def _read_block(self, ids: np.ndarray) -> Block:
-        return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True)
+        return self._reader.read_rows(
+            ids, self._columns, bytes_as_arrays=True, window=self._reads_windows()
+        )
+
+    def _reads_windows(self) -> bool:
+        """Whether the blocks are a block shuffle's windows (its layout planned)."""
+        return self._layout is not None and self._layout[1] is not None
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         # Shards read from a store by range requests evict by next use: tell them the future.
@@ -194,7 +201,11 @@ class MindDataset(RandomAccessSource):
         return hinting(chunks, self._in_flight + 2, self._hint_heads)
 
     def _hint_heads(self, ids: np.ndarray) -> None:
-        self._head_hints.submit(self._reader.will_need_heads, ids, self._columns)
+        self._head_hints.submit(
+            functools.partial(self._reader.will_need_heads, window=self._reads_windows()),
+            ids,
+            self._columns,
+        )
 
     def _describe(self) -> str:
         files = [f.name for f in self._reader.files]
