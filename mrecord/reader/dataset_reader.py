@@ -351,7 +351,7 @@ class DatasetReader:
         reclaimed in the group), and tabular rows (no bytes values) read 1.5x the bytes in
         a first epoch; on the 200 IOPS / 150 MB/s throttle images went from 31% of its
         sequential limit to 69-90%."""
-        if not self._streams(ids, names):
+        if not self._streams(ids, groups, names):
             return False
         budget = self._memory_budget() or 0
         ahead = max(4 << 20, min(STREAM_AHEAD_MAX, budget // 6))
@@ -366,17 +366,32 @@ class DatasetReader:
             streams &= stream_ahead(shard, start, _page_end(chunks, last), ahead)
         return streams
 
-    def _streams(self, ids: np.ndarray, names: Sequence[str]) -> bool:
-        """Whether a read of ``ids`` (of columns ``names``) streams (:meth:`_stream`), asking
-        nothing of storage."""
+    def _streams(self, ids: np.ndarray, groups: list[Any], names: Sequence[str]) -> bool:
+        """Whether a read of ``ids`` (its ``groups``, of columns ``names``) streams
+        (:meth:`_stream`), asking nothing of storage.
+
+        A read without a bytes column streams once its chunks are checked: before, the
+        check reads each chunk whole in large requests of its own (and a stream beside it
+        read 1.36x the bytes: tabular rows, file order, an hdd-like volume); after, its
+        exact row ranges asked for one column at a time came to ~150 KB a request, and a
+        second epoch of 4M tabular rows read at 21-34% of the sequential limit on that
+        volume (streamed: 94%)."""
         if len(ids) < 2 or not self._beyond_memory() or not bool(np.all(ids[1:] >= ids[:-1])):
-            return False
-        if not any(self.schema[n].kind is FieldKind.BYTES for n in names):
             return False
         if not self._few_requests():
             return False
         # A sparse sorted subset does not: streaming would read what it skips.
-        return len(ids) >= _STREAMED_SHARE * (int(ids[-1]) - int(ids[0]) + 1)
+        if len(ids) < _STREAMED_SHARE * (int(ids[-1]) - int(ids[0]) + 1):
+            return False
+        if any(self.schema[n].kind is FieldKind.BYTES for n in names):
+            return True
+        for s, _, pages, _ in groups:
+            shard = self.shards[s]
+            unique = sorted_unique(pages)
+            for name in names:
+                if not shard.verified_chunks(unique, shard.field_index(name)).all():
+                    return False
+        return True
 
     def _few_requests(self) -> bool:
         """Whether the storage under the first shard serves few requests for its
@@ -427,7 +442,7 @@ class DatasetReader:
         requests 4-8 KiB, the epoch at 47% of the sequential limit). ``window`` as for
         :meth:`read_rows`."""
         wanted, groups, names = self._hinted_rows(ids, columns)
-        if self._streams(wanted, names):
+        if self._streams(wanted, groups, names):
             return
         if len(self._buffered_columns(wanted, groups, names, window)) == len(names):
             return
