@@ -294,15 +294,8 @@ def test_values_in_file_order_stream_through_the_page_cache(
         direct.append(len(places))
         return real(shard, buffer, places)  # type: ignore[arg-type]
 
-    streamed: list[tuple[int, int]] = []
-    real_stream = readahead.stream_ahead
-
-    def stream(shard: Any, start: int, end: int, ahead: int) -> bool:
-        streamed.append((start, end))
-        return real_stream(shard, start, end, ahead)
-
+    streamed = _streams_asked(monkeypatch)
     monkeypatch.setattr(dataset_reader, "read_direct", spy)
-    monkeypatch.setattr(dataset_reader, "stream_ahead", stream)
     with DatasetReader.open(odd_sizes, verify="never") as reader:
         for ids in (np.arange(40, 80), np.arange(80, 120)):
             got = [bytes(v) for v in reader.read_rows(ids, ["blob"]).columns["blob"]]
@@ -333,21 +326,13 @@ def test_fixed_width_columns_in_file_order_stream_once_their_chunks_are_checked(
     read 1.36x the bytes); after, its exact row ranges asked for a column at a time came to
     ~150 KB a request (4M tabular rows on an hdd-like volume: a second epoch at 448K rows/s
     against 2.2M streamed). The rows are the same either way."""
-    import mrecord.reader.dataset_reader as dataset_reader
     import mrecord.storage.readahead as readahead
     from mrecord import DatasetReader
 
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
     monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
-    streamed: list[tuple[int, int]] = []
-    real_stream = readahead.stream_ahead
-
-    def stream(shard: Any, start: int, end: int, ahead: int) -> bool:
-        streamed.append((start, end))
-        return real_stream(shard, start, end, ahead)
-
-    monkeypatch.setattr(dataset_reader, "stream_ahead", stream)
+    streamed = _streams_asked(monkeypatch)
     clear_verified()
     ids = np.arange(0, 120)
     with DatasetReader.open(odd_sizes, verify="once") as reader:
@@ -411,3 +396,19 @@ def test_direct_spans_place_every_range_where_its_bytes_land(seed: int) -> None:
         buffer[slot : slot + len(got)] = got
     for (offset, n), start in zip(places, starts, strict=True):
         assert np.array_equal(buffer[start : start + n], file[offset : offset + n])
+
+
+def _streams_asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of every read the reader streams (``stream_ahead``) from now on."""
+    import mrecord.reader.dataset_reader as dataset_reader
+    import mrecord.storage.readahead as readahead
+
+    streamed: list[tuple[int, int]] = []
+    real_stream = readahead.stream_ahead
+
+    def stream(shard: Any, start: int, end: int, ahead: int) -> bool:
+        streamed.append((start, end))
+        return real_stream(shard, start, end, ahead)
+
+    monkeypatch.setattr(dataset_reader, "stream_ahead", stream)
+    return streamed
