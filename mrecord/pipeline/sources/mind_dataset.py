@@ -156,8 +156,10 @@ class MindDataset(RandomAccessSource):
         )
 
     def _reads_windows(self) -> bool:
-        """Whether the blocks are a block shuffle's windows (its layout planned)."""
-        return self._layout is not None and self._layout[1] is not None
+        """Whether the blocks are a block shuffle's windows (its layout planned for the
+        sampler reading now)."""
+        layout = self._layout
+        return layout is not None and layout[0] is self._sampler and layout[1] is not None
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         # Shards read from a store by range requests evict by next use: tell them the future.
