@@ -393,6 +393,14 @@ class DatasetReader:
                     return False
         return True
 
+    @property
+    def needs_large_requests(self) -> bool:
+        """Whether the storage under this reader's files serves few requests for its
+        bandwidth (a read throttle allowing large requests, as the system's settings say:
+        ``mrecord.storage.probe.needs_large_requests``; an hdd-like volume): every request
+        counts there, whatever its size."""
+        return self._few_requests()
+
     def _few_requests(self) -> bool:
         """Whether the storage under the first shard serves few requests for its
         bandwidth (a volume throttled to large requests: ``needs_large_requests``, from
