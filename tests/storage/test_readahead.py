@@ -135,16 +135,9 @@ def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
     _write(path, 3000, shards=2)
     files = [str(path) + "0", str(path) + "1"]
 
-    def epoch() -> list[int]:
-        config.set_seed(7)
-        ds = MindDataset(files, ["x"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
-        ds._block_rows = 100  # many blocks in a small dataset
-        it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
-        return [int(row[0]) for row in it]
-
     old_seed = config.get_seed()
     try:
-        want = epoch()
+        want = _global_epoch(files)
         hinted: list[int] = []
         real = DatasetReader.will_need_heads
 
@@ -155,7 +148,7 @@ def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
         monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
         monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
         monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
-        got = epoch()
+        got = _global_epoch(files)
     finally:
         config.set_seed(old_seed)
     assert got == want
@@ -231,16 +224,9 @@ def test_mind_dataset_announces_nothing_where_storage_needs_large_requests(
     _write(path, 3000, shards=2)
     files = [str(path) + "0", str(path) + "1"]
 
-    def epoch() -> list[int]:
-        config.set_seed(7)
-        ds = MindDataset(files, ["x"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
-        ds._block_rows = 100  # many blocks in a small dataset
-        it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
-        return [int(row[0]) for row in it]
-
     old_seed = config.get_seed()
     try:
-        want = epoch()
+        want = _global_epoch(files)
         hinted: list[int] = []
         monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
         monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
@@ -248,8 +234,17 @@ def test_mind_dataset_announces_nothing_where_storage_needs_large_requests(
             DatasetReader, "will_need_heads", lambda self, ids, *a, **k: hinted.extend(ids)
         )
         monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
-        got = epoch()
+        got = _global_epoch(files)
     finally:
         config.set_seed(old_seed)
     assert got == want
     assert hinted == []
+
+
+def _global_epoch(files: list[str]) -> list[int]:
+    """One GLOBAL epoch of column ``x`` of ``files`` (seed 7), read in blocks of 100 rows."""
+    config.set_seed(7)
+    ds = MindDataset(files, ["x"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
+    ds._block_rows = 100  # many blocks in a small dataset
+    it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    return [int(row[0]) for row in it]
