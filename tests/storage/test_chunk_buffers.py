@@ -487,7 +487,7 @@ def test_chunks_not_kept_are_read_and_leave_nothing_held(files: str, cold: None)
 
 
 def test_a_window_read_takes_whole_chunks_however_few_rows_each(
-    files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch
+    files: str, beyond: list[ChunkBuffers]
 ) -> None:
     """A read the caller marks as a block shuffle's ``window`` (its next reads take the
     other rows of the same chunks) goes through the buffers even with fewer rows per
@@ -513,6 +513,8 @@ def test_a_window_read_takes_whole_chunks_however_few_rows_each(
 def test_minddataset_marks_its_block_shuffle_reads_as_windows(
     files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch, shuffle: Shuffle
 ) -> None:
+    """MindDataset tells its reader which reads are a block shuffle's windows: every read
+    of a BLOCK epoch, none of a GLOBAL one; every row comes once either way."""
     marks: list[bool] = []
     real = DatasetReader.read_rows
 
