@@ -599,15 +599,16 @@ class DatasetReader:
         with_var = any(field.kind is not FieldKind.FIXED for field in fields)
         rows_per_chunk = _SHARED_CHUNK_ROWS if with_var else _BUFFERED_ROWS_PER_CHUNK
         total = 0
-        spread = unchecked = thin = False
+        # thin: rows spread over their chunks, as a random order reads them (a window's
+        # next reads come back to its chunks, so a window is never taken for one)
+        unchecked = thin = False
         for s, _, pages, _ in groups:
             shard = self.shards[s]
             unique = sorted_unique(pages)
             if len(pages) < rows_per_chunk * len(unique):
-                thin = True
                 if with_var and not window:
                     return []  # a random order over big values: the direct reads
-                spread = not window  # rows spread over their chunks: a random order
+                thin = True
             chunks = shard.meta.chunks[unique]
             for field in fields:
                 col = shard.field_index(field.name)
@@ -617,7 +618,7 @@ class DatasetReader:
                     return []  # a compressed chunk: the map's path
                 total += int(chunks[:, col]["length"].sum())
                 unchecked = unchecked or not shard.verified_chunks(unique, col).all()
-        if not spread and self._buffers().fits(total):
+        if (window or not thin) and self._buffers().fits(total):
             return [f.name for f in fields]
         if thin and with_var:
             return []  # a window wider than the buffers: as a random order
