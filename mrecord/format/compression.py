@@ -12,6 +12,7 @@ allocate without bound.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import crc32c
@@ -23,6 +24,7 @@ __all__ = [
     "CODEC_IDS",
     "CODEC_NAMES",
     "checksum",
+    "checksum_releasing",
     "checksum_update",
     "compress",
     "decompress",
@@ -50,6 +52,25 @@ def _gil_mode(data: Any) -> int:
 def checksum(data: Any) -> int:
     """CRC-32C of a bytes-like object, as an unsigned 32-bit int."""
     return int(crc32c.crc32c(data, 0, _gil_mode(data)))
+
+
+_READER_RELEASES_FROM = int(os.environ.get("MRECORD_CHECK_RELEASES_FROM", str(32 << 10)))
+"""Bytes from which a reader's check of stored data lets the GIL go (the package's own
+rule; ``MRECORD_CHECK_RELEASES_FROM`` to compare)."""
+
+
+def checksum_releasing(data: Any, crc: int = 0) -> int:
+    """CRC-32C of a bytes-like object (continuing ``crc``, as :func:`checksum_update`),
+    for a reader checking what it read: the GIL is let go from 32 KiB, not 4 MiB. A
+    reader's threads (the reading ones, the consumer's) all run Python between system
+    calls, and a value's check is theirs to share: images GLOBAL beyond memory (2.4 GB
+    in a 763 MB group, 100 KB values each checked against its CRC as it arrives), the
+    first 4,000 rows of a cold epoch in 0.391-0.421 s against 0.442-0.485 s keeping the
+    GIL (medians of 10, 12 and 8 alternating pairs, pair ratios 0.85-0.88). A writer's
+    checksums keep it (:func:`checksum`): there the one encoding thread waited to take
+    it back."""
+    release = memoryview(data).nbytes >= _READER_RELEASES_FROM
+    return int(crc32c.crc32c(data, crc, 1 if release else 0))
 
 
 def checksum_update(data: Any, crc: int) -> int:

@@ -948,7 +948,7 @@ def _read_cold(
         # the first such slot (the same CRC as any other empty one), others the last.
         find = bisect.bisect_left if a == b else bisect.bisect_right
         slot = find(head.offsets, a - head.data_start) - (a != b) if head else 0
-        shard.check_value(page, col, slot, part)  # raises for a damaged value
+        shard.check_value(page, col, slot, part, arrived=True)  # raises for a damaged value
     parts += read
     for pos, part in parts:
         if as_arrays:

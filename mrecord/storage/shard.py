@@ -40,7 +40,12 @@ from mrecord.errors import (
     NotAnMrecordFileError,
 )
 from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
-from mrecord.format.compression import CODEC_IDS, checksum, checksum_update, decompress
+from mrecord.format.compression import (
+    CODEC_IDS,
+    checksum,
+    checksum_releasing,
+    decompress,
+)
 from mrecord.format.layout import (
     HEADER_SIZE,
     TRAILER_MAGIC,
@@ -93,8 +98,7 @@ def _pread_checksum(fd: int, offset: int, length: int) -> int | None:
         n = min(_PIECE, length - done)
         if os.preadv(fd, [view[:n]], offset + done) != n:
             return None
-        # The first piece through checksum() (one call per chunk), the rest continue it.
-        crc = checksum(view[:n]) if done == 0 else checksum_update(view[:n], crc)
+        crc = checksum_releasing(view[:n], crc)  # each piece's CRC lets the GIL go
         done += n
     return int(crc)
 
@@ -368,6 +372,19 @@ class ShardFile:
         if intact:
             self._verified[page, col] = True
 
+    def verify_in_place(self, page: int, col: int) -> None:
+        """:meth:`verify_arriving` through the map (for a small chunk whose pages were just
+        asked for, or are in memory): marks chunk (page, ``col``) verified when intact,
+        leaves it unverified otherwise (its reader raises). Never raises."""
+        if self.verify != "once" or self._verified[page, col]:
+            return
+        try:
+            intact = self._chunk_intact(page, col)
+        except (OSError, ValueError):
+            return
+        if intact:
+            self._verified[page, col] = True
+
     def needs_check(self, page: int, col: int) -> bool:
         """Whether a read of chunk (page, ``col``) must checksum it first (the policy:
         ``always``, or ``once`` and not verified yet)."""
@@ -544,7 +561,9 @@ class ShardFile:
             self._by_value_masks[col] = mask
         return mask
 
-    def check_value(self, page: int, col: int, slot: int, value: Any) -> None:
+    def check_value(
+        self, page: int, col: int, slot: int, value: Any, arrived: bool = False
+    ) -> None:
         """Check ``value``, the bytes of row ``slot`` of chunk (page, ``col``) as read,
         against its CRC-32C in the chunk's value table; raise
         :class:`~mrecord.errors.ChecksumError` naming the file, page, field and row when
@@ -552,13 +571,17 @@ class ShardFile:
 
         Under ``verify="once"`` a value checked before is not checked again, and once
         every value of the chunk has been, the chunk counts as verified (a later epoch
-        reads it without checks, as one checked whole)."""
+        reads it without checks, as one checked whole). ``arrived``: the value was just
+        read off the disk into the reader's buffer (a cold read): its check lets the GIL
+        go (``checksum_releasing``); a value in the map keeps it, as every check of
+        mapped bytes does (``checksum``)."""
         key = (page, col)
         checked = self._values_checked.get(key) if self.verify == "once" else None
         if checked is not None and checked[slot]:
             return
         crcs = self._value_table(page, col)
-        if crcs is not None and checksum(value) == int(crcs[slot]):
+        crc = None if crcs is None else checksum_releasing(value) if arrived else checksum(value)
+        if crcs is not None and crc == int(crcs[slot]):
             if self.verify == "once":
                 if checked is None:
                     checked = self._values_checked.setdefault(key, np.zeros(len(crcs), bool))

@@ -4,6 +4,7 @@ checksum policy applied on the fast per-column path."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -187,17 +188,20 @@ def test_verify_always_checks_each_chunk_once_per_call(
 
 
 def _count_checksums(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Patch the shard's checksum function; the list grows by one per chunk checksummed."""
+    """Patch the shard's checksum functions (``checksum`` for mapped bytes,
+    ``checksum_releasing`` for what its ``pread``s bring); the list grows by one per chunk
+    checksummed (these chunks are small: one call each)."""
     import mrecord.storage.shard as shard_module
 
     calls: list[int] = []
-    original = shard_module.checksum  # type: ignore[attr-defined]  # patched where it is used
+    for name in ("checksum", "checksum_releasing"):
+        original = getattr(shard_module, name)  # patched where it is used
 
-    def counting(data: object) -> int:
-        calls.append(1)
-        return original(data)  # type: ignore[arg-type]
+        def counting(data: object, *crc: int, original: Any = original) -> int:
+            calls.append(1)
+            return int(original(data, *crc))
 
-    monkeypatch.setattr(shard_module, "checksum", counting)
+        monkeypatch.setattr(shard_module, name, counting)
     return calls
 
 
