@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KEEP_MAX", "SLAB_ROUND", "BufferPool", "aligned_buffer", "pool"]
+__all__ = ["KEEP_MAX", "MAPPED_ROUND", "SLAB_ROUND", "BufferPool", "aligned_buffer", "pool"]
 
 _PAGE = mmap.PAGESIZE
 SLAB_ROUND = 1 << 20
 """Slabs are whole MiBs: blocks of similar size share them."""
+MAPPED_ROUND = 64 << 10
+"""Slabs of a ``mapped`` pool are whole 64 KiBs (chunk pieces of many sizes)."""
 KEEP_MAX = 64 << 20
 """Free slabs a pool keeps at most (less under a small memory budget)."""
 
@@ -41,8 +43,10 @@ class BufferPool:
     """Slabs of page-aligned memory handed out as buffers and taken back when no view
     of them is left (see the module docstring)."""
 
-    def __init__(self, keep_bytes: int | None = None) -> None:
+    def __init__(self, keep_bytes: int | None = None, *, mapped: bool = False) -> None:
         self._keep = keep_bytes
+        self._mapped = mapped
+        self._round = MAPPED_ROUND if mapped else SLAB_ROUND
         self._free: list[np.ndarray] = []
         self._free_bytes = 0
         self._lock = threading.Lock()
@@ -59,10 +63,14 @@ class BufferPool:
         nbytes = max(0, int(nbytes))
         slab = self._reuse(nbytes)
         if slab is None:
-            size = max(SLAB_ROUND, -(-nbytes // SLAB_ROUND) * SLAB_ROUND)
-            raw = np.empty(size + _PAGE, dtype=np.uint8)
-            skip = -raw.ctypes.data % _PAGE
-            slab = raw[skip : skip + size]
+            size = max(self._round, -(-nbytes // self._round) * self._round)
+            if self._mapped:  # a mapping of its own, page-aligned, unmapped when let go
+                flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+                slab = np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
+            else:
+                raw = np.empty(size + _PAGE, dtype=np.uint8)
+                skip = -raw.ctypes.data % _PAGE
+                slab = raw[skip : skip + size]
         lease = self._lease_type(len(slab)).from_buffer(slab)  # holds the slab
         weakref.finalize(lease, self._give_back, slab).atexit = False
         return np.frombuffer(lease, dtype=np.uint8, count=nbytes)
@@ -74,7 +82,7 @@ class BufferPool:
             best = -1
             for i, slab in enumerate(self._free):
                 size = len(slab)
-                if nbytes <= size <= 4 * max(nbytes, SLAB_ROUND) and (
+                if nbytes <= size <= 4 * max(nbytes, self._round) and (
                     best < 0 or size < len(self._free[best])
                 ):
                     best = i
