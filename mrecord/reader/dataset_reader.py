@@ -10,6 +10,7 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,12 +47,14 @@ from mrecord.storage.readahead import (
     IO_THREADS,
     STREAM_AHEAD_MAX,
     aligned_buffer,
+    chunk_region,
     direct_layout,
     direct_spans,
     hint_heads,
     hint_rows,
     looks_resident,
     read_checked,
+    read_checked_in_place,
     read_direct,
     read_into,
     stream_ahead,
@@ -1012,21 +1015,49 @@ def _read_arriving(
 ) -> list[tuple[int, np.ndarray]]:
     """The values ``values[i]`` for ``i`` in ``arriving[page]``, each chunk read once and
     checked as it arrives; a chunk ``read_checked`` could not do is checked the usual way
-    (a damaged one raises ``ChecksumError``) and its values copied from the map."""
-    total = sum(values[i][3] - values[i][2] for idx in arriving.values() for i in idx)
-    buffer = aligned_buffer(total)
-    parts: list[tuple[int, np.ndarray]] = []
-    jobs: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+    (a damaged one raises ``ChecksumError``) and its values copied from the map.
+
+    A chunk the block takes every row of (file order) is read straight into a region of
+    the block's buffer and checked there (``read_checked_in_place``): its values are
+    views of it, not copies out of an I/O thread's buffer."""
+    starts = shard.page_starts_list
+    in_place_direct = direct and shard.direct_fd() is not None
+    regions: dict[int, tuple[int, int, int]] = {}  # page -> (start in buffer, lead, span)
     at = 0
     for page, idx in arriving.items():
+        if len(idx) >= starts[page + 1] - starts[page]:
+            offset, length, _ = shard.chunk_place(page, col)
+            lead, span = chunk_region(offset, length, in_place_direct)
+            regions[page] = (at, lead, span)
+            at += -(-span // mmap.PAGESIZE) * mmap.PAGESIZE  # the next one on a page too
+    rest = sum(
+        values[i][3] - values[i][2]
+        for page, idx in arriving.items()
+        if page not in regions
+        for i in idx
+    )
+    buffer = aligned_buffer(at + rest)
+    parts: list[tuple[int, np.ndarray]] = []
+    jobs: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+    in_place: list[tuple[int, np.ndarray]] = []
+    fallback: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+    for page, idx in arriving.items():
         targets = []
+        region = regions.get(page)
         for i in idx:
             pos, _, a, b, _, _ = values[i]
-            dest = buffer[at : at + b - a]
-            at += b - a
+            if region is not None:
+                dest = buffer[region[0] + region[1] + a : region[0] + region[1] + b]
+            else:
+                dest = buffer[at : at + b - a]
+                at += b - a
             targets.append((dest, a, b))
             parts.append((pos, dest))
-        jobs.append((page, targets))
+        if region is not None:
+            in_place.append((page, buffer[region[0] : region[0] + region[2]]))
+            fallback.append((page, targets))
+        else:
+            jobs.append((page, targets))
     # Direct, unless the block's values share their chunks (Shuffle.BLOCK mixes the rows
     # of a few neighbouring pages) and a chunk's other rows come later: those come within
     # the next blocks, and find the chunk in the page cache instead of reading it from the
@@ -1040,19 +1071,11 @@ def _read_arriving(
         ordered = [values[i] for idx in arriving.values() for i in idx]
         ordered.sort(key=lambda v: v[0])  # the block's order
         local = not _in_file_order([(v[4] + v[2], v[3] - v[2]) for v in ordered])  # type: ignore[operator]
-    starts = shard.page_starts_list
-    if direct and local:
-        partial: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
-        whole: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
-        for job in jobs:  # a chunk the block takes only some rows of, or all of them
-            page = job[0]
-            taken_whole = len(job[1]) >= starts[page + 1] - starts[page]
-            (whole if taken_whole else partial).append(job)
-        not_done = set(read_checked(shard, col, partial, False, in_flight))
-        not_done |= set(read_checked(shard, col, whole, True, in_flight))
-    else:
-        not_done = set(read_checked(shard, col, jobs, direct, in_flight))
-    for page, targets in jobs:
+    # (the chunks taken whole are in place: read direct when the block is)
+    not_done = set(read_checked(shard, col, jobs, direct and not local, in_flight))
+    if in_place:
+        not_done |= set(read_checked_in_place(shard, col, in_place, in_place_direct, in_flight))
+    for page, targets in jobs + fallback:
         if page in not_done:
             shard.check_chunk(page, col)  # raises for a damaged chunk
             raw = values[arriving[page][0]][1]
