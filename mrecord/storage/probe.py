@@ -6,8 +6,8 @@ reads from 4 threads (bandwidth), each phase for a quarter of a second or
 :data:`_RANDOM_READS` / :data:`_BIG_READS` reads, whichever ends first. Without the caps
 a fast disk read 300-344 MB in the half second on this machine (44-48K IOPS, 1 GB/s:
 nearly all of it the bandwidth phase), beside the first rows of a ``Shuffle.BLOCK``
-reader; with them ~0.3 s and 116-124 MB (a disk with hundreds of thousands of IOPS stops
-the first phase early too).
+reader; with them ~0.3 s and 116-124 MB, and ~0.15 s since the IOPS phase stops at 4,096
+reads (a disk with hundreds of thousands of IOPS stops it early too).
 Throttles (a blkio cgroup, a cloud volume's limits) show up in both numbers. The result
 is cached per device (``st_dev``) for the life of the process. File systems without
 direct I/O (tmpfs, some network file systems) give ``None``: not measured.
@@ -52,10 +52,14 @@ _BIG_IO = 1 << 20
 _RANDOM_THREADS = 16
 _SEQUENTIAL_THREADS = 4
 _PHASE_SECONDS = 0.25
-_RANDOM_READS = 16384
-"""Reads of the IOPS phase at most (1,024 per thread). Not fewer: the rate of a short
-phase is low (thread starts, the device's queue filling: 4,096 reads measured 33-41K IOPS
-on a disk that 0.25 s measures at 44-48K), and some choices compare it with the bandwidth."""
+_RANDOM_READS = 4096
+"""Reads of the IOPS phase at most (256 per thread). A short phase reads a little low
+(thread starts, the device's queue filling: 4,096 reads measured 33-41K IOPS on a disk
+that 0.25 s measured at 44-48K), but within what the same disk gives from one run to the
+next (2026-11-27, three runs each: 36-49K with 4,096 reads in 0.14-0.17 s, 44-53K with
+16,384 in 0.30-0.32 s), and the sizes it decides are rounded to powers of two. With
+16,384 the probe was most of the 0.35 s before a ``Shuffle.BLOCK`` reader's first row,
+a tenth of its first epoch over 2.4 GB."""
 _BIG_READS = 64
 """Reads of the bandwidth phase at most (64 MiB)."""
 _UNLIMITED = 1 << 60  # cgroup v1 writes ~2**63 for "no limit"
