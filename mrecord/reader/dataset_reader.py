@@ -93,7 +93,7 @@ class DatasetReader:
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
         self._chunk_buffers: ChunkBuffers | None = None  # made on first use
-        self._request_bound: bool | None = None  # _few_requests, asked once
+        self._request_bound: bool | None = None  # needs_large_requests, asked once
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
         ] * len(shards)
@@ -341,12 +341,11 @@ class DatasetReader:
     def _stream(self, ids: np.ndarray, groups: list[Any], names: Sequence[str]) -> bool:
         """A read of bytes values in file order beyond memory (``shuffle=False``,
         ``Shuffle.INFILE``'s runs) on storage that serves few requests for its bandwidth
-        (:meth:`_few_requests`: a volume throttled to large requests;
-        ``mrecord.storage.probe.needs_large_requests``): keep the bytes after it
-        streaming in (``readahead.stream_ahead``), so that its chunks, heads and values
-        come from the page cache as the kernel's large sequential reads bring them, not
-        as one request each; its values are then read buffered, not direct. Whether every
-        shard of the read streams.
+        (:attr:`needs_large_requests`: a volume throttled to large requests): keep the
+        bytes after it streaming in (``readahead.stream_ahead``), so that its chunks,
+        heads and values come from the page cache as the kernel's large sequential reads
+        bring them, not as one request each; its values are then read buffered, not
+        direct. Whether every shard of the read streams.
 
         Not elsewhere, measured (images and tabular ``shuffle=False`` in a 200 MB group,
         alternating with direct reads): on the local disk (~16K IOPS, 69 KB a request for
@@ -381,7 +380,7 @@ class DatasetReader:
         volume (streamed: 94%)."""
         if len(ids) < 2 or not self._beyond_memory() or not bool(np.all(ids[1:] >= ids[:-1])):
             return False
-        if not self._few_requests():
+        if not self.needs_large_requests:
             return False
         # A sparse sorted subset does not: streaming would read what it skips.
         if len(ids) < _STREAMED_SHARE * (int(ids[-1]) - int(ids[0]) + 1):
@@ -401,13 +400,7 @@ class DatasetReader:
         """Whether the storage under this reader's files serves few requests for its
         bandwidth (a read throttle allowing large requests, as the system's settings say:
         ``mrecord.storage.probe.needs_large_requests``; an hdd-like volume): every request
-        counts there, whatever its size."""
-        return self._few_requests()
-
-    def _few_requests(self) -> bool:
-        """Whether the storage under the first shard serves few requests for its
-        bandwidth (a volume throttled to large requests: ``needs_large_requests``, from
-        the system's settings, asked once)."""
+        counts there, whatever its size. Asked once, of the first shard's device."""
         if self._request_bound is None:
             self._request_bound = bool(self.shards) and needs_large_requests(self.shards[0].path)
         return self._request_bound

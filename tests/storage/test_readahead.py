@@ -152,7 +152,9 @@ def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
             real(self, ids, columns, **kwargs)
 
         monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
-        monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: few_requests)
+        monkeypatch.setattr(
+            DatasetReader, "needs_large_requests", property(lambda self: few_requests)
+        )
         monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
         monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
         got = _global_epoch(files)
@@ -208,7 +210,7 @@ def test_heads_are_not_asked_for_alone_where_the_read_streams(
     path = tmp_path / "d.mrecord"
     _write(path, 3000)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: True))
     calls = _fadvised(monkeypatch)
     with DatasetReader.open(path) as reader:
         starts = reader.shards[0].page_starts_list
@@ -217,7 +219,7 @@ def test_heads_are_not_asked_for_alone_where_the_read_streams(
         assert calls == []
         got = [(int(r["x"]), r["blob"]) for r in reader.read_rows(in_order).iter_rows()]
         assert got == [(i, bytes([i % 251]) * (100 + 37 * (i % 50))) for i in in_order.tolist()]
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: False)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: False))
     with DatasetReader.open(path) as reader:
         reader.will_need_heads(np.arange(starts[40], starts[60]))
         assert calls  # direct reads in file order: the heads are what they wait on first

@@ -246,7 +246,7 @@ def test_values_in_file_order_are_read_direct_as_long_runs(
 
     # the direct path: the chunk buffers take these reads otherwise (test_chunk_buffers.py)
     monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: False)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: False))
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
@@ -286,7 +286,7 @@ def test_values_in_file_order_stream_through_the_page_cache(
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: True))
     direct: list[int] = []
     real = readahead.read_direct
 
@@ -310,7 +310,7 @@ def test_values_in_file_order_stream_through_the_page_cache(
         ids = np.arange(0, 40)
         assert np.asarray(reader.read_rows(ids, ["id"]).columns["id"]).tolist() == ids.tolist()
         assert len(streamed) == 3  # fixed-width alone, nothing to check: streams too
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: False)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: False))
     with DatasetReader.open(odd_sizes, verify="never") as reader:
         got = [bytes(v) for v in reader.read_rows(np.arange(40, 80), ["blob"]).columns["blob"]]
         assert got == [_odd(int(i)) for i in range(40, 80)]
@@ -331,7 +331,7 @@ def test_fixed_width_columns_in_file_order_stream_once_their_chunks_are_checked(
 
     monkeypatch.setattr(readahead, "ENABLED", True)
     monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    monkeypatch.setattr(DatasetReader, "_few_requests", lambda self: True)
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: True))
     streamed = _streams_asked(monkeypatch)
     clear_verified()
     ids = np.arange(0, 120)
