@@ -227,7 +227,7 @@ def _check_small_in_place(
     shard.will_need(_merge_list(ranges))
     for unchecked, col, pages in small:
         for page in pages:
-            shard.verify_in_place(page, col)
+            shard.verify_arriving(page, col, in_place=True)
         unchecked &= ~shard.verified_chunks(unique_pages, col)  # the plan's own array
 
 

@@ -348,38 +348,26 @@ class ShardFile:
         except (ValueError, OSError):
             return  # a closed map, or a kernel without the advice: hints are optional
 
-    def verify_arriving(self, page: int, col: int) -> None:
+    def verify_arriving(self, page: int, col: int, in_place: bool = False) -> None:
         """Checksum chunk (page, ``col``) as it comes off the disk, ahead of its readers,
         and mark it verified when intact (policy ``once``; nothing to do otherwise).
 
         A local file's chunk is read with one ``pread`` (one request of exactly its bytes,
         whatever the map's advice, and the bytes land in the page cache the readers map);
-        other bytes are sliced as a read would. A damaged chunk is left unverified: its
-        reader checks it again and raises :class:`~mrecord.errors.ChecksumError`. Never
-        raises.
+        other bytes, and with ``in_place`` (a small chunk whose pages were just asked for,
+        or are in memory) every chunk, are sliced from the map as a read would. A damaged
+        chunk is left unverified: its reader checks it again and raises
+        :class:`~mrecord.errors.ChecksumError`. Never raises.
         """
         if self.verify != "once" or self._verified[page, col]:
             return
         offset, length = self._offsets[page][col], self._lengths[page][col]
         try:
-            fd = self.read_fd()
+            fd = None if in_place else self.read_fd()
             if fd is None:
                 intact = self._chunk_intact(page, col)
             else:
                 intact = _pread_checksum(fd, offset, length) == self._crcs[page][col]
-        except (OSError, ValueError):
-            return
-        if intact:
-            self._verified[page, col] = True
-
-    def verify_in_place(self, page: int, col: int) -> None:
-        """:meth:`verify_arriving` through the map (for a small chunk whose pages were just
-        asked for, or are in memory): marks chunk (page, ``col``) verified when intact,
-        leaves it unverified otherwise (its reader raises). Never raises."""
-        if self.verify != "once" or self._verified[page, col]:
-            return
-        try:
-            intact = self._chunk_intact(page, col)
         except (OSError, ValueError):
             return
         if intact:

@@ -46,13 +46,15 @@ def beyond(monkeypatch: pytest.MonkeyPatch, cold: None) -> None:
 
 
 def _arrivals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """Every chunk the I/O threads read and check (``verify_arriving``), as (page, col)."""
+    """Every chunk the I/O threads read and check (``verify_arriving`` with a ``pread``,
+    not ``in_place`` from the map), as (page, col)."""
     seen: list[tuple[int, int]] = []
     real = ShardFile.verify_arriving
 
-    def spy(self: ShardFile, page: int, col: int) -> None:
-        seen.append((page, col))
-        real(self, page, col)
+    def spy(self: ShardFile, page: int, col: int, in_place: bool = False) -> None:
+        if not in_place:
+            seen.append((page, col))
+        real(self, page, col, in_place)
 
     monkeypatch.setattr(ShardFile, "verify_arriving", spy)
     return seen
