@@ -683,8 +683,7 @@ def _read_chunk(
     (direct I/O when ``direct_fd`` is given and the read is accepted); None when neither
     descriptor reads them whole."""
     if direct_fd is not None:
-        lead = offset % _PAGE
-        span = -(-(lead + length) // _PAGE) * _PAGE
+        lead, span = chunk_region(offset, length, True)
         buffer = scratch.get(span)
         try:
             got = os.preadv(direct_fd, [buffer[:span].data.cast("B")], offset - lead)
@@ -743,17 +742,28 @@ def read_checked(
 
     if fd is None and direct_fd is None:
         return [page for page, _ in chunks]
+    return _pages_not_done(chunks, some, in_flight)
+
+
+_Item = TypeVar("_Item", bound=tuple[int, object])
+
+
+def _pages_not_done(
+    chunks: list[_Item], some: Callable[[list[_Item]], list[bool]], in_flight: int
+) -> list[int]:
+    """Run ``some`` over ``chunks`` (``(page, ...)`` items) in up to ``in_flight`` tasks
+    on the I/O threads (every ``tasks``-th item each, so neighbours go at once; the
+    calling thread waits), and return the pages of the items it answered False for."""
     tasks = max(1, min(in_flight, IO_THREADS, len(chunks)))
     if tasks == 1:
         done = some(chunks)
     else:
         pool = io_pool()
-        parts = [chunks[i::tasks] for i in range(tasks)]
-        futures = [pool.submit(some, part) for part in parts]
+        futures = [pool.submit(some, chunks[i::tasks]) for i in range(tasks)]
         done = [False] * len(chunks)
         for i, future in enumerate(futures):
             done[i::tasks] = future.result()
-    return [page for (page, _), ok in zip(chunks, done, strict=True) if not ok]
+    return [item[0] for item, ok in zip(chunks, done, strict=True) if not ok]
 
 
 def chunk_region(offset: int, length: int, direct: bool) -> tuple[int, int]:
@@ -806,17 +816,7 @@ def read_checked_in_place(
 
     if direct and direct_fd is None:
         return [page for page, _ in chunks]  # regions laid out for direct reads: caller's way
-    tasks = max(1, min(in_flight, IO_THREADS, len(chunks)))
-    if tasks == 1:
-        done = [one(item) for item in chunks]
-    else:
-        pool = io_pool()
-        parts = [chunks[i::tasks] for i in range(tasks)]
-        futures = [pool.submit(lambda part: [one(item) for item in part], part) for part in parts]
-        done = [False] * len(chunks)
-        for i, future in enumerate(futures):
-            done[i::tasks] = future.result()
-    return [page for (page, _), ok in zip(chunks, done, strict=True) if not ok]
+    return _pages_not_done(chunks, lambda part: [one(item) for item in part], in_flight)
 
 
 DIRECT_MIN_BYTES = 32 << 10
