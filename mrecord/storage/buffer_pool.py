@@ -24,6 +24,7 @@ import ctypes
 import mmap
 import threading
 import weakref
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -50,12 +51,19 @@ class BufferPool:
         self._free: list[np.ndarray] = []
         self._free_bytes = 0
         self._lock = threading.Lock()
+        # Slabs given back, not yet sorted into the free list. A lease caught in a
+        # reference cycle dies when the garbage collector runs, in any thread, also in
+        # this pool's code with the lock held: giving back must not take the lock (a
+        # suite run hung so). deque.append is atomic; the lock's holders sort them in.
+        self._returned: deque[np.ndarray] = deque()
         self._lease_types: dict[int, Any] = {}
 
     @property
     def free_bytes(self) -> int:
         """Bytes of free slabs held for the next buffers."""
-        return self._free_bytes
+        with self._lock:
+            self._sort_returned()
+            return self._free_bytes
 
     def take(self, nbytes: int) -> np.ndarray:
         """A writable ``uint8`` array of ``nbytes`` starting on a page boundary; its
@@ -79,6 +87,7 @@ class BufferPool:
         """The smallest free slab that holds ``nbytes`` and is at most four times that
         (a small buffer does not pin a big slab), taken off the free list; None if none."""
         with self._lock:
+            self._sort_returned()
             best = -1
             for i, slab in enumerate(self._free):
                 size = len(slab)
@@ -93,9 +102,21 @@ class BufferPool:
             return slab
 
     def _give_back(self, slab: np.ndarray) -> None:
-        """The last view of ``slab`` died: keep it for the next buffer, within the cap."""
+        """The last view of ``slab`` died: keep it for the next buffer, within the cap
+        (beyond it, it is freed). Never waits for the lock (see ``_returned``): when it
+        is held, the slab is left for its holder to sort in."""
+        self._returned.append(slab)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._sort_returned()
+            finally:
+                self._lock.release()
+
+    def _sort_returned(self) -> None:
+        """Move the slabs given back into the free list, within the cap (lock held)."""
         keep = self._keep if self._keep is not None else keep_bytes()
-        with self._lock:
+        while self._returned:
+            slab = self._returned.popleft()
             if self._free_bytes + len(slab) <= keep:
                 self._free.append(slab)
                 self._free_bytes += len(slab)

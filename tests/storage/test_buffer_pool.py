@@ -144,3 +144,27 @@ def test_chunk_pieces_reuse_the_memory_of_pieces_let_go() -> None:
     again[:] = 2
     faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
     assert faults < 10, faults  # a fresh mapping faults once per page: ~245 here
+
+
+def test_a_buffer_let_go_while_the_pool_is_busy_does_not_hang_it() -> None:
+    """The garbage collector frees a lease caught in a reference cycle in whatever thread
+    it runs, also one inside the pool's own code with the pool's lock held (a suite run
+    hung so, in ``take``). Here the same thread holds the lock while the last view of a
+    buffer goes: the slab still comes back, and the pool still works."""
+    pool = BufferPool(keep_bytes=8 * SLAB_ROUND)
+    buffer = pool.take(SLAB_ROUND)
+    address = int(buffer.ctypes.data)
+    done = threading.Event()
+
+    def let_go() -> None:
+        nonlocal buffer
+        with pool._lock:
+            del buffer  # its lease dies here: the pool takes the slab back
+        again = pool.take(SLAB_ROUND)
+        assert int(again.ctypes.data) == address
+        done.set()
+
+    thread = threading.Thread(target=let_go, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert done.is_set(), "the pool hung: a slab given back while its lock was held"
