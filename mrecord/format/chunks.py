@@ -136,18 +136,22 @@ class DecodedVarChunk:
         return [tuple(row) for row in self.shapes.tolist()]
 
 
-def decode_var(field: Field, buf: Any, n_rows: int) -> DecodedVarChunk:
-    """Parse and check the offsets (and shapes) of a variable-size chunk."""
+def decode_var(field: Field, buf: Any, n_rows: int, length: int | None = None) -> DecodedVarChunk:
+    """Parse and check the offsets (and shapes) of a variable-size chunk: ``buf`` holds
+    the chunk, or at least its head when ``length`` gives the chunk's length (a head
+    from the head index, ``mrecord.format.head_index``)."""
     head = 8 * (n_rows + 1)
     ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
     shapes_len = 8 * n_rows * ndim
-    if len(buf) < head + shapes_len:
+    if length is None:
+        length = len(buf)
+    if min(len(buf), length) < head + shapes_len:
         raise ChunkFormatError(
-            f"chunk of field {field.name!r} has {len(buf)} bytes, too short for the "
+            f"chunk of field {field.name!r} has {length} bytes, too short for the "
             f"{head + shapes_len}-byte head of {n_rows} rows"
         )
     offsets = np.frombuffer(buf, dtype=_U64, count=n_rows + 1)
-    data_len = len(buf) - head - shapes_len
+    data_len = length - head - shapes_len
     listed: list[int] = offsets.tolist()
     # Checked on the list the head keeps anyway: a cold random read parses a head for
     # nearly every row, and three numpy calls on ~10 offsets cost more than the list's

@@ -18,6 +18,9 @@ Keys (all required)::
     chunks          bin: CHUNK_DTYPE records, page by page, field by field
     previous_ends   [int] (format 1.1, optional on read): the file's length after each
                     earlier commit, oldest first; each is where an append's tail began
+    head_index      [[first_page, offset, length, crc32c]] (format 1.4, optional on
+                    read): the regions holding a copy of every value table and head
+                    (``mrecord.format.head_index``)
 
 A CHUNK_DTYPE record is 32 bytes::
 
@@ -41,6 +44,7 @@ import msgpack
 import numpy as np
 
 from mrecord.errors import MetadataError
+from mrecord.format.head_index import HeadIndexEntry
 from mrecord.format.layout import FORMAT_MAJOR, FORMAT_MINOR, HEADER_SIZE
 from mrecord.format.schema import FieldKind, StoredSchema, parse_schema
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS
@@ -98,6 +102,7 @@ class ShardMetadata:
     chunks: np.ndarray = field(compare=False)
     format_version: tuple[int, int] = (FORMAT_MAJOR, FORMAT_MINOR)
     previous_ends: tuple[int, ...] = ()
+    head_index: tuple[HeadIndexEntry, ...] = ()
 
     @property
     def num_pages(self) -> int:
@@ -152,6 +157,7 @@ class ShardMetadata:
             "page_rows": np.ascontiguousarray(self.page_rows, dtype="<u4").tobytes(),
             "chunks": np.ascontiguousarray(self.chunks, dtype=CHUNK_DTYPE).tobytes(),
             "previous_ends": list(self.previous_ends),
+            "head_index": [list(entry) for entry in self.head_index],
         }
         return msgpack.packb(doc, use_bin_type=True)  # type: ignore[no-any-return]
 
@@ -230,6 +236,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
         chunks=chunks,
         format_version=(int(version[0]), int(version[1])),
         previous_ends=_previous_ends(doc, data_end),
+        head_index=_head_index(doc, len(page_rows), data_end),
     )
 
 
@@ -244,6 +251,35 @@ def _previous_ends(doc: dict[str, Any], data_end: int) -> tuple[int, ...]:
             raise MetadataError(f"previous_ends {ends!r} must increase inside the pages")
         last = end
     return tuple(ends)
+
+
+def _head_index(doc: dict[str, Any], num_pages: int, data_end: int) -> tuple[HeadIndexEntry, ...]:
+    """The head index's regions (format 1.4; absent before): each inside the pages,
+    their first pages increasing."""
+    if "head_index" not in doc:
+        return ()
+    raw = _get(doc, "head_index", list)
+    entries: list[HeadIndexEntry] = []
+    last_page = -1
+    for item in raw:
+        if (
+            not isinstance(item, list)
+            or len(item) != 4
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+        ):
+            raise MetadataError(f"head_index entry {item!r} is not four integers")
+        entry = HeadIndexEntry(*item)
+        if not (
+            last_page < entry.first_page <= num_pages
+            and entry.offset >= HEADER_SIZE
+            and entry.length >= 0
+            and entry.offset + entry.length <= data_end
+            and 0 <= entry.crc32 < 2**32
+        ):
+            raise MetadataError(f"head_index entry {item!r} lies outside the pages or out of order")
+        last_page = entry.first_page
+        entries.append(entry)
+    return tuple(entries)
 
 
 def _schema_from_doc(entries: list[Any]) -> StoredSchema:
@@ -297,9 +333,7 @@ def _check_flags(schema: StoredSchema, page_rows: np.ndarray, chunks: np.ndarray
     if not tables.any():
         return
     fixed = np.array([f.kind is FieldKind.FIXED for f in schema.fields])
-    table_start = chunks["offset"].astype(np.int64) - 4 * (
-        page_rows.astype(np.int64)[:, None] + 1
-    )
+    table_start = chunks["offset"].astype(np.int64) - 4 * (page_rows.astype(np.int64)[:, None] + 1)
     bad = tables & (fixed[None, :] | (chunks["codec"] != 0) | (table_start < HEADER_SIZE))
     if bad.any():
         page, col = (int(i) for i in np.argwhere(bad)[0])

@@ -46,11 +46,27 @@ def _wrapped(url: str, doing: str) -> Iterator[None]:
     except (DatasetNotFoundError, RemoteStorageError):
         raise
     except Exception as exc:
+        if _past_the_end(exc):
+            raise RemoteStorageError(
+                f"{doing} {url!r} failed: the store sent nothing instead of the bytes asked "
+                "for: they lie past the end of the object, which is shorter than when it was "
+                "opened (it changed or was cut short); open the dataset again"
+            ) from exc
         raise RemoteStorageError(
             f"{doing} {url!r} failed: {type(exc).__name__}: {exc}; check the URL, the "
             "network and the credentials (storage_options in code; from the command line, "
             "the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)"
         ) from exc
+
+
+def _past_the_end(exc: Exception) -> bool:
+    """A range request past the object's end: HTTP 416 (aiohttp's ``status``), or S3's
+    ``InvalidRange`` error code (botocore's ``response``)."""
+    if getattr(exc, "status", None) == 416:
+        return True
+    response = getattr(exc, "response", None)
+    error = response.get("Error", {}) if isinstance(response, dict) else {}
+    return isinstance(error, dict) and error.get("Code") == "InvalidRange"
 
 
 def _really_missing(exc: FileNotFoundError) -> bool:

@@ -315,8 +315,17 @@ class RangeShardFile(ShardFile):
         ]
         if not tabled or self.reads is None:
             return
-        places = [self.head_range(page, col) for page, col in tabled]
-        fetched = _fetch(self.remote, [(start, start + n) for start, n in places])
+        # Those the head index holds (format 1.4; one range request for all of it, the
+        # first time) need no request of their own.
+        fetched: list[Any] = []
+        for page, col in tabled:
+            indexed = self._indexed(page, col)
+            fetched.append(None if indexed is None else bytes(indexed[0]) + bytes(indexed[1]))
+        rest = [key for key, data in zip(tabled, fetched, strict=True) if data is None]
+        if rest:
+            places = [self.head_range(page, col) for page, col in rest]
+            got = iter(_fetch(self.remote, [(start, start + n) for start, n in places]))
+            fetched = [next(got) if data is None else data for data in fetched]
         for (page, col), data in zip(tabled, fetched, strict=True):
             rows = self._page_rows_list[page]
             head = bytes(data[table_length(rows) :])

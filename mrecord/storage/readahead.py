@@ -221,9 +221,14 @@ def _check_small_in_place(
     for plan in plans:  # heads still to parse: their reads go with these (_var_ranges)
         if plan.kind is not FieldKind.FIXED:
             heads = shard.cached_heads(plan.col)
-            for page, whole in zip(unique_pages.tolist(), plan.whole.tolist(), strict=True):
-                if not whole and heads(page) is None:
-                    ranges.append(shard.head_range(page, plan.col))
+            missing = [
+                page
+                for page, whole in zip(unique_pages.tolist(), plan.whole.tolist(), strict=True)
+                if not whole and heads(page) is None
+            ]
+            if missing:
+                missing = shard.parse_indexed(missing, plan.col)
+            ranges += [shard.head_range(page, plan.col) for page in missing]
     shard.will_need(_merge_list(ranges))
     for unchecked, col, pages in small:
         for page in pages:
@@ -266,6 +271,8 @@ def _var_ranges(
         for page, is_whole in zip(unique_pages.tolist(), whole.tolist(), strict=True)
         if not is_whole and heads(page) is None
     ]
+    if missing:  # heads the head index holds (format 1.4) need no read of their own
+        missing = shard.parse_indexed(missing, col)
     out_starts: list[int] = []
     out_lengths: list[int] = []
     if missing and not parse_heads:
@@ -363,7 +370,10 @@ def hint_heads(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) -> i
             continue
         heads = shard.cached_heads(col)
         plain = unique_pages[chunks[unique_pages, col]["codec"] == _CODEC_NONE]
-        ranges += [shard.head_range(page, col) for page in plain.tolist() if heads(page) is None]
+        missing = [page for page in plain.tolist() if heads(page) is None]
+        if missing:  # the head index's (format 1.4) are parsed here, with no read
+            missing = shard.parse_indexed(missing, col)
+        ranges += [shard.head_range(page, col) for page in missing]
     if not ranges:
         return 0
     merged = _merge_list(ranges)
@@ -426,6 +436,7 @@ def hint_rows(
                 _check_ahead(shard, pages, columns)
             return 0
     _cold_streak[shard] = _cold_streak.get(shard, 0) + 1
+    shard.read_randomly()  # also when nothing below is hinted (values direct, heads indexed)
     if shard.verify == "once" or direct:
         ranges = row_ranges(shard, pages, slots, columns, verify_chunks, direct, direct)
     else:

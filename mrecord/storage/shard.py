@@ -46,6 +46,7 @@ from mrecord.format.compression import (
     checksum_releasing,
     decompress,
 )
+from mrecord.format.head_index import region_starts
 from mrecord.format.layout import (
     HEADER_SIZE,
     TRAILER_MAGIC,
@@ -221,6 +222,12 @@ class ShardFile:
         self._fd_tried = False
         self._direct_fd: int | None = None  # O_DIRECT reads of cold values, on first use
         self._direct_tried = False
+        # The head index (format 1.4), read whole on first use: its bytes and where each
+        # chunk's table starts in them (-1: not there), or None (none, or damaged).
+        self._index_lock = threading.Lock()
+        self._index_loaded = not self.meta.head_index
+        self._index_bytes: memoryview | None = None
+        self._index_starts: list[list[int]] = []
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -336,9 +343,7 @@ class ShardFile:
             return
         page_size = mmap.PAGESIZE
         try:
-            if not self._hinted:
-                self._hinted = True
-                mm.madvise(mmap.MADV_RANDOM)
+            self.read_randomly()
             for offset, length in ranges:
                 if length <= 0 or offset >= self.size:
                     continue
@@ -347,6 +352,19 @@ class ShardFile:
                 mm.madvise(mmap.MADV_WILLNEED, start, stop - start)
         except (ValueError, OSError):
             return  # a closed map, or a kernel without the advice: hints are optional
+
+    def read_randomly(self) -> None:
+        """Advise the map ``MADV_RANDOM`` (once): a fault reads its own page, not
+        megabytes of neighbours. For an order-aware reader that says what comes
+        (:meth:`will_need`, which does this first), and for a cold reader that reads its
+        values past the map (``pread``) and its heads from the head index: whatever
+        still faults in (a label chunk checked in place) must not pull its neighbours."""
+        mm = self._mm
+        if self._hinted or not isinstance(mm, mmap.mmap):
+            return
+        self._hinted = True
+        with contextlib.suppress(ValueError, OSError):  # a closed map: advice is optional
+            mm.madvise(mmap.MADV_RANDOM)
 
     def verify_arriving(self, page: int, col: int, in_place: bool = False) -> None:
         """Checksum chunk (page, ``col``) as it comes off the disk, ahead of its readers,
@@ -464,24 +482,151 @@ class ShardFile:
     def head_range(self, page: int, col: int) -> tuple[int, int]:
         """The ``(offset, length)`` of the head (value offsets and shapes) of the stored,
         uncompressed variable-size chunk (page, ``col``)."""
-        field = self.meta.schema.fields[col]
         rows = self._page_rows_list[page]
-        ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
-        head = min(8 * (rows + 1) + 8 * rows * ndim, self._lengths[page][col])
+        head = self._head_length(page, col)
         offset = self._offsets[page][col]
         if self._tables[page][col]:  # and the value table right before it
             return offset - table_length(rows), table_length(rows) + head
         return offset, head
 
+    def _indexed(self, page: int, col: int) -> tuple[memoryview, memoryview] | None:
+        """Chunk (page, ``col``)'s value table and head from the head index (format 1.4;
+        read whole the first time any is asked for), or None: not in the index, no
+        index, or a damaged one."""
+        if not self._index_loaded:
+            self._load_head_index()
+        data = self._index_bytes
+        if data is None:
+            return None
+        start = self._index_starts[page][col]
+        if start < 0:
+            return None
+        table = table_length(self._page_rows_list[page])
+        end = start + table + self._head_length(page, col)
+        return data[start : start + table], data[start + table : end]
+
+    def _head_length(self, page: int, col: int) -> int:
+        field = self.meta.schema.fields[col]
+        rows = self._page_rows_list[page]
+        ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
+        return min(8 * (rows + 1) + 8 * rows * ndim, self._lengths[page][col])
+
+    def _load_head_index(self) -> None:
+        """Read the head index's regions (one read each) and check their CRC-32C; a
+        region that differs leaves the index unused (the heads are read from the chunks,
+        where they still are) and is reported by ``mrecord verify``."""
+        with self._index_lock:
+            if self._index_loaded:
+                return
+            try:
+                self._index_bytes, self._index_starts = self._read_head_index()
+            except (OSError, ValueError):
+                self._index_bytes = None
+            self._index_loaded = True
+
+    def _read_head_index(self) -> tuple[memoryview | None, list[list[int]]]:
+        meta = self.meta
+        layout = region_starts(meta.schema, meta.page_rows, meta.chunks, meta.head_index)
+        if layout is None:
+            return None, []
+        starts, expected = layout
+        parts: list[bytes] = []
+        for entry, length in zip(meta.head_index, expected, strict=True):
+            if entry.length != length:
+                return None, []
+            data = self.read_region(entry.offset, entry.length)
+            if len(data) != length or checksum(data) != entry.crc32:
+                return None, []
+            parts.append(data)
+        return memoryview(b"".join(parts)), starts.tolist()
+
+    def head_index_intact(self) -> bool | None:
+        """Whether the head index (format 1.4) reads back intact: True, False (a region's
+        length or CRC-32C is wrong), or None when the file has none."""
+        if not self.meta.head_index:
+            return None
+        if not self._index_loaded:
+            self._load_head_index()
+        return self._index_bytes is not None
+
+    def ignore_head_index(self) -> None:
+        """From now on read every head from its chunk, not from the head index (for a
+        check of the chunks' own tables: ``mrecord verify``)."""
+        with self._index_lock:
+            self._index_bytes = None
+            self._index_loaded = True
+        self._value_tables.clear()
+
+    def indexed_table_and_head(self, page: int, col: int) -> tuple[bytes, bytes] | None:
+        """Chunk (page, ``col``)'s value table and head as the head index holds them
+        (format 1.4), or None when it holds none (``mrecord verify`` compares them with
+        the chunk's own)."""
+        got = self._indexed(page, col)
+        return None if got is None else (bytes(got[0]), bytes(got[1]))
+
+    def read_region(self, offset: int, length: int) -> bytes:
+        """File bytes ``offset:offset + length``, read with one request where the file
+        is local (``pread``: no fault per page through a map advised random)."""
+        fd = self.read_fd()
+        if fd is None:
+            return bytes(self._memory[offset : offset + length])
+        parts: list[bytes] = []
+        done = 0
+        while done < length:
+            data = os.pread(fd, length - done, offset + done)
+            if not data:
+                break
+            parts.append(data)
+            done += len(data)
+        return b"".join(parts)
+
+    def parse_indexed(self, pages: Sequence[int], col: int) -> list[int]:
+        """Parse and cache the heads of ``pages``' chunks of ``col`` that the head index
+        holds (no read of the file after the index's own); returns the pages whose heads
+        must still be read from their chunks."""
+        if self._index_loaded and self._index_bytes is None:
+            return list(pages)
+        return [page for page in pages if self._parse_indexed(page, col) is None]
+
+    def _parse_indexed(self, page: int, col: int) -> Any:
+        key = (page, col)
+        head = self._heads.get(key)
+        if head is not None:
+            return head
+        got = self._indexed(page, col)
+        if got is None:
+            return None
+        table, head_bytes = got
+        try:
+            head = decode_var(
+                self.meta.schema.fields[col],
+                head_bytes,
+                self._page_rows_list[page],
+                self._lengths[page][col],
+            )
+        except (ChunkFormatError, ValueError):
+            return None
+        crcs = checked_value_crcs(table, head_bytes)
+        if crcs is None:
+            return None
+        self._value_tables.setdefault(key, crcs)
+        self._heads.put(key, head)
+        return head
+
     def parse_head(self, page: int, col: int) -> Any:
         """Parse and cache the head of plain variable-size chunk (page, ``col``) without
         checksumming the chunk (to plan reads; :meth:`var_page` still checks the chunk by
         the policy before any value is read, and the head it uses comes from the same
-        bytes); None when the chunk is compressed or its head does not parse."""
+        bytes); None when the chunk is compressed or its head does not parse. A head the
+        head index holds (format 1.4) is parsed from there, without touching the chunk."""
         key = (page, col)
         head = self._heads.get(key)
         if head is not None or self._codecs[page][col] != _CODEC_NONE:
             return head
+        if self._tables[page][col]:
+            head = self._parse_indexed(page, col)
+            if head is not None:
+                return head
         offset, length = self._offsets[page][col], self._lengths[page][col]
         if offset + length > self.size:
             return None
@@ -508,6 +653,12 @@ class ShardFile:
         table = self._value_tables.get(key)
         if table is not None:
             return table
+        indexed = self._indexed(page, col)
+        if indexed is not None:
+            crcs = checked_value_crcs(*indexed)
+            if crcs is not None:
+                self._value_tables[key] = crcs
+                return crcs
         start, length = self.head_range(page, col)
         head_start = self._offsets[page][col]
         if start + length > self.size:

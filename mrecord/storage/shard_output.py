@@ -49,6 +49,7 @@ from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.pool import process_thread
 from mrecord.storage.commit import copy_range
 from mrecord.storage.direct_output import BLOCK, DirectStream
+from mrecord.storage.head_region import HeadRegion, read_head_region
 
 __all__ = ["SYNC_EVERY", "PageRun", "ShardOutput", "assemble_shard", "write_tail"]
 
@@ -65,15 +66,20 @@ _ZEROS = bytes(64)
 _COPY_STEP = 64 << 20
 
 
-def write_tail(fd: int, position: int, metadata_offset: int, meta: ShardMetadata) -> int:
-    """Write ``meta`` and the trailer at file position ``position``, cut the rest, fsync.
+def write_tail(
+    fd: int, position: int, metadata_offset: int, meta: ShardMetadata, region: bytes = b""
+) -> int:
+    """Write the head index ``region`` (format 1.4; ``meta``'s last ``head_index`` entry
+    says it lies here), then ``meta`` and the trailer, at file position ``position``; cut
+    the rest, fsync.
 
-    ``metadata_offset`` is where the metadata begins in the shard (equal to ``position``
-    except in an append's tail file, which starts at the shard's committed end).
-    Returns the file's length.
+    ``metadata_offset`` is where the region (or, without one, the metadata) begins in the
+    shard (equal to ``position`` except in an append's tail file, which starts at the
+    shard's committed end). Returns the file's length.
     """
     body = meta.encode()
-    tail = body + Trailer(metadata_offset, len(body), checksum(body)).encode()
+    at = metadata_offset + len(region)
+    tail = region + body + Trailer(at, len(body), checksum(body)).encode()
     _pwrite_all(fd, tail, position)
     os.ftruncate(fd, position + len(tail))
     os.fsync(fd)
@@ -177,8 +183,9 @@ class ShardOutput:
         else:
             self._write = process_thread("mrecord-write").submit(_writev_all, fd, buffers)
 
-    def finish(self, meta: ShardMetadata) -> None:
-        """Write ``meta`` and the trailer after the pages, fsync, close."""
+    def finish(self, meta: ShardMetadata, region: bytes = b"") -> None:
+        """Write the head index ``region``, ``meta`` and the trailer after the pages,
+        fsync, close."""
         fd = self._need_fd()
         self._wait_for_write()
         self._wait_for_sync()
@@ -187,7 +194,7 @@ class ShardOutput:
             self._direct.close()
             self._direct = None
         metadata_offset = self.offset
-        end = write_tail(fd, metadata_offset - self._start, metadata_offset, meta)
+        end = write_tail(fd, metadata_offset - self._start, metadata_offset, meta, region)
         self.offset = end + self._start
         self._fd = None
         os.close(fd)
@@ -298,8 +305,11 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
         os.replace(runs[0].path, target)
         fd = os.open(target, os.O_RDWR)
         try:
-            final = template.with_pages(meta.page_rows, meta.chunks, num_rows=meta.num_rows)
-            end = _pages_end(meta.chunks)
+            final = template.with_pages(
+                meta.page_rows, meta.chunks, num_rows=meta.num_rows, head_index=meta.head_index
+            )
+            # The file's head index region stays where it is, after the pages.
+            end = max([_pages_end(meta.chunks)] + [e.offset + e.length for e in meta.head_index])
             write_tail(fd, end, end, final)
         finally:
             os.close(fd)
@@ -310,6 +320,7 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
         pos = HEADER_SIZE
         page_rows: list[np.ndarray] = []
         chunks: list[np.ndarray] = []
+        heads = HeadRegion()
         for run in runs:
             block = run.meta.chunks[run.start : run.stop]
             src_start = _pages_start(block, run.meta.page_rows[run.start : run.stop])
@@ -323,15 +334,24 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
             chunks.append(moved)
             page_rows.append(run.meta.page_rows[run.start : run.stop])
             pos = dst + (src_end - src_start)
+            heads.extend(
+                read_head_region(
+                    run.path, template.schema, run.meta.page_rows[run.start : run.stop], block
+                )
+            )
         n_fields = len(template.schema.fields)
         all_rows = np.concatenate(page_rows).astype("<u4") if page_rows else np.zeros(0, "<u4")
         all_chunks = (
             np.concatenate(chunks) if chunks else np.zeros((0, n_fields), dtype=CHUNK_DTYPE)
         )
+        region = heads.join()
         final = template.with_pages(
-            all_rows, all_chunks.reshape(len(all_rows), n_fields), num_rows=int(all_rows.sum())
+            all_rows,
+            all_chunks.reshape(len(all_rows), n_fields),
+            num_rows=int(all_rows.sum()),
+            head_index=(HeadRegion.entry(0, pos, region),) if region else (),
         )
-        write_tail(fd, pos, pos, final)
+        write_tail(fd, pos, pos, final, region)
     finally:
         os.close(fd)
     return final

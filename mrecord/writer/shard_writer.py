@@ -20,15 +20,20 @@ import numpy as np
 
 from mrecord.format.chunks import value_nbytes
 from mrecord.format.columnize import Columns
+from mrecord.format.head_index import head_length
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import StoredSchema
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
+from mrecord.storage.head_region import HeadRegion, read_head_region
 from mrecord.storage.shard_output import ShardOutput
 
 __all__ = ["ShardWriter"]
 
 _ZEROS = bytes(64)
+HEAD_INDEX = True
+"""Write the head index (format 1.4, ``mrecord.format.head_index``) after the pages;
+tests of reading files without one (written by 1.3) turn it off."""
 
 
 def _concat(parts: list[np.ndarray | list[Any]]) -> np.ndarray | list[Any]:
@@ -66,15 +71,20 @@ class ShardWriter:
             # The partial is a tail: its byte 0 goes at the committed end of the shard.
             self.base_length: int | None = base_length
             self._previous_ends = committed_meta.previous_ends
+            self._head_index = committed_meta.head_index
             self._page_rows: list[int] = committed_meta.page_rows.tolist()
             self._chunks: list[np.ndarray] = [committed_meta.chunks.reshape(-1)]
             self.first_new_row = committed_meta.num_rows
         else:
             self.base_length = None
+            self._head_index = ()
             self._page_rows = []
             self._chunks = []
             self.first_new_row = 0
         self.num_rows = self.first_new_row
+        self._first_new_page = len(self._page_rows)
+        # This session's pages' tables and heads, for the head index (format 1.4).
+        self._heads = HeadRegion()
         self._out = ShardOutput(partial, self.base_length)
 
     def add(self, columns: Columns, n: int, index_fields: tuple[str, ...]) -> None:
@@ -138,6 +148,10 @@ class ShardWriter:
         records["codec"] = [c.codec for c in chunks]
         self._chunks.append(records)
         self._page_rows.append(n_rows)
+        for c, field in zip(chunks, self.schema.fields, strict=True):
+            if c.value_crcs is not None:  # the head starts the chunk's first buffer
+                head = memoryview(c.parts[0])[: head_length(field, n_rows)]
+                self._heads.add(c.value_crcs, head)
 
     def finish(self, meta: ShardMetadata) -> ShardMetadata:
         """Write the last page, metadata and trailer; fsync; return the final metadata."""
@@ -151,7 +165,13 @@ class ShardWriter:
         )
         if self.base_length is not None:
             final = replace(final, previous_ends=(*self._previous_ends, self.base_length))
-        self._out.finish(final)
+        region = self._heads.join() if HEAD_INDEX else b""
+        entries = self._head_index
+        if region:  # its region goes right after the pages, before the metadata
+            entry = self._heads.entry(self._first_new_page, self._out.offset, region)
+            entries = (*entries, entry)
+        final = replace(final, head_index=entries)
+        self._out.finish(final, region)
         return final
 
     @property
@@ -180,6 +200,17 @@ class ShardWriter:
         self._page_rows = list(page_rows)
         self._chunks = list(chunks)
         self.num_rows = rows
+        # Their tables and heads are in the file: read back for the head index.
+        directory = np.concatenate(chunks) if chunks else np.zeros(0, dtype=CHUNK_DTYPE)
+        self._heads = HeadRegion()
+        self._heads.extend(
+            read_head_region(
+                source,
+                self.schema,
+                np.array(page_rows, dtype="<u4"),
+                directory.reshape(len(page_rows), len(self.schema.fields)),
+            )
+        )
 
     def new_index_values(self) -> dict[str, np.ndarray | list[Any]]:
         """Index-field values of the rows added in this session, per field."""

@@ -101,15 +101,15 @@ def test_bulk_db_answers_lookups_as_format_1_1_did(case: mst.DatasetCase, data: 
             assert ids.tolist() == [i for i, v in enumerate(values) if v == value]
 
 
-def test_new_files_say_format_1_3() -> None:
-    """1.3 (value checksums) keeps 1.2's empty rows table for shards without index fields."""
+def test_new_files_say_format_1_4() -> None:
+    """1.4 (head index) keeps 1.2's empty rows table for shards without index fields."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "d"
         with FileWriter(path) as w:
             w.add_schema({"x": {"type": "int32"}})
             w.write_raw_data({"x": np.arange(5, dtype=np.int32)})
         assert parse_header(path.read_bytes()[:64]) == (1, FORMAT_MINOR)
-        assert FORMAT_MINOR == 3
+        assert FORMAT_MINOR == 4
         assert _db_rows(path) == []
 
 

@@ -29,6 +29,7 @@ from mrecord.format.chunks import (
     value_nbytes,
 )
 from mrecord.format.compression import CODEC_IDS, checksum, checksum_update, compress, decompress
+from mrecord.format.head_index import HeadIndexEntry
 from mrecord.format.layout import (
     FORMAT_MAJOR,
     FORMAT_MINOR,
@@ -399,9 +400,7 @@ def test_vararray_chunks_decode_their_shapes_and_refuse_wrong_ones() -> None:
         ((2**21, 2**21, 2**21), True),  # each pair fits, the three do not
     ],
 )
-def test_absurd_shapes_are_those_beyond_2_62_elements(
-    shape: tuple[int, ...], absurd: bool
-) -> None:
+def test_absurd_shapes_are_those_beyond_2_62_elements(shape: tuple[int, ...], absurd: bool) -> None:
     shapes = np.array([[1] * len(shape), shape], dtype=np.uint64)
     assert _absurd_shapes(shapes) is absurd
     assert _absurd_shapes(shapes[::-1].copy()) is absurd
@@ -579,6 +578,7 @@ def _metadata(**changes: Any) -> ShardMetadata:
         "chunks": chunks,
         "format_version": (1, 7),
         "previous_ends": (128, 320),
+        "head_index": (HeadIndexEntry(0, 500, 40, 0xABCDEF01),),
     }
     fields.update(changes)
     return ShardMetadata(**fields)
@@ -604,13 +604,16 @@ def _assert_same(got: ShardMetadata, want: ShardMetadata) -> None:
 
 
 def test_metadata_round_trips_every_field() -> None:
-    meta = _metadata()
+    meta = _metadata(
+        head_index=(HeadIndexEntry(0, 500, 40, 0xABCDEF01), HeadIndexEntry(1, 540, 8, 7))
+    )
     back = ShardMetadata.decode(meta.encode(), _DATA_END)
     _assert_same(back, meta)
     assert back.format_version == (1, 7) and back.previous_ends == (128, 320)
+    assert back.head_index == ((0, 500, 40, 0xABCDEF01), (1, 540, 8, 7))
     assert back.num_pages == 2 and back.chunks.shape == (2, 4)
     assert back.chunks[0, 1]["codec"] == 1 and back.chunks[1, 3]["length"] == 64
-    no_desc = _metadata(desc=None, previous_ends=(), index_fields=())
+    no_desc = _metadata(desc=None, previous_ends=(), index_fields=(), head_index=())
     _assert_same(ShardMetadata.decode(no_desc.encode(), _DATA_END), no_desc)
 
 
@@ -638,6 +641,7 @@ def test_metadata_is_the_documented_messagepack_map() -> None:
         "page_rows": struct.pack("<II", 3, 2),
         "chunks": doc["chunks"],
         "previous_ends": [128, 320],
+        "head_index": [[0, 500, 40, 0xABCDEF01]],
     }
     first = struct.pack("<QQQIB3x", 64, 12, 12, 0xFFFF0000, 0)
     assert len(doc["chunks"]) == 8 * 32 and doc["chunks"][:32] == first
@@ -682,9 +686,7 @@ def test_metadata_that_is_not_a_messagepack_map_is_refused() -> None:
         int_key: dict[Any, Any] = {**_doc(), 1: 2}
         ShardMetadata.decode(msgpack.packb(int_key), _DATA_END)
     with pytest.raises(MetadataError, match="not valid MessagePack"):  # no extension types
-        ShardMetadata.decode(
-            msgpack.packb({**_doc(), "x": msgpack.ExtType(5, b"a")}), _DATA_END
-        )
+        ShardMetadata.decode(msgpack.packb({**_doc(), "x": msgpack.ExtType(5, b"a")}), _DATA_END)
 
 
 @pytest.mark.parametrize(
@@ -754,10 +756,10 @@ def test_counts_are_checked() -> None:
     assert _refusal(_doc(page_size=0)) == message
     for ok in ({"generation": 0}, {"next_shard": 0}, {"page_size": 1}):
         ShardMetadata.decode(msgpack.packb(_doc(**ok), use_bin_type=True), _DATA_END)
-    empty = _doc(num_rows=0, page_rows=b"", chunks=b"")
+    empty = _doc(num_rows=0, page_rows=b"", chunks=b"", head_index=[])
     meta = ShardMetadata.decode(msgpack.packb(empty, use_bin_type=True), _DATA_END)
     assert meta.num_rows == 0 and meta.chunks.shape == (0, 4)
-    negative = _doc(num_rows=-1, page_rows=b"", chunks=b"")
+    negative = _doc(num_rows=-1, page_rows=b"", chunks=b"", head_index=[])
     assert _refusal(negative) == "pages hold 0 rows, metadata says -1"
 
 
@@ -816,9 +818,7 @@ def test_absurd_fixed_rows_are_refused_even_without_pages(shape: list[int], refu
     doc = _doc(schema=[entry], page_rows=b"", chunks=b"", num_rows=0, index_fields=[])
     if refused:
         per_row = 4 * int(np.prod(shape))
-        assert _refusal(doc) == (
-            f"field 'x' declares {per_row} bytes per row (shape {shape})"
-        )
+        assert _refusal(doc) == (f"field 'x' declares {per_row} bytes per row (shape {shape})")
     else:
         ShardMetadata.decode(msgpack.packb(doc, use_bin_type=True), _DATA_END)
 

@@ -114,8 +114,11 @@ def test_hint_heads_asks_for_the_heads_and_unchecked_chunks_and_nothing_once_rea
 
 
 def test_hint_heads_leaves_fixed_chunks_alone_when_nothing_checks_them(
-    tmp_path: Path, monkeypatch: Any
+    tmp_path: Path, monkeypatch: Any, without_head_index: None
 ) -> None:
+    """A file without a head index (1.3): the bytes column's head is asked for, and no
+    fixed-width chunk when nothing checks them (tests/storage/test_head_index.py: with
+    the index, no head either)."""
     path = tmp_path / "d.mrecord"
     _write(path, 300)
     calls = _fadvised(monkeypatch)

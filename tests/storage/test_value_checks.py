@@ -77,9 +77,9 @@ def test_large_values_get_a_crc_each_right_before_their_chunk(tmp_path: Path) ->
     path = tmp_path / "d.mrecord"
     _write(path)
     data = path.read_bytes()
-    assert struct.unpack_from("<HH", data, 8) == (1, 3)  # format 1.3
-    doc = _file_metadata(path)
-    assert doc["format_version"] == [1, 3]
+    assert struct.unpack_from("<HH", data, 8) == (1, 4)  # format 1.4 (1.3's tables, and
+    doc = _file_metadata(path)  # a head index: tests/storage/test_head_index.py)
+    assert doc["format_version"] == [1, 4]
     page_rows = np.frombuffer(doc["page_rows"], dtype="<u4").tolist()
     records = doc["chunks"]
     assert isinstance(records, bytes) and len(records) == 32 * 5 * len(page_rows)
@@ -225,10 +225,14 @@ def test_a_damaged_value_raises_naming_its_row_and_its_neighbours_are_served(
     assert any("page 1, field 'blob'" in p and "checksum mismatch" in p for p in report.problems)
 
 
-def test_mrecord_verify_finds_a_damaged_value_table(tmp_path: Path) -> None:
+def test_mrecord_verify_finds_a_damaged_value_table(
+    tmp_path: Path, without_head_index: None
+) -> None:
     """A table entry that disagrees with an intact value: ``mrecord verify`` names the
     row; a reader of that row alone raises (the file is damaged, if not the value); one
-    that reads the whole chunk checks it whole and serves the right bytes."""
+    that reads the whole chunk checks it whole and serves the right bytes. (A file with
+    a head index has an intact copy of the table there: see
+    ``test_a_damaged_table_in_front_of_its_chunk_is_named_beside_the_intact_copy``.)"""
     path = tmp_path / "d.mrecord"
     _write(path)
     with ShardFile(path) as shard:
@@ -434,7 +438,7 @@ def test_a_value_checked_in_one_chunk_says_nothing_of_another(tmp_path: Path) ->
 
 
 def test_verify_names_a_head_that_disagrees_with_its_table_and_the_last_entry(
-    tmp_path: Path,
+    tmp_path: Path, without_head_index: None
 ) -> None:
     path = tmp_path / "d.mrecord"
     _write(path)
@@ -627,11 +631,12 @@ def test_the_by_value_mask_agrees_with_checks_by_value_for_every_chunk(tmp_path:
         shard.close()
 
 
-def test_the_warm_test_sample_reads_no_heads(tmp_path: Path) -> None:
+def test_the_warm_test_sample_reads_no_heads(tmp_path: Path, without_head_index: None) -> None:
     """row_ranges(parse_heads=False), the sample that tells warm from cold, gives the
     page in the middle of an unparsed chunk (among its values: its head may be in memory
     alone, asked for by a lookahead) and parses nothing; the full plan parses the heads
-    and gives the values' own spans."""
+    and gives the values' own spans. (With a head index the heads are parsed from it,
+    no read of theirs, and the sample is the values' own spans.)"""
     from mrecord.storage.readahead import row_ranges
 
     path = tmp_path / "d.mrecord"

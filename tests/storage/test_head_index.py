@@ -1,0 +1,316 @@
+"""The head index (format 1.4, issue 23): a copy of every value table and head of a shard,
+stored together after the pages, so that a random first epoch reads a chunk's head with
+the others in one request instead of one small request per chunk before its value.
+
+Expected regions are cut from the file's own bytes in front of each chunk (located from
+the chunk directory by this test) and their CRCs computed with the ``crc32c`` package,
+never by mrecord's head index code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import crc32c
+import numpy as np
+import pytest
+
+import mrecord.writer.shard_writer as shard_writer
+from mrecord import DatasetReader, FileWriter
+from mrecord.format.layout import HEADER_SIZE
+from mrecord.maintenance.verify import verify_dataset
+from mrecord.storage.readahead import hint_heads
+from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard_output import PageRun, assemble_shard
+from mrecord.storage.verified import clear_verified
+
+ROWS = 60
+
+
+def _blob(i: int) -> bytes:
+    return i.to_bytes(4, "little") * ((40_000 + 83 * i) // 4)  # 40-45 KB, each different
+
+
+def _array(i: int) -> np.ndarray:
+    return np.full((i % 5 + 300, 2), i, dtype=np.float32)
+
+
+def _rows(lo: int, hi: int) -> list[dict[str, object]]:
+    return [
+        {"id": i, "blob": _blob(i), "arr": _array(i), "packed": bytes(5000), "tag": f"t{i}"}
+        for i in range(lo, hi)
+    ]
+
+
+def _write(path: Path, rows: int = ROWS, page_size: int = 200_000) -> None:
+    with FileWriter(path) as writer:
+        writer.add_schema(
+            {
+                "id": {"type": "int64"},
+                "blob": {"type": "bytes"},
+                "arr": {"type": "float32", "shape": [-1, 2]},
+                "packed": {"type": "bytes", "compression": "zstd"},
+                "tag": {"type": "string"},  # values under 1 KB: no table
+            }
+        )
+        writer.set_page_size(page_size)
+        writer.write_raw_data(_rows(0, rows))
+
+
+def _expected_region(path: Path, first_page: int, stop_page: int) -> bytes:
+    """Each tabled chunk's table and head as they lie in the file, in directory order."""
+    data = path.read_bytes()
+    with ShardFile(path, verify="never") as shard:
+        meta = shard.meta
+    out = b""
+    for page in range(first_page, stop_page):
+        n = int(meta.page_rows[page])
+        for col, field in enumerate(meta.schema.fields):
+            record = meta.chunks[page, col]
+            if not int(record["flags"]) & 1:
+                continue
+            ndim = 2 if field.name == "arr" else 0
+            start = int(record["offset"])
+            out += data[start - 4 * (n + 1) : start + 8 * (n + 1) + 8 * n * ndim]
+    return out
+
+
+def _head_problems(path: Path) -> list[str]:
+    """What ``mrecord verify`` finds wrong with the data file (the page runs assembled
+    here have no ``.db``: that one problem is not this test's)."""
+    return [p for p in verify_dataset(path).problems if ".db' is missing" not in p]
+
+
+def test_a_new_shard_holds_every_table_and_head_in_one_region(tmp_path: Path) -> None:
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        meta = shard.meta
+        assert meta.format_version == (1, 4)
+        assert meta.num_pages > 4
+        tabled = meta.chunks["flags"] & 1
+        assert tabled[:, 1].all() and tabled[:, 2].all()  # blob, arr
+        assert not tabled[:, [0, 3, 4]].any()  # fixed, compressed, small values
+        [entry] = meta.head_index
+    data = path.read_bytes()
+    expected = _expected_region(path, 0, meta.num_pages)
+    assert entry.first_page == 0
+    assert data[entry.offset : entry.offset + entry.length] == expected
+    assert entry.crc32 == crc32c.crc32c(expected)
+    pages_end = int((meta.chunks["offset"] + meta.chunks["length"]).max())
+    assert pages_end <= entry.offset  # after the pages, before the metadata
+
+
+def test_an_append_adds_an_entry_for_its_pages(tmp_path: Path) -> None:
+    path = tmp_path / "d.mrecord"
+    _write(path, rows=30)
+    with ShardFile(path) as shard:
+        before = shard.meta.num_pages
+    with FileWriter.open_for_append(path) as writer:
+        writer.write_raw_data(_rows(30, 50))
+    with ShardFile(path) as shard:
+        meta = shard.meta
+        first, second = meta.head_index
+    data = path.read_bytes()
+    assert (first.first_page, second.first_page) == (0, before)
+    assert data[first.offset : first.offset + first.length] == _expected_region(path, 0, before)
+    assert data[second.offset : second.offset + second.length] == _expected_region(
+        path, before, meta.num_pages
+    )
+    clear_verified()
+    with DatasetReader.open(path) as reader:
+        got = reader.read_rows(np.arange(50)[::-1], columns=["blob", "arr"])
+    assert list(got.columns["blob"]) == [_blob(i) for i in range(49, -1, -1)]
+    assert all(
+        np.array_equal(a, _array(i))
+        for a, i in zip(got.columns["arr"], range(49, -1, -1), strict=True)
+    )
+
+
+def test_a_cold_read_asks_the_disk_for_no_head_the_index_holds(tmp_path: Path) -> None:
+    """What a lookahead hints before a block (hint_heads) is the reads its reading thread
+    would wait on: with the index none for the heads; without it (1.3) one a chunk."""
+    indexed, plain = tmp_path / "i.mrecord", tmp_path / "p.mrecord"
+    _write(indexed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shard_writer, "HEAD_INDEX", False)
+        _write(plain)
+    clear_verified()
+    with ShardFile(indexed) as a, ShardFile(plain) as b:
+        assert not b.meta.head_index
+        pages = np.arange(a.meta.num_pages)
+        assert hint_heads(b, pages, ["blob", "arr"]) > 0
+        assert hint_heads(a, pages, ["blob", "arr"]) == 0
+        assert a.cached_heads(1)(2) is not None  # parsed from the index on the way
+    for path in (indexed, plain):
+        clear_verified()
+        order = np.random.default_rng(3).permutation(ROWS)
+        with DatasetReader.open(path) as reader:
+            got = reader.read_rows(order, columns=["blob"])
+        assert list(got.columns["blob"]) == [_blob(int(i)) for i in order]
+
+
+def test_a_damaged_index_is_ignored_by_readers_and_reported_by_verify(tmp_path: Path) -> None:
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        [entry] = shard.meta.head_index
+    raw = bytearray(path.read_bytes())
+    raw[entry.offset + 5] ^= 0xFF  # the first table's first value CRC, in the copy only
+    path.write_bytes(bytes(raw))
+    clear_verified()
+    with ShardFile(path) as shard:
+        assert shard.head_index_intact() is False
+        assert shard.parse_indexed([0], 1) == [0]  # nothing taken from it
+    order = np.random.default_rng(4).permutation(ROWS)
+    with DatasetReader.open(path) as reader:
+        got = reader.read_rows(order, columns=["blob", "arr"])
+    assert list(got.columns["blob"]) == [_blob(int(i)) for i in order]
+    report = verify_dataset(path)
+    assert len(report.problems) == 1
+    assert "head index" in report.problems[0] and "damaged" in report.problems[0]
+
+
+def test_verify_reports_an_index_that_disagrees_with_the_chunks(tmp_path: Path) -> None:
+    """An index whose CRC matches but whose copy differs from the chunk (a writer's bug)
+    is named by ``mrecord verify``; the pages are still checked against their own tables."""
+    from mrecord.storage.shard_output import write_tail
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        meta = shard.meta
+        [entry] = meta.head_index
+        metadata_offset = shard._trailer.metadata_offset
+    raw = bytearray(path.read_bytes())
+    raw[entry.offset + 5] ^= 0xFF
+    region = bytes(raw[entry.offset : entry.offset + entry.length])
+    forged = meta.with_pages(
+        meta.page_rows,
+        meta.chunks,
+        head_index=(entry._replace(crc32=crc32c.crc32c(region)),),
+    )
+    path.write_bytes(bytes(raw[:metadata_offset]))
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_tail(fd, metadata_offset, metadata_offset, forged)
+    finally:
+        os.close(fd)
+    clear_verified()
+    report = verify_dataset(path)
+    assert len(report.problems) == 1, report.problems
+    assert "page 0, field 'blob'" in report.problems[0]
+    assert "differs from the chunk's own" in report.problems[0]
+
+
+def test_pages_assembled_from_other_files_get_one_index(tmp_path: Path) -> None:
+    """The Ray sink and a parallel conversion build a shard from page runs of finished
+    files (``assemble_shard``): the new file's index holds the runs' tables and heads."""
+    a, b = tmp_path / "a.mrecord", tmp_path / "b.mrecord"
+    _write(a, page_size=150_000)
+    _write(b, page_size=250_000)
+    target = tmp_path / "t.mrecord"
+    with ShardFile(a) as sa, ShardFile(b) as sb:
+        runs = [PageRun(a, sa.meta, 1, 4), PageRun(b, sb.meta, 0, 2)]
+        assemble_shard(target, runs, sa.meta)
+    with ShardFile(target) as shard:
+        [entry] = shard.meta.head_index
+        pages = shard.meta.num_pages
+    data = target.read_bytes()
+    assert data[entry.offset : entry.offset + entry.length] == _expected_region(target, 0, pages)
+    assert _head_problems(target) == []
+
+
+def test_a_whole_file_renamed_into_place_keeps_its_index(tmp_path: Path) -> None:
+    a = tmp_path / "a.mrecord"
+    _write(a)
+    target = tmp_path / "t.mrecord"
+    with ShardFile(a) as sa:
+        meta = sa.meta
+    assemble_shard(target, [PageRun(a, meta, 0, meta.num_pages)], meta)
+    with ShardFile(target) as shard:
+        assert shard.meta.head_index == meta.head_index
+        assert shard.head_index_intact() is True
+    assert _head_problems(target) == []
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [[0, 10, 5, 0]],  # inside the header
+        [[0, HEADER_SIZE, 1 << 40, 0]],  # past the pages
+        [[2, HEADER_SIZE, 4, 0]],  # a first page past the shard's one page
+        [[0, HEADER_SIZE, 4, 0], [0, HEADER_SIZE, 4, 0]],  # first pages not increasing
+        [[0, HEADER_SIZE, 4]],  # three numbers
+        [[0, HEADER_SIZE, 4, -1]],  # not a CRC
+    ],
+)
+def test_an_entry_outside_the_pages_or_malformed_is_refused(
+    tmp_path: Path, entries: list[list[int]]
+) -> None:
+    import msgpack
+
+    from mrecord.errors import MetadataError
+    from mrecord.format.metadata import ShardMetadata
+
+    path = tmp_path / "d.mrecord"
+    _write(path, rows=4)
+    with ShardFile(path) as shard:
+        meta = shard.meta
+        end = shard._trailer.metadata_offset
+    assert meta.num_pages == 1
+    doc = msgpack.unpackb(meta.encode(), raw=False)
+    doc["head_index"] = entries
+    with pytest.raises(MetadataError, match="head_index"):
+        ShardMetadata.decode(msgpack.packb(doc, use_bin_type=True), end)
+
+
+def test_a_damaged_table_in_front_of_its_chunk_is_named_beside_the_intact_copy(
+    tmp_path: Path,
+) -> None:
+    """The file's own table of page 0 damaged (row 2's CRC), its copy in the index
+    intact: ``mrecord verify`` names both the copy that no longer matches and row 2 (the
+    pages are checked against their own tables); a reader checks row 2's intact value
+    against the intact copy and serves it."""
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        offset = int(shard.meta.chunks[0, 1]["offset"])
+        n = int(shard.meta.page_rows[0])
+    data = bytearray(path.read_bytes())
+    data[offset - 4 * (n + 1) + 4 * 3] ^= 0x80
+    path.write_bytes(bytes(data))
+    clear_verified()
+    problems = verify_dataset(path).problems
+    assert len(problems) == 2, problems
+    assert "page 0, field 'blob': the head index's copy" in problems[0]
+    assert "checksum mismatch in page 0, field 'blob', row 2 " in problems[1]
+    with DatasetReader.open(path, verify="always") as reader:
+        assert list(reader.read_rows([2], columns=["blob"]).columns["blob"]) == [_blob(2)]
+
+
+def test_the_warm_test_sample_gives_the_values_own_spans_from_the_index(
+    tmp_path: Path,
+) -> None:
+    """row_ranges(parse_heads=False) reads no head; with the index it needs none to know
+    where the rows' values lie: the sample is their own spans, not a page standing in."""
+    from mrecord.storage.readahead import row_ranges
+
+    path = tmp_path / "d.mrecord"
+    _write(path, page_size=300_000)
+    clear_verified()
+    with ShardFile(path, verify="never") as shard:
+        col = shard.field_index("blob")
+        pages = np.array([1, 2], dtype=np.int64)
+        slots = np.array([0, 1], dtype=np.int64)
+        sampled = row_ranges(shard, pages, slots, ["blob"], parse_heads=False)
+        for p, s in zip(pages.tolist(), slots.tolist(), strict=True):
+            offset = shard.chunk_place(p, col)[0]
+            head = shard.cached_heads(col)(p)
+            assert head is not None
+            lo = offset + head.data_start + head.offsets[s]
+            hi = offset + head.data_start + head.offsets[s + 1]
+            assert any(a <= lo and hi <= a + n for a, n in sampled)
+        assert sum(n for _, n in sampled) <= 2 * len(_blob(ROWS)) + 4 * 4096  # 2 values
