@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+import mrecord.writer.shard_writer as shard_writer
 from harness.browser import chromium_path, launch_chromium
 from mrecord.testing.mixed import write_mixed
 from tests.factory import MakeDataset
@@ -33,6 +34,14 @@ settings.register_profile(
     "thorough", max_examples=500, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def without_head_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written now have no head index, as format 1.3 wrote them: heads are read from
+    in front of each chunk and small chunks from the file (tests of those paths, which
+    readers keep for older files and for a damaged index)."""
+    monkeypatch.setattr(shard_writer, "HEAD_INDEX", False)
 
 
 @pytest.fixture(scope="session")

@@ -5,17 +5,24 @@ but only after its head (the values' offsets, and shapes) and its table are know
 random first epoch over data larger than memory nearly every row is the first touch of
 its chunk, so it cost a small read of the head and table before the read of the value,
 two requests a row (on a hard disk's 200 IOPS: half the rate the value reads alone
-allow; docs/READING.md). The head index holds a copy of those bytes for every such chunk
-of a shard, one after another, so a reader gets all of them with one large read.
+allow; docs/READING.md). A page's small chunks (an image's label: 44 bytes beside a
+megabyte of images) cost a request of their own the same way. The head index holds a
+copy of those bytes for every such chunk of a shard, one after another, so a reader gets
+all of them with one large read.
 
 Layout: a *region* of the file (after the pages, before the metadata) per entry of the
 metadata's ``head_index`` list ``[first_page, offset, length, crc32c]``. An entry covers
 pages ``first_page`` up to the next entry's ``first_page`` (the last: to the end); its
-region is, for each chunk of those pages with a value table, page by page and field by
-field, the chunk's table followed by its head, exactly the bytes that lie in the file
-from ``offset − 4 × (n + 1)`` to the end of the head::
+region is, for each chunk of those pages, page by page and field by field:
 
-    [table of chunk A: 4 × (n_A + 1)] [head of chunk A] [table of chunk B] [head of B] ...
+- a chunk with a value table: its table followed by its head, exactly the bytes that
+  lie in the file from ``offset − 4 × (n + 1)`` to the end of the head;
+- a *small* chunk (no table, at most ``SMALL_CHUNK_MAX`` stored bytes and at most a
+  ``SMALL_CHUNK_SHARE``-th of its page's stored bytes, :func:`copied_chunks`): its
+  stored bytes whole (checked by the chunk's own CRC);
+- any other chunk: nothing::
+
+    [table of chunk A: 4 × (n_A + 1)] [head of chunk A] [small chunk B] [table of C] ...
 
 ``crc32c`` is the CRC-32C (Castagnoli) of the region. A new shard has one entry (first
 page 0); each append adds one for its pages; pages before the first entry (written by
@@ -36,7 +43,23 @@ import numpy as np
 from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 
-__all__ = ["HeadIndexEntry", "head_length", "head_lengths", "part_lengths", "region_starts"]
+__all__ = [
+    "SMALL_CHUNK_MAX",
+    "SMALL_CHUNK_SHARE",
+    "HeadIndexEntry",
+    "copied_chunks",
+    "head_length",
+    "head_lengths",
+    "part_lengths",
+    "region_starts",
+]
+
+SMALL_CHUNK_MAX = 4096
+"""A chunk without a value table of at most this many stored bytes is copied whole into
+the head index (when it is also small beside its page: ``SMALL_CHUNK_SHARE``)."""
+SMALL_CHUNK_SHARE = 64
+"""... and at most this fraction (1/64) of its page's stored bytes: the copies add at
+most ~1.6% a column to the file, and a dataset of tiny pages is not stored twice."""
 
 
 class HeadIndexEntry(NamedTuple):
@@ -68,13 +91,26 @@ def head_lengths(schema: StoredSchema, page_rows: np.ndarray) -> np.ndarray:
     return np.where(variable[None, :], 8 * (rows + 1) + 8 * rows * ndims[None, :], 0)
 
 
+def copied_chunks(chunks: np.ndarray) -> np.ndarray:
+    """Which (page, field) chunks a head index region holds whole: no value table, at
+    most ``SMALL_CHUNK_MAX`` stored bytes and at most a ``SMALL_CHUNK_SHARE``-th of the
+    stored bytes of its page's chunks. A bool array, shape ``(pages, fields)``."""
+    lengths = chunks["length"].astype(np.int64)
+    page_bytes = lengths.sum(axis=1, keepdims=True)
+    tables = (chunks["flags"] & FLAG_VALUE_CRCS) != 0
+    small = (lengths <= SMALL_CHUNK_MAX) & (SMALL_CHUNK_SHARE * lengths <= page_bytes)
+    return np.asarray(small & ~tables)
+
+
 def part_lengths(schema: StoredSchema, page_rows: np.ndarray, chunks: np.ndarray) -> np.ndarray:
     """Bytes each (page, field) chunk takes in a head index region: its table and head
-    when it has a value table, else 0. Shape ``(pages, fields)``, int64."""
+    when it has a value table, its stored bytes when it is copied whole
+    (:func:`copied_chunks`), else 0. Shape ``(pages, fields)``, int64."""
     tables = (chunks["flags"] & FLAG_VALUE_CRCS) != 0
-    heads = np.minimum(head_lengths(schema, page_rows), chunks["length"].astype(np.int64))
+    lengths = chunks["length"].astype(np.int64)
+    heads = np.minimum(head_lengths(schema, page_rows), lengths)
     table = 4 * (page_rows.astype(np.int64)[:, None] + 1)
-    return np.where(tables, table + heads, 0)
+    return np.where(tables, table + heads, np.where(copied_chunks(chunks), lengths, 0))
 
 
 def region_starts(
@@ -83,10 +119,10 @@ def region_starts(
     chunks: np.ndarray,
     entries: tuple[HeadIndexEntry, ...],
 ) -> tuple[np.ndarray, list[int]] | None:
-    """Where each chunk's table starts in the entries' regions laid end to end (entry 0's
-    bytes, then entry 1's, ...): shape ``(pages, fields)``, int64, −1 for a chunk not in
-    any region; and the length each entry's region must have. None when there are no
-    entries."""
+    """Where each chunk's part (its table, or its copy) starts in the entries' regions
+    laid end to end (entry 0's bytes, then entry 1's, ...): shape ``(pages, fields)``,
+    int64, −1 for a chunk not in any region; and the length each entry's region must
+    have. None when there are no entries."""
     if not entries:
         return None
     lengths = part_lengths(schema, page_rows, chunks)

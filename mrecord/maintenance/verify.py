@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from mrecord.errors import DatasetNotFoundError, MrecordError, NotAnMrecordFileError
+from mrecord.format.head_index import part_lengths
 from mrecord.format.index_layout import ROWS_TABLE, index_column
 from mrecord.format.schema import FieldKind
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.committed import open_committed, sibling_problems
 from mrecord.storage.index_db import check_index_db, query_index_db
@@ -161,8 +163,9 @@ def _check_pages(
 
 def _check_head_index(shard: ShardFile, report: VerifyReport) -> None:
     """The head index (format 1.4) reads back intact and holds, for every chunk with a
-    value table, the same table and head as lie before the chunk. Then the shard is told
-    to ignore it: the pages are checked against their own tables."""
+    value table, the same table and head as lie before the chunk, and for every small
+    chunk the chunk's bytes. Then the shard is told to ignore it: the pages are checked
+    against their own tables."""
     intact = shard.head_index_intact()
     where = str(shard.path)
     if intact is False:
@@ -172,17 +175,23 @@ def _check_head_index(shard: ShardFile, report: VerifyReport) -> None:
             "(`mrecord convert mrecord` rewrites the dataset with a new one)"
         )
     elif intact:
-        for page, col in zip(*np.nonzero(shard.meta.chunks["flags"] & 1), strict=True):
+        meta = shard.meta
+        held = part_lengths(meta.schema, meta.page_rows, meta.chunks) > 0
+        for page, col in zip(*np.nonzero(held), strict=True):
             page, col = int(page), int(col)
-            indexed = shard.indexed_table_and_head(page, col)
-            start, length = shard.head_range(page, col)
-            own = shard.read_region(start, length)
-            if indexed is None or indexed[0] + indexed[1] != own:
-                name = shard.meta.schema.fields[col].name
+            copy = shard.index_part(page, col)
+            if meta.chunks[page, col]["flags"] & FLAG_VALUE_CRCS:
+                start, length = shard.head_range(page, col)
+                what = "value table and head"
+            else:
+                start, length = shard.chunk_place(page, col)[:2]
+                what = "chunk"
+            if copy is None or bytes(copy) != shard.read_region(start, length):
+                name = meta.schema.fields[col].name
                 report.problems.append(
                     f"{where!r}: page {page}, field {name!r}: the head index's copy of the "
-                    "value table and head differs from the chunk's own; readers that use "
-                    "it may fail; rewrite the dataset (`mrecord convert mrecord`)"
+                    f"{what} differs from the chunk's own; readers that use it may fail; "
+                    "rewrite the dataset (`mrecord convert mrecord`)"
                 )
                 break
     shard.ignore_head_index()

@@ -1296,14 +1296,23 @@ class _FixedPlan:
     shard's policy before their first read (``checked``: nothing is left to check).
     """
 
-    __slots__ = ("base", "base_list", "checked", "col", "elems", "flat", "rows")
+    __slots__ = ("base", "base_list", "checked", "col", "elems", "flat", "from_index", "rows")
 
-    def __init__(self, shard: ShardFile, field: Field, col: int) -> None:
+    def __init__(
+        self, shard: ShardFile, field: Field, col: int, column: np.ndarray | None = None
+    ) -> None:
         itemsize = field.dtype.itemsize
         self.col = col
         self.elems = int(np.prod(field.row_shape, dtype=np.int64))
-        self.flat = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
-        self.base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize
+        # ``column``: the values from the head index's copies (ShardFile.indexed_column),
+        # checked when they were read; else the file's map
+        self.from_index = column is not None
+        if column is not None:
+            self.flat = column
+            self.base = shard.page_starts[:-1] * self.elems
+        else:
+            self.flat = np.frombuffer(shard.mm, dtype=field.dtype, count=shard.size // itemsize)
+            self.base = shard.meta.chunks[:, col]["offset"].astype(np.int64) // itemsize
         self.base_list: list[int] = self.base.tolist()
         if self.elems == 1:
             self.rows = self.flat
@@ -1314,12 +1323,17 @@ class _FixedPlan:
                 strides=(itemsize, itemsize),
                 writeable=False,
             )
-        self.checked = shard.all_verified(col)
+        self.checked = self.from_index or shard.all_verified(col)
 
     @classmethod
     def build(cls, shard: ShardFile, field: Field) -> _FixedPlan | None:
-        """The plan for ``field`` of ``shard``, or None when chunks need the page path."""
+        """The plan for ``field`` of ``shard``: from the head index's copies of its
+        chunks when it holds them all (no read of the file for these values), else
+        from the map, or None when chunks need the page path."""
         col = shard.field_index(field.name)
+        column = shard.indexed_column(col)
+        if column is not None:
+            return cls(shard, field, col, column)
         return cls(shard, field, col) if _plain_fixed(shard, field, col) else None
 
     def gather(self, shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> np.ndarray:
@@ -1336,7 +1350,7 @@ def _fixed_row_reader(
 ) -> Callable[[int, int], Any]:
     """``read(page, slot)`` for one value of a column that has a :class:`_FixedPlan`."""
     view, base, elems = plan.flat, plan.base_list, plan.elems
-    check = _chunk_checker(shard, plan.col)
+    check = None if plan.from_index else _chunk_checker(shard, plan.col)
     if not shape:
         if check is None:
             return lambda page, slot: view[base[page] + slot]

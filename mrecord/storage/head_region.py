@@ -18,13 +18,13 @@ from mrecord.errors import CorruptFileError
 from mrecord.format.compression import checksum
 from mrecord.format.head_index import HeadIndexEntry, part_lengths
 from mrecord.format.schema import StoredSchema
-from mrecord.format.value_crcs import table_length
+from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 
 __all__ = ["HeadRegion", "read_head_region"]
 
 
 class HeadRegion:
-    """The tables and heads of chunks written so far, in the order they were written."""
+    """The tables and heads (and small chunks) written so far, in the order written."""
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
@@ -35,7 +35,7 @@ class HeadRegion:
         self._parts.append(bytes(head))  # a copy: the caller may reuse its buffer
 
     def extend(self, region: bytes) -> None:
-        """Tables and heads of several chunks, already laid end to end."""
+        """Parts laid end to end already: a small chunk's bytes, or several chunks'."""
         self._parts.append(region)
 
     def join(self) -> bytes:
@@ -54,21 +54,23 @@ def read_head_region(
 ) -> bytes:
     """The head index region of pages (``page_rows``, ``chunks``: their directory) as
     they lie in the file ``path``: each value table and the head after it, read from in
-    front of its chunk, page by page, field by field."""
+    front of its chunk, and each small chunk whole, page by page, field by field."""
     lengths = part_lengths(schema, page_rows, chunks)
     if not lengths.any():
         return b""
     pages, cols = np.nonzero(lengths)
     rows = page_rows.astype(np.int64)[pages]
-    starts = chunks["offset"][pages, cols].astype(np.int64) - 4 * (rows + 1)
+    tabled = (chunks["flags"][pages, cols] & FLAG_VALUE_CRCS) != 0
+    before = np.where(tabled, 4 * (rows + 1), 0)  # a table starts before its chunk
+    starts = chunks["offset"][pages, cols].astype(np.int64) - before
     parts: list[bytes] = []
     fd = os.open(path, os.O_RDONLY)
     try:
-        for start, n, count in zip(
-            starts.tolist(), lengths[pages, cols].tolist(), rows.tolist(), strict=True
+        for start, n, table in zip(
+            starts.tolist(), lengths[pages, cols].tolist(), before.tolist(), strict=True
         ):
             data = os.pread(fd, n, start)
-            if len(data) != n or n < table_length(count):
+            if len(data) != n or n < table:
                 raise CorruptFileError(
                     f"{str(path)!r} ends inside a chunk's value table or head at byte "
                     f"{start}: it was cut short since it was written; write it again",

@@ -136,6 +136,8 @@ def row_ranges(
         field = shard.meta.schema.fields[col]
         if field.kind is FieldKind.FIXED and name in direct:
             continue  # read whole and checked by the caller, into buffers of its own
+        if field.kind is FieldKind.FIXED and shard.indexed_column(col) is not None:
+            continue  # the values come from the head index's copies: nothing to read
         whole = chunks[unique_pages, col]["codec"] != _CODEC_NONE
         # Chunks whose values the reader checks one by one (ShardFile.checks_by_value):
         # only the values it takes (and the head and table) are read, not the chunk.
@@ -364,7 +366,7 @@ def hint_heads(shard: ShardFile, pages: np.ndarray, columns: Sequence[str]) -> i
     for name in columns:
         col = shard.field_index(name)
         if shard.meta.schema.fields[col].kind is FieldKind.FIXED:
-            if shard.verify == "once":
+            if shard.verify == "once" and shard.indexed_column(col) is None:
                 todo = chunks[unique_pages[~shard.verified_chunks(unique_pages, col)], col]
                 ranges += zip(todo["offset"].tolist(), todo["length"].tolist(), strict=True)
             continue

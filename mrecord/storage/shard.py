@@ -228,6 +228,7 @@ class ShardFile:
         self._index_loaded = not self.meta.head_index
         self._index_bytes: memoryview | None = None
         self._index_starts: list[list[int]] = []
+        self._index_columns: dict[int, np.ndarray | None] = {}
 
     def _open_bytes(self) -> tuple[int, Any]:
         """(size, the file's bytes): a read-only memory map. A subclass may serve the bytes
@@ -490,9 +491,21 @@ class ShardFile:
         return offset, head
 
     def _indexed(self, page: int, col: int) -> tuple[memoryview, memoryview] | None:
-        """Chunk (page, ``col``)'s value table and head from the head index (format 1.4;
-        read whole the first time any is asked for), or None: not in the index, no
-        index, or a damaged one."""
+        """Chunk (page, ``col``)'s value table and head from the head index (format 1.4),
+        or None: no table, not in the index, no index, or a damaged one."""
+        if not self._tables[page][col]:
+            return None
+        part = self.index_part(page, col)
+        if part is None:
+            return None
+        table = table_length(self._page_rows_list[page])
+        return part[:table], part[table:]
+
+    def index_part(self, page: int, col: int) -> memoryview | None:
+        """What the head index (format 1.4; read whole the first time any part is asked
+        for) holds of chunk (page, ``col``): its value table and head, or its bytes whole
+        for a small chunk (``mrecord.format.head_index``); None when it holds nothing of
+        it, or there is no index, or a damaged one."""
         if not self._index_loaded:
             self._load_head_index()
         data = self._index_bytes
@@ -501,9 +514,47 @@ class ShardFile:
         start = self._index_starts[page][col]
         if start < 0:
             return None
-        table = table_length(self._page_rows_list[page])
-        end = start + table + self._head_length(page, col)
-        return data[start : start + table], data[start + table : end]
+        if self._tables[page][col]:
+            length = table_length(self._page_rows_list[page]) + self._head_length(page, col)
+        else:
+            length = self._lengths[page][col]
+        return data[start : start + length]
+
+    def indexed_column(self, col: int) -> np.ndarray | None:
+        """Every value of fixed-width column ``col``, in row order, from the copies of its
+        chunks in the head index (format 1.4), each checked against its chunk's CRC-32C
+        (a flat array of the field's dtype, ``rows × elements``; built once, kept), or
+        None unless the index holds every chunk of the column intact and uncompressed.
+        A cold random read then takes these values with no request of their own (an
+        image's label sits in a 44-byte chunk a megabyte away from anything else read)."""
+        got = self._index_columns.get(col, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        column = self._build_indexed_column(col)
+        self._index_columns[col] = column
+        return column
+
+    def _build_indexed_column(self, col: int) -> np.ndarray | None:
+        field = self.meta.schema.fields[col]
+        if field.kind is not FieldKind.FIXED or not self.meta.head_index:
+            return None
+        if self.verify == "always":
+            return None  # every read checks the file's own bytes
+        chunks = self.meta.chunks[:, col]
+        expected = self.meta.page_rows.astype(np.int64) * field.row_nbytes
+        if not len(chunks) or bool(
+            (chunks["codec"] != _CODEC_NONE).any()
+            or (chunks["length"].astype(np.int64) != expected).any()
+        ):
+            return None
+        parts: list[memoryview] = []
+        for page in range(len(chunks)):
+            part = self.index_part(page, col)
+            if part is None or self._tables[page][col] or checksum(part) != self._crcs[page][col]:
+                return None  # not all there, or a copy that differs: the file's chunks
+            parts.append(part)
+        values = np.frombuffer(b"".join(parts), dtype=field.dtype)
+        return values
 
     def _head_length(self, page: int, col: int) -> int:
         field = self.meta.schema.fields[col]
@@ -556,13 +607,7 @@ class ShardFile:
             self._index_bytes = None
             self._index_loaded = True
         self._value_tables.clear()
-
-    def indexed_table_and_head(self, page: int, col: int) -> tuple[bytes, bytes] | None:
-        """Chunk (page, ``col``)'s value table and head as the head index holds them
-        (format 1.4), or None when it holds none (``mrecord verify`` compares them with
-        the chunk's own)."""
-        got = self._indexed(page, col)
-        return None if got is None else (bytes(got[0]), bytes(got[1]))
+        self._index_columns.clear()
 
     def read_region(self, offset: int, length: int) -> bytes:
         """File bytes ``offset:offset + length``, read with one request where the file

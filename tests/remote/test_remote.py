@@ -339,8 +339,11 @@ def test_a_shard_larger_than_the_cache_is_read_by_range_requests(
 
 
 def test_range_reads_catch_damage_when_the_chunk_is_read(
-    served_big: tuple[Path, HttpServer], tmp_path: Path
+    without_head_index: None, served_big: tuple[Path, HttpServer], tmp_path: Path
 ) -> None:
+    """A damaged chunk read by range requests raises. (Written without a head index: with
+    one, this small chunk's values come from its intact copy there, checked by the same
+    CRC; tests/storage/test_head_index.py.)"""
     first, server = served_big
     with DatasetReader.open(first) as reader:
         offset = int(reader.shards[0].meta.chunks[0, 0]["offset"])

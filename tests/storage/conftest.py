@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import mrecord.storage.readahead as readahead
-import mrecord.writer.shard_writer as shard_writer
 from mrecord.storage import kernel_aio
 from mrecord.storage.verified import clear_verified
 
@@ -24,14 +23,6 @@ def cold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     clear_verified()
     yield
     clear_verified()
-
-
-@pytest.fixture
-def without_head_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files written now have no head index, as format 1.3 wrote them: their heads are
-    read from in front of each chunk (tests of that path, which readers keep for older
-    files and for a damaged index)."""
-    monkeypatch.setattr(shard_writer, "HEAD_INDEX", False)
 
 
 @pytest.fixture

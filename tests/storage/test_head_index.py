@@ -58,20 +58,24 @@ def _write(path: Path, rows: int = ROWS, page_size: int = 200_000) -> None:
 
 
 def _expected_region(path: Path, first_page: int, stop_page: int) -> bytes:
-    """Each tabled chunk's table and head as they lie in the file, in directory order."""
+    """As docs/FORMAT.md says, in directory order: each tabled chunk's table and head as
+    they lie in the file, and each small chunk (at most 4,096 bytes and a 64th of its
+    page's stored bytes) whole."""
     data = path.read_bytes()
     with ShardFile(path, verify="never") as shard:
         meta = shard.meta
     out = b""
     for page in range(first_page, stop_page):
         n = int(meta.page_rows[page])
+        page_bytes = sum(int(meta.chunks[page, c]["length"]) for c in range(5))
         for col, field in enumerate(meta.schema.fields):
             record = meta.chunks[page, col]
-            if not int(record["flags"]) & 1:
-                continue
-            ndim = 2 if field.name == "arr" else 0
-            start = int(record["offset"])
-            out += data[start - 4 * (n + 1) : start + 8 * (n + 1) + 8 * n * ndim]
+            start, length = int(record["offset"]), int(record["length"])
+            if int(record["flags"]) & 1:
+                ndim = 2 if field.name == "arr" else 0
+                out += data[start - 4 * (n + 1) : start + 8 * (n + 1) + 8 * n * ndim]
+            elif length <= 4096 and 64 * length <= page_bytes:
+                out += data[start : start + length]
     return out
 
 
@@ -91,6 +95,7 @@ def test_a_new_shard_holds_every_table_and_head_in_one_region(tmp_path: Path) ->
         tabled = meta.chunks["flags"] & 1
         assert tabled[:, 1].all() and tabled[:, 2].all()  # blob, arr
         assert not tabled[:, [0, 3, 4]].any()  # fixed, compressed, small values
+        assert (meta.chunks["length"][:, [0, 3, 4]] <= 4096).all()  # copied whole
         [entry] = meta.head_index
     data = path.read_bytes()
     expected = _expected_region(path, 0, meta.num_pages)
@@ -183,7 +188,8 @@ def test_verify_reports_an_index_that_disagrees_with_the_chunks(tmp_path: Path) 
         [entry] = meta.head_index
         metadata_offset = shard._trailer.metadata_offset
     raw = bytearray(path.read_bytes())
-    raw[entry.offset + 5] ^= 0xFF
+    first_copy = int(meta.chunks[0, 0]["length"])  # page 0's "id" chunk, copied whole
+    raw[entry.offset + first_copy + 5] ^= 0xFF  # then the blob's table: row 0's CRC
     region = bytes(raw[entry.offset : entry.offset + entry.length])
     forged = meta.with_pages(
         meta.page_rows,
@@ -314,3 +320,36 @@ def test_the_warm_test_sample_gives_the_values_own_spans_from_the_index(
             hi = offset + head.data_start + head.offsets[s + 1]
             assert any(a <= lo and hi <= a + n for a, n in sampled)
         assert sum(n for _, n in sampled) <= 2 * len(_blob(ROWS)) + 4 * 4096  # 2 values
+
+
+def test_a_small_chunk_is_read_from_its_copy_in_the_index(tmp_path: Path) -> None:
+    """The "id" column's chunks (8 bytes a row beside ~200 KB of blobs a page) are copied
+    whole: a read takes the ids from the copies (checked by each chunk's CRC), asks the
+    disk for none of them, and so serves them even when the file's own chunk is damaged,
+    which a read under ``verify="always"`` (the file's bytes, every read) still reports."""
+    from mrecord.errors import ChecksumError
+    from mrecord.storage.readahead import row_ranges
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        offset = int(shard.meta.chunks[1, 0]["offset"])
+        first = int(shard.page_starts[1])
+        ids = np.arange(shard.meta.num_rows)
+        pages = np.searchsorted(shard.page_starts, ids, side="right") - 1
+        slots = ids - shard.page_starts[pages]
+        assert row_ranges(shard, pages, slots, ["id"]) == []  # nothing to read for ids
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x01  # the file's chunk of page 1, first row's id
+    path.write_bytes(bytes(raw))
+    clear_verified()
+    order = np.random.default_rng(5).permutation(ROWS)
+    with DatasetReader.open(path) as reader:
+        assert list(reader.read_rows(order, columns=["id"]).columns["id"]) == order.tolist()
+        assert reader.read_row(first)["id"] == first
+    clear_verified()
+    with (
+        DatasetReader.open(path, verify="always") as reader,
+        pytest.raises(ChecksumError, match="page 1, field 'id'"),
+    ):
+        reader.read_rows(order, columns=["id"])

@@ -22,6 +22,10 @@ from mrecord.reader import dataset_reader
 from mrecord.storage.shard import ShardFile
 from mrecord.storage.verified import clear_verified
 
+# Files as format 1.3 wrote them (no head index): their small chunks are read from the
+# file, the path these tests are about (tests/storage/test_head_index.py: with one).
+pytestmark = pytest.mark.usefixtures("without_head_index")
+
 ROWS = 48
 
 
