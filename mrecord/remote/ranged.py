@@ -510,11 +510,20 @@ def reading_rows(
     try:
         for shard, pages, slots in ranged:
             cols = [shard.field_index(c) for c in columns]
+            # a fixed-width column the head index holds (format 1.4) is read from there
+            cols = [col for col in cols if not _from_index(shard, col)]
             shard._prepare(np.asarray(pages), np.asarray(slots), cols)
         yield
     finally:
         for shard, _, _ in ranged:
             shard._done()
+
+
+def _from_index(shard: ShardFile, col: int) -> bool:
+    """Whether reads of column ``col`` take its values from the copies of its chunks in
+    the head index (``ShardFile.indexed_column``), so no range of it is fetched."""
+    field = shard.meta.schema.fields[col]
+    return field.kind is FieldKind.FIXED and shard.indexed_column(col) is not None
 
 
 def plan_reads(

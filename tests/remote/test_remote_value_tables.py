@@ -84,3 +84,40 @@ def test_a_value_the_store_sends_changed_is_refused_by_its_crc(
             reader.read_rows([bad], columns=["data"])
         got = reader.read_rows([bad + 1], columns=["data"]).columns["data"]
         assert [bytes(v) for v in got] == good
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_random_rows_with_a_head_index_send_one_request_a_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indexed: bool
+) -> None:
+    """Format 1.4: a random read of values and labels through a small cache asks the store
+    for each value, and once per shard for the head index; the heads and the label chunks
+    (copied whole into the index) cost no request of their own. Without the index (as 1.3
+    wrote the data) each row's first read also asked for its chunk's head and its page's
+    label chunk."""
+    import mrecord.writer.shard_writer as shard_writer
+
+    monkeypatch.setattr(shard_writer, "HEAD_INDEX", indexed)
+    first = write_images(tmp_path / "srv")
+    monkeypatch.setenv("MRECORD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MRECORD_CACHE_BYTES", str(shard_bytes(first) // 8))
+    ids = np.random.default_rng(4).choice(400, ROWS_READ, replace=False)
+    with DatasetReader.open(first) as local:
+        want = local.read_rows(ids, columns=["data", "label"]).columns
+        want_data = [bytes(v) for v in want["data"]]
+        want_labels = list(want["label"])
+    with (
+        http_server(first.parent) as server,
+        DatasetReader.open(f"{server.url}/{first.name}") as reader,
+    ):
+        names = [s.path.name for s in reader.shards]
+        assert all(isinstance(s, RangeShardFile) for s in reader.shards)
+        before = sum(server.count("RANGE", f"/{n}") for n in names)
+        got = reader.read_rows(ids, columns=["data", "label"]).columns
+        asked = sum(server.count("RANGE", f"/{n}") for n in names) - before
+    assert [bytes(v) for v in got["data"]] == want_data
+    assert list(got["label"]) == want_labels
+    if indexed:
+        assert asked <= ROWS_READ + len(names), asked
+    else:
+        assert asked >= ROWS_READ + len(names) + ROWS_READ // 2, asked
