@@ -156,6 +156,21 @@ def open_regular_file(path: Path) -> int:
     return fd
 
 
+class _IndexedHead(DecodedVarChunk):
+    """A head parsed from its copy in the head index (format 1.4), not yet compared with
+    the chunk's own: a read that takes the chunk whole (checked by its CRC) compares them
+    once (:meth:`ShardFile.var_page`), so a copy that differs never slices intact bytes
+    in the wrong places."""
+
+
+def _same_head(a: DecodedVarChunk, b: DecodedVarChunk) -> bool:
+    if a.offsets != b.offsets or a.data_start != b.data_start:
+        return False
+    if a.shapes is None or b.shapes is None:
+        return a.shapes is None and b.shapes is None
+    return bool(np.array_equal(a.shapes, b.shapes))
+
+
 class ShardFile:
     """A committed shard, memory-mapped read-only."""
 
@@ -223,7 +238,7 @@ class ShardFile:
         self._direct_fd: int | None = None  # O_DIRECT reads of cold values, on first use
         self._direct_tried = False
         # The head index (format 1.4), read whole on first use: its bytes and where each
-        # chunk's table starts in them (-1: not there), or None (none, or damaged).
+        # chunk's part starts in them (-1: not there), or None (none, or damaged).
         self._index_lock = threading.Lock()
         self._index_loaded = not self.meta.head_index
         self._index_bytes: memoryview | None = None
@@ -643,7 +658,7 @@ class ShardFile:
             return None
         table, head_bytes = got
         try:
-            head = decode_var(
+            parsed = decode_var(
                 self.meta.schema.fields[col],
                 head_bytes,
                 self._page_rows_list[page],
@@ -654,6 +669,8 @@ class ShardFile:
         crcs = checked_value_crcs(table, head_bytes)
         if crcs is None:
             return None
+        shapes = None if parsed.shapes is None else parsed.shapes.copy()
+        head = _IndexedHead(parsed.offsets, shapes, parsed.data_start)
         self._value_tables.setdefault(key, crcs)
         self._heads.put(key, head)
         return head
@@ -905,7 +922,8 @@ class ShardFile:
         raw = self.raw_chunk(page, col)
         key = (page, col)
         head = self._heads.get(key)
-        if head is None:
+        if head is None or isinstance(head, _IndexedHead):
+            copy = head
             try:
                 head = decode_var(field, raw, self._page_rows_list[page])
             except ChunkFormatError as exc:
@@ -913,6 +931,17 @@ class ShardFile:
                 raise self._corrupt(page, col, offset, str(exc)) from exc
             if head.shapes is not None:  # a view of this reader's map: keep a copy
                 head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+            if copy is not None and not _same_head(copy, head):
+                # the chunk is intact (checked whole): the head index's copy is not
+                offset = int(self.meta.chunks[page, col]["offset"])
+                raise self._corrupt(
+                    page,
+                    col,
+                    offset,
+                    "the head index's copy of its head differs from the chunk's own "
+                    "(`mrecord verify` names every such chunk; rewrite the dataset with "
+                    "`mrecord convert mrecord`)",
+                )
             self._heads.put(key, head)
         return head, raw
 

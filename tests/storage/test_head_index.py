@@ -415,3 +415,50 @@ def test_any_dataset_indexes_what_lies_in_its_file_and_reads_the_same(
                 got[indexed] = [list(block.columns[c]) for c in ("id", "blob", "tag")]
         assert got[True] == got[False]
         assert got[True][1] == [(rows + more)[i]["blob"] for i in order]
+
+
+def test_a_head_copy_that_differs_never_slices_an_intact_chunk(tmp_path: Path) -> None:
+    """A forged (or mis-written) index, consistent in itself: page 0's blob head moved by
+    one byte, the head's CRC in the copied table and the region's CRC made to match. A
+    cold read checks each value against the copy's table and refuses the shifted ones; a
+    read that takes the chunk whole (checked by its own CRC) compares the heads first and
+    raises, rather than slicing intact bytes in the wrong places."""
+    import os
+    import struct
+
+    from mrecord.errors import ChecksumError, CorruptFileError
+    from mrecord.storage.shard_output import write_tail
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+    with ShardFile(path) as shard:
+        meta = shard.meta
+        [entry] = meta.head_index
+        metadata_offset = shard._trailer.metadata_offset
+        n = int(meta.page_rows[0])
+    raw = bytearray(path.read_bytes())
+    table_at = entry.offset + int(meta.chunks[0, 0]["length"])  # after page 0's id copy
+    head_at = table_at + 4 * (n + 1)
+    head = bytearray(raw[head_at : head_at + 8 * (n + 1)])
+    struct.pack_into("<Q", head, 8, struct.unpack_from("<Q", head, 8)[0] + 1)
+    raw[head_at : head_at + len(head)] = head
+    struct.pack_into("<I", raw, table_at, crc32c.crc32c(bytes(head)))
+    region = bytes(raw[entry.offset : entry.offset + entry.length])
+    forged = meta.with_pages(
+        meta.page_rows, meta.chunks, head_index=(entry._replace(crc32=crc32c.crc32c(region)),)
+    )
+    path.write_bytes(bytes(raw[:metadata_offset]))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_tail(fd, metadata_offset, metadata_offset, forged)
+    finally:
+        os.close(fd)
+    clear_verified()
+    with DatasetReader.open(path) as reader, pytest.raises(ChecksumError, match="page 0"):
+        reader.read_rows([1, 0], columns=["blob"])
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        blob = shard.meta.schema.fields[1]
+        assert shard.parse_head(0, 1) is not None  # from the copy
+        with pytest.raises(CorruptFileError, match="head index's copy of its head differs"):
+            shard.var_page(0, blob)
