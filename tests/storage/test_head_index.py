@@ -9,6 +9,7 @@ never by mrecord's head index code.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -21,10 +22,11 @@ from hypothesis import strategies as st
 import mrecord.writer.shard_writer as shard_writer
 from mrecord import DatasetReader, FileWriter
 from mrecord.format.layout import HEADER_SIZE
+from mrecord.format.metadata import ShardMetadata
 from mrecord.maintenance.verify import verify_dataset
 from mrecord.storage.readahead import hint_heads
 from mrecord.storage.shard import ShardFile
-from mrecord.storage.shard_output import PageRun, assemble_shard
+from mrecord.storage.shard_output import PageRun, assemble_shard, write_tail
 from mrecord.storage.verified import clear_verified
 
 ROWS = 60
@@ -179,11 +181,25 @@ def test_a_damaged_index_is_ignored_by_readers_and_reported_by_verify(tmp_path: 
     assert "head index" in report.problems[0] and "damaged" in report.problems[0]
 
 
+def _forge(path: Path, raw: bytearray, meta: ShardMetadata, metadata_offset: int) -> None:
+    """Write ``raw``'s pages and changed index region back to ``path`` with metadata whose
+    head index entry has the region's new CRC: an index consistent in itself."""
+    [entry] = meta.head_index
+    region = bytes(raw[entry.offset : entry.offset + entry.length])
+    forged = meta.with_pages(
+        meta.page_rows, meta.chunks, head_index=(entry._replace(crc32=crc32c.crc32c(region)),)
+    )
+    path.write_bytes(bytes(raw[:metadata_offset]))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_tail(fd, metadata_offset, metadata_offset, forged)
+    finally:
+        os.close(fd)
+
+
 def test_verify_reports_an_index_that_disagrees_with_the_chunks(tmp_path: Path) -> None:
     """An index whose CRC matches but whose copy differs from the chunk (a writer's bug)
     is named by ``mrecord verify``; the pages are still checked against their own tables."""
-    from mrecord.storage.shard_output import write_tail
-
     path = tmp_path / "d.mrecord"
     _write(path)
     with ShardFile(path) as shard:
@@ -193,20 +209,7 @@ def test_verify_reports_an_index_that_disagrees_with_the_chunks(tmp_path: Path) 
     raw = bytearray(path.read_bytes())
     first_copy = int(meta.chunks[0, 0]["length"])  # page 0's "id" chunk, copied whole
     raw[entry.offset + first_copy + 5] ^= 0xFF  # then the blob's table: row 0's CRC
-    region = bytes(raw[entry.offset : entry.offset + entry.length])
-    forged = meta.with_pages(
-        meta.page_rows,
-        meta.chunks,
-        head_index=(entry._replace(crc32=crc32c.crc32c(region)),),
-    )
-    path.write_bytes(bytes(raw[:metadata_offset]))
-    import os
-
-    fd = os.open(path, os.O_RDWR)
-    try:
-        write_tail(fd, metadata_offset, metadata_offset, forged)
-    finally:
-        os.close(fd)
+    _forge(path, raw, meta, metadata_offset)
     clear_verified()
     report = verify_dataset(path)
     assert len(report.problems) == 1, report.problems
@@ -423,11 +426,9 @@ def test_a_head_copy_that_differs_never_slices_an_intact_chunk(tmp_path: Path) -
     cold read checks each value against the copy's table and refuses the shifted ones; a
     read that takes the chunk whole (checked by its own CRC) compares the heads first and
     raises, rather than slicing intact bytes in the wrong places."""
-    import os
     import struct
 
     from mrecord.errors import ChecksumError, CorruptFileError
-    from mrecord.storage.shard_output import write_tail
 
     path = tmp_path / "d.mrecord"
     _write(path)
@@ -443,16 +444,7 @@ def test_a_head_copy_that_differs_never_slices_an_intact_chunk(tmp_path: Path) -
     struct.pack_into("<Q", head, 8, struct.unpack_from("<Q", head, 8)[0] + 1)
     raw[head_at : head_at + len(head)] = head
     struct.pack_into("<I", raw, table_at, crc32c.crc32c(bytes(head)))
-    region = bytes(raw[entry.offset : entry.offset + entry.length])
-    forged = meta.with_pages(
-        meta.page_rows, meta.chunks, head_index=(entry._replace(crc32=crc32c.crc32c(region)),)
-    )
-    path.write_bytes(bytes(raw[:metadata_offset]))
-    fd = os.open(path, os.O_RDWR)
-    try:
-        write_tail(fd, metadata_offset, metadata_offset, forged)
-    finally:
-        os.close(fd)
+    _forge(path, raw, meta, metadata_offset)
     clear_verified()
     with DatasetReader.open(path) as reader, pytest.raises(ChecksumError, match="page 0"):
         reader.read_rows([1, 0], columns=["blob"])
