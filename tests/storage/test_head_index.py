@@ -265,7 +265,6 @@ def test_an_entry_outside_the_pages_or_malformed_is_refused(
     import msgpack
 
     from mrecord.errors import MetadataError
-    from mrecord.format.metadata import ShardMetadata
 
     path = tmp_path / "d.mrecord"
     _write(path, rows=4)
