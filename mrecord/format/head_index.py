@@ -48,6 +48,7 @@ __all__ = [
     "SMALL_CHUNK_SHARE",
     "HeadIndexEntry",
     "copied_chunks",
+    "copied_whole",
     "head_length",
     "head_lengths",
     "part_lengths",
@@ -89,6 +90,13 @@ def head_lengths(schema: StoredSchema, page_rows: np.ndarray) -> np.ndarray:
     )
     variable = np.array([f.kind is not FieldKind.FIXED for f in schema.fields])
     return np.where(variable[None, :], 8 * (rows + 1) + 8 * rows * ndims[None, :], 0)
+
+
+def copied_whole(length: int, page_bytes: int) -> bool:
+    """Whether a chunk without a value table, of ``length`` stored bytes in a page of
+    ``page_bytes``, is copied whole into the head index (:func:`copied_chunks`' rule for
+    one chunk: a writer asks it for every chunk it writes, where numpy costs more)."""
+    return length <= SMALL_CHUNK_MAX and SMALL_CHUNK_SHARE * length <= page_bytes
 
 
 def copied_chunks(chunks: np.ndarray) -> np.ndarray:

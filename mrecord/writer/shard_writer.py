@@ -20,7 +20,7 @@ import numpy as np
 
 from mrecord.format.chunks import value_nbytes
 from mrecord.format.columnize import Columns
-from mrecord.format.head_index import copied_chunks, head_length
+from mrecord.format.head_index import copied_whole, head_length
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
 from mrecord.format.schema import StoredSchema
@@ -148,12 +148,12 @@ class ShardWriter:
         records["codec"] = [c.codec for c in chunks]
         self._chunks.append(records)
         self._page_rows.append(n_rows)
-        copied = copied_chunks(records.reshape(1, -1))[0].tolist()
-        for c, field, whole in zip(chunks, self.schema.fields, copied, strict=True):
+        page_bytes = sum(c.length for c in chunks)
+        for c, field in zip(chunks, self.schema.fields, strict=True):
             if c.value_crcs is not None:  # the head starts the chunk's first buffer
                 head = memoryview(c.parts[0])[: head_length(field, n_rows)]
                 self._heads.add(c.value_crcs, head)
-            elif whole:  # a small chunk: copied whole
+            elif copied_whole(c.length, page_bytes):  # a small chunk: copied whole
                 self._heads.extend(b"".join(c.parts))
 
     def finish(self, meta: ShardMetadata) -> ShardMetadata:
