@@ -37,7 +37,7 @@ Examples:
   mrecord convert imagefolder photos/ photos.mrecord --resize 224x224 --reencode jpeg
   mrecord convert csv table.csv table.mrecord --schema '{"id": "int64", "name": "string"}'
   mrecord convert mindrecord train.mindrecord0 train.mrecord --json
-  mrecord convert mrecord old.mrecord new.mrecord  # rewrite with the current format (1.3: value checksums)
+  mrecord convert mrecord old.mrecord new.mrecord  # rewrite with the current format (1.4: a head index)
   mrecord convert parquet table.parquet table.mrecord --shards 4
   mrecord convert hf saved_dataset/ train.mrecord --split train
 
