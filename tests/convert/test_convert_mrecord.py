@@ -356,7 +356,7 @@ def test_help_lists_the_kind_with_an_example() -> None:
     ) in result.output
     assert (
         "mrecord convert mrecord old.mrecord new.mrecord  # rewrite with the current format "
-        "(1.3: value checksums)"
+        "(1.4: a head index)"
     ) in result.output
 
 
