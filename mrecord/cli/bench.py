@@ -38,7 +38,9 @@ __all__ = ["bench"]
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_json: bool) -> None:
     """Measure read speed: rows/s and MiB/s, sequential and shuffled, beside the
-    device's limit for random reads of a row's size.
+    device's limit for random reads of a row's size. Batches are read as MindDataset
+    reads its blocks: two at a time, and beyond memory with their chunk heads asked for
+    a few batches ahead.
 
     The limit is measured first, on the files as they are (on the disk, in memory, or
     partly each: the share in memory is printed), and what it read is dropped from the

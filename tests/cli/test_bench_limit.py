@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import mmap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrecord import DatasetReader, FileWriter
+from mrecord.block import Block
 from mrecord.cli._bench import device_limit, drop_from_cache, in_memory_fraction, read_places
 from mrecord.cli.main import cli
 
@@ -112,3 +115,51 @@ def test_mrecord_bench_cold_refuses_a_dataset_not_on_local_files(
     assert plain.exit_code == 0, plain.output
     out = json.loads(plain.stdout)
     assert out["device_limit_rows_per_second"] is None and out["in_memory_at_start"] is None
+
+
+class _SlowReader:
+    """A reader whose every ``read_rows`` takes 50 ms and records how many run at once,
+    and which records the batches announced to ``will_need_heads``."""
+
+    num_rows = 40
+    needs_large_requests = False
+
+    def __init__(self, beyond_memory: bool) -> None:
+        self.beyond_memory = beyond_memory
+        self.running = 0
+        self.most = 0
+        self.hinted: list[list[int]] = []
+        self.lock = threading.Lock()
+
+    def read_rows(self, ids: np.ndarray) -> Block:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.05)
+        with self.lock:
+            self.running -= 1
+        return Block({"x": np.asarray(ids, dtype=np.int64)}, np.asarray(ids))
+
+    def will_need_heads(self, ids: np.ndarray) -> None:
+        with self.lock:
+            self.hinted.append(np.asarray(ids).tolist())
+
+
+@pytest.mark.parametrize("beyond_memory", [False, True])
+def test_bench_reads_batches_as_the_dataset_does(beyond_memory: bool) -> None:
+    """``mrecord bench`` reads its batches on two threads, as ``MindDataset`` reads its
+    blocks by default, and beyond memory announces each batch's heads four batches
+    ahead (its lookahead): one batch at a time it reported about half of what the
+    reader reaches (53% of the device limit against ~90%)."""
+    from mrecord.cli._bench import run_bench
+
+    reader = _SlowReader(beyond_memory)
+    results = run_bench(reader, max_rows=40, batch_size=5, seed=0)
+    assert reader.most == 2
+    assert [r.pattern for r in results] == ["sequential", "shuffled"]
+    assert all(r.rows == 40 and r.bytes == 40 * 8 for r in results)
+    if beyond_memory:  # batches 4..7 of each pattern's 8, announced before they are read
+        assert reader.hinted[:4] == [list(range(5 * k, 5 * k + 5)) for k in range(4, 8)]
+        assert len(reader.hinted) == 8
+    else:
+        assert reader.hinted == []
