@@ -46,7 +46,7 @@ from mrecord.format.compression import (
     checksum_releasing,
     decompress,
 )
-from mrecord.format.head_index import region_starts
+from mrecord.format.head_index import head_length, region_starts
 from mrecord.format.layout import (
     HEADER_SIZE,
     TRAILER_MAGIC,
@@ -572,10 +572,8 @@ class ShardFile:
         return values
 
     def _head_length(self, page: int, col: int) -> int:
-        field = self.meta.schema.fields[col]
-        rows = self._page_rows_list[page]
-        ndim = len(field.row_shape) if field.kind is FieldKind.VARARRAY else 0
-        return min(8 * (rows + 1) + 8 * rows * ndim, self._lengths[page][col])
+        head = head_length(self.meta.schema.fields[col], self._page_rows_list[page])
+        return min(head, self._lengths[page][col])
 
     def _load_head_index(self) -> None:
         """Read the head index's regions (one read each) and check their CRC-32C; a
@@ -633,7 +631,15 @@ class ShardFile:
         parts: list[bytes] = []
         done = 0
         while done < length:
-            data = os.pread(fd, length - done, offset + done)
+            try:
+                data = os.pread(fd, length - done, offset + done)
+            except OSError as exc:  # EIO from the device: say which file and where
+                raise storage_error(
+                    exc,
+                    operation=f"read bytes {offset}-{offset + length} of data file",
+                    path=self.path,
+                    state="nothing was changed",
+                ) from exc
             if not data:
                 break
             parts.append(data)

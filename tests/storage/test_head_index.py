@@ -453,3 +453,25 @@ def test_a_head_copy_that_differs_never_slices_an_intact_chunk(tmp_path: Path) -
         assert shard.parse_head(0, 1) is not None  # from the copy
         with pytest.raises(CorruptFileError, match="head index's copy of its head differs"):
             shard.var_page(0, blob)
+
+
+def test_a_device_error_reading_a_region_is_a_storage_error_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EIO while ``mrecord verify`` reads a chunk's own head to compare with its copy: a
+    typed StorageError naming the file and the bytes, not a bare OSError."""
+    import errno
+
+    from mrecord.errors import StorageError
+
+    path = tmp_path / "d.mrecord"
+    _write(path)
+
+    def failing(fd: int, n: int, offset: int) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with ShardFile(path) as shard:
+        monkeypatch.setattr(os, "pread", failing)
+        with pytest.raises(StorageError, match=r"d\.mrecord") as caught:
+            shard.read_region(64, 100)
+    assert "bytes 64-164" in str(caught.value)
