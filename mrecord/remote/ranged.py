@@ -319,8 +319,8 @@ class RangeShardFile(ShardFile):
         # first time) need no request of their own.
         fetched: list[Any] = []
         for page, col in tabled:
-            indexed = self._indexed(page, col)
-            fetched.append(None if indexed is None else bytes(indexed[0]) + bytes(indexed[1]))
+            part = self.index_part(page, col)  # the table and the head after it
+            fetched.append(None if part is None else bytes(part))
         rest = [key for key, data in zip(tabled, fetched, strict=True) if data is None]
         if rest:
             places = [self.head_range(page, col) for page, col in rest]

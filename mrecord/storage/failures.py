@@ -23,6 +23,7 @@ __all__ = [
     "advice_for",
     "check_free_space",
     "found_failure",
+    "read_failure",
     "sqlite_errno",
     "storage_error",
     "unreadable_error",
@@ -84,6 +85,17 @@ def found_failure(code: int, path: str | Path, detail: str | None = None) -> Sto
     (``errno``, ``strerror``, ``filename``), so :func:`storage_error` turns it into the
     typed error that names the operation and the dataset's state."""
     return StorageError(detail or os.strerror(code), errno=code, path=str(path))
+
+
+def read_failure(exc: OSError, path: str | Path, offset: int, length: int) -> StorageError:
+    """A read of bytes ``offset:offset + length`` of data file ``path`` that the system
+    refused (``EIO`` from the device): a typed error naming the file and the bytes."""
+    return storage_error(
+        exc,
+        operation=f"read bytes {offset}-{offset + length} of data file",
+        path=path,
+        state="nothing was changed",
+    )
 
 
 def unreadable_error(exc: PermissionError, what: str, path: str | Path) -> UnreadableFileError:

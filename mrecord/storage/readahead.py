@@ -44,7 +44,7 @@ from mrecord.format.compression import CODEC_IDS, checksum_releasing
 from mrecord.format.ids import sorted_unique
 from mrecord.format.schema import FieldKind
 from mrecord.storage.buffer_pool import aligned_buffer
-from mrecord.storage.failures import storage_error
+from mrecord.storage.failures import read_failure
 from mrecord.storage.kernel_aio import read_batch
 from mrecord.storage.shard import ShardFile
 
@@ -659,12 +659,7 @@ def pread_exactly(shard: ShardFile, fd: int, into: memoryview, offset: int) -> b
     try:
         return bool(os.preadv(fd, [into], offset) == len(into))
     except OSError as exc:  # EIO from the device: say which file and where
-        raise storage_error(
-            exc,
-            operation=f"read bytes {offset}-{offset + len(into)} of data file",
-            path=shard.path,
-            state="nothing was changed",
-        ) from exc
+        raise read_failure(exc, shard.path, offset, len(into)) from exc
 
 
 ARRIVAL_MAX_BYTES = 2 << 20

@@ -58,7 +58,7 @@ from mrecord.format.layout import (
 from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, checked_value_crcs, table_length
-from mrecord.storage.failures import storage_error, unreadable_error
+from mrecord.storage.failures import read_failure, storage_error, unreadable_error
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -634,12 +634,7 @@ class ShardFile:
             try:
                 data = os.pread(fd, length - done, offset + done)
             except OSError as exc:  # EIO from the device: say which file and where
-                raise storage_error(
-                    exc,
-                    operation=f"read bytes {offset}-{offset + length} of data file",
-                    path=self.path,
-                    state="nothing was changed",
-                ) from exc
+                raise read_failure(exc, self.path, offset, length) from exc
             if not data:
                 break
             parts.append(data)

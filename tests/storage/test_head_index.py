@@ -181,6 +181,14 @@ def test_a_damaged_index_is_ignored_by_readers_and_reported_by_verify(tmp_path: 
     assert "head index" in report.problems[0] and "damaged" in report.problems[0]
 
 
+def _written_to_forge(path: Path) -> tuple[ShardMetadata, int, bytearray]:
+    """Write the test dataset at ``path``: its metadata, where the metadata starts, and
+    the file's bytes to change (then :func:`_forge`)."""
+    _write(path)
+    with ShardFile(path) as shard:
+        return shard.meta, shard._trailer.metadata_offset, bytearray(path.read_bytes())
+
+
 def _forge(path: Path, raw: bytearray, meta: ShardMetadata, metadata_offset: int) -> None:
     """Write ``raw``'s pages and changed index region back to ``path`` with metadata whose
     head index entry has the region's new CRC: an index consistent in itself."""
@@ -201,12 +209,8 @@ def test_verify_reports_an_index_that_disagrees_with_the_chunks(tmp_path: Path) 
     """An index whose CRC matches but whose copy differs from the chunk (a writer's bug)
     is named by ``mrecord verify``; the pages are still checked against their own tables."""
     path = tmp_path / "d.mrecord"
-    _write(path)
-    with ShardFile(path) as shard:
-        meta = shard.meta
-        [entry] = meta.head_index
-        metadata_offset = shard._trailer.metadata_offset
-    raw = bytearray(path.read_bytes())
+    meta, metadata_offset, raw = _written_to_forge(path)
+    [entry] = meta.head_index
     first_copy = int(meta.chunks[0, 0]["length"])  # page 0's "id" chunk, copied whole
     raw[entry.offset + first_copy + 5] ^= 0xFF  # then the blob's table: row 0's CRC
     _forge(path, raw, meta, metadata_offset)
@@ -430,13 +434,9 @@ def test_a_head_copy_that_differs_never_slices_an_intact_chunk(tmp_path: Path) -
     from mrecord.errors import ChecksumError, CorruptFileError
 
     path = tmp_path / "d.mrecord"
-    _write(path)
-    with ShardFile(path) as shard:
-        meta = shard.meta
-        [entry] = meta.head_index
-        metadata_offset = shard._trailer.metadata_offset
-        n = int(meta.page_rows[0])
-    raw = bytearray(path.read_bytes())
+    meta, metadata_offset, raw = _written_to_forge(path)
+    [entry] = meta.head_index
+    n = int(meta.page_rows[0])
     table_at = entry.offset + int(meta.chunks[0, 0]["length"])  # after page 0's id copy
     head_at = table_at + 4 * (n + 1)
     head = bytearray(raw[head_at : head_at + 8 * (n + 1)])
