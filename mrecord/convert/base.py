@@ -26,7 +26,14 @@ from mrecord.errors import ArgumentError, ConversionError
 if TYPE_CHECKING:
     from mrecord.convert.parallel import BatchPlan
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Batch", "Source", "check_field_name", "file_fingerprint"]
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "Batch",
+    "Source",
+    "check_field_name",
+    "file_fingerprint",
+    "stat_files",
+]
 
 Batch = dict[str, ColumnValues]
 """One batch of rows, column by column."""
@@ -110,13 +117,19 @@ class Source(ABC):
         change the rows without changing the schema add them (see ImageFolderSource)."""
         return file_fingerprint(self.name)
 
-    def resume_state(self) -> dict[str, Any]:
-        """What this source has to remember across a resumed conversion (JSON-able):
-        by default the problems noted so far."""
+    def resume_state(self, position: int) -> dict[str, Any]:
+        """What this source has to remember for a conversion resumed at batch
+        ``position`` (JSON-able): the state of the batches before it, which are written.
+        The converter reads a few batches ahead of what it writes, so anything noted
+        while reading must be kept apart by batch (see ImageFolderSource). By default
+        the problems noted so far (a base source notes them before its first batch)."""
         return {"problems": list(self.problems)}
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """Take back what :meth:`resume_state` returned at the checkpoint resumed from."""
+        """Take back what :meth:`resume_state` returned at the checkpoint resumed from
+        (before the first batch is read again); raise
+        :class:`~mrecord.errors.CheckpointError` when the input changed in a way that
+        makes the rows already written differ from what a new run would write."""
         self.problems = [str(p) for p in state.get("problems", [])]
 
     def close(self) -> None:
@@ -158,23 +171,28 @@ def file_fingerprint(path: str | os.PathLike[str]) -> str:
         rel = os.path.relpath(folder, top).replace(os.sep, "/")
         prefix = "" if rel == "." else rel + "/"
         names.extend(prefix + name for name in sorted(files))
-    # A million files' stats, cold, are a million small reads: a few threads, each
-    # stating its own share in a loop (one task per thread, not one per file).
-    paths = [os.path.join(top, n) for n in names]
-    step = -(-len(paths) // _STAT_THREADS) or 1
-    with ThreadPoolExecutor(_STAT_THREADS) as pool:
-        shares = pool.map(_stats, [paths[i : i + step] for i in range(0, len(paths), step)])
-        stats = [st for share in shares for st in share]
+    stats = stat_files([os.path.join(top, n) for n in names])
     for rel_name, stat in zip(names, stats, strict=True):
         if stat is not None:
             digest.update(f"{rel_name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
+def stat_files(paths: Sequence[str]) -> list[os.stat_result | None]:
+    """``os.stat`` of each path, in order; None for one that cannot be stated (gone).
+
+    A million files' stats, cold, are a million small reads: a few threads, each
+    stating its own share in a loop (one task per thread, not one per file)."""
+    step = -(-len(paths) // _STAT_THREADS) or 1
+    with ThreadPoolExecutor(_STAT_THREADS) as pool:
+        shares = pool.map(_stats, [paths[i : i + step] for i in range(0, len(paths), step)])
+        return [st for share in shares for st in share]
+
+
 _STAT_THREADS = 8
 
 
-def _stats(paths: list[str]) -> list[os.stat_result | None]:
+def _stats(paths: Sequence[str]) -> list[os.stat_result | None]:
     """``os.stat`` of each path; None for a file gone since the listing (skipped)."""
     out: list[os.stat_result | None] = []
     for path in paths:

@@ -240,7 +240,7 @@ def write_source(
                     if new_bytes >= opts.checkpoint_bytes or (
                         new_bytes and time.monotonic() - saved_at >= CHECKPOINT_SECONDS
                     ):
-                        checkpoints.checkpoint(position, source.resume_state())
+                        checkpoints.checkpoint(position, source.resume_state(position))
                         saved, saved_at = checkpoints.written_bytes, time.monotonic()
     except (KeyboardInterrupt, OSError) as exc:
         _note_resumable(exc, dst)

@@ -32,12 +32,18 @@ reading them (``POSIX_FADV_WILLNEED``), a window of pieces ahead; the worker the
 each file in turn, mostly from memory. Worker threads read through the descriptor the
 file was opened with for the advice (:class:`_OpenedAhead`); worker processes open it
 again (:func:`_will_need`).
+
+Resuming: the resume key holds the listing (names and labels in row order) and the
+options; each file's size and modification time are noted from the descriptor it is read
+through, and a checkpoint keeps a digest of those of the files already converted
+(:mod:`mrecord.convert.converted_files`), checked again on resume.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
 import os
 import weakref
@@ -50,6 +56,7 @@ import numpy as np
 
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import Batch, Source, check_batch_rows
+from mrecord.convert.converted_files import NOT_STATED, ConvertedFiles, FileStat
 from mrecord.convert.jpeg_header import jpeg_header_ok
 from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.errors import ArgumentError, ConversionError
@@ -124,7 +131,10 @@ class ImageFolderSource(Source):
             ignored = listing.ignored
         else:
             self.classes, self.items, ignored = list(classes), list(items), []
-        self.bad_files: list[tuple[str, str]] = []
+        # (batch, file name, why) of each unreadable image, in row order
+        self._bad: list[tuple[int, str, str]] = []
+        self._converted = ConvertedFiles()
+        self._restored: tuple[ConvertedFiles, list[tuple[int, str, str]]] | None = None
         desc = {
             "source": "imagefolder",
             "classes": {name: i for i, name in enumerate(self.classes)},
@@ -146,6 +156,11 @@ class ImageFolderSource(Source):
             self.problems.append(
                 f"ignored {len(ignored)} file(s) without an image extension: {shown}{more}"
             )
+
+    @property
+    def bad_files(self) -> list[tuple[str, str]]:
+        """``(file name, why)`` of each unreadable image found so far, in row order."""
+        return [(name, why) for _, name, why in self._bad]
 
     def _rel(self, path: str | Path) -> str:
         # Listed paths start with the root's own text: cut it (20,000 pathlib calls were
@@ -170,7 +185,9 @@ class ImageFolderSource(Source):
         """Batches of ``batch_rows`` files in (class, path) order, read, checked and
         resized/re-encoded in pieces of at most ``_PIECE_ROWS`` files."""
         check_batch_rows(batch_rows)
-        self.bad_files = []
+        # A resumed run goes on with what its checkpoint kept; another starts afresh.
+        self._converted, self._bad = self._restored or (ConvertedFiles(), [])
+        self._restored = None
         loader = self._loader()
         light = loader.resize is None and loader.reencode is None and loader.check != "decode"
         items = self.items
@@ -179,20 +196,24 @@ class ImageFolderSource(Source):
             paths = [p for p, _ in items[b * batch_rows : (b + 1) * batch_rows]]
             return [paths[i : i + _PIECE_ROWS] for i in range(0, len(paths), _PIECE_ROWS)]
 
-        def collect(b: int, results: list[list[bytes | str]]) -> Batch | None:
+        def collect(b: int, results: list[list[_Loaded]]) -> Batch | None:
             chunk = items[b * batch_rows : (b + 1) * batch_rows]
-            loaded = [data for piece in results for data in piece]
+            loaded = [one for piece in results for one in piece]
             images: list[bytes] = []
             labels: list[int] = []
             names: list[str] = []
-            for (path, label), data in zip(chunk, loaded, strict=True):
+            read: list[FileStat] = []
+            for (path, label), (data, size, mtime) in zip(chunk, loaded, strict=True):
+                name = self._rel(path)
+                read.append((name, size, mtime))
                 if isinstance(data, str):
-                    self.bad_files.append((self._rel(path), data))
+                    self._bad.append((b, name, data))
                     continue
                 images.append(data)
                 labels.append(label)
-                names.append(self._rel(path))
-            if images and not (self.on_error == "raise" and self.bad_files):
+                names.append(name)
+            self._converted.note(b, read)
+            if images and not (self.on_error == "raise" and self._bad):
                 return {
                     "image": images,
                     "label": np.asarray(labels, dtype=np.int32),
@@ -224,30 +245,46 @@ class ImageFolderSource(Source):
         )
 
     def fingerprint(self) -> str:
-        """The input files and the options that change the stored bytes."""
+        """The listing (each file's name and label, in row order) and the options that
+        change the stored bytes. The files' sizes and times are not stated here: those
+        of the files converted before a checkpoint are checked by :meth:`restore_state`
+        (a million files' stats cost a conversion of small files a fifth of its time)."""
         loader = self._loader()
         options = f"{loader.resize}:{loader.reencode}:{loader.quality}:{self.on_error}"
-        return f"{super().fingerprint()}:{options}"
+        listing = "".join(f"{self._rel(path)}\0{label}\n" for path, label in self.items)
+        digest = hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
+        return f"{digest}:{options}"
 
-    def resume_state(self) -> dict[str, Any]:
-        """The problems and the bad files found so far."""
-        return {**super().resume_state(), "bad_files": [list(b) for b in self.bad_files]}
+    def resume_state(self, position: int) -> dict[str, Any]:
+        """The problems, the bad files of the batches before ``position``, and the digest
+        of the files those batches were read from."""
+        bad = [[name, why, b] for b, name, why in list(self._bad) if b < position]
+        return {
+            **super().resume_state(position),
+            "bad_files": bad,
+            "converted": self._converted.state(position),
+        }
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """Take back the problems and bad files of a checkpoint."""
+        """Take back the problems and bad files of a checkpoint, after checking that the
+        files it converted are unchanged (:class:`~mrecord.errors.CheckpointError`
+        naming them otherwise)."""
         super().restore_state(state)
-        self.bad_files = [(str(n), str(why)) for n, why in state.get("bad_files", [])]
+
+        def first_files(count: int) -> list[tuple[str, str]]:
+            return [(self._rel(p), os.fspath(p)) for p, _ in self.items[:count]]
+
+        converted = ConvertedFiles.restore(state.get("converted"), first_files, str(self.root))
+        bad = [(int(b), str(name), str(why)) for name, why, b in state.get("bad_files", [])]
+        self._restored = (converted, bad)
 
     def _finish(self) -> None:
-        if not self.bad_files:
+        bad = self.bad_files
+        if not bad:
             return
-        listed = "; ".join(f"{name!r}: {why}" for name, why in self.bad_files[:_MAX_LISTED])
-        more = (
-            f"; and {len(self.bad_files) - _MAX_LISTED} more"
-            if len(self.bad_files) > _MAX_LISTED
-            else ""
-        )
-        message = f"{len(self.bad_files)} unreadable image(s) in {str(self.root)!r}: {listed}{more}"
+        listed = "; ".join(f"{name!r}: {why}" for name, why in bad[:_MAX_LISTED])
+        more = f"; and {len(bad) - _MAX_LISTED} more" if len(bad) > _MAX_LISTED else ""
+        message = f"{len(bad)} unreadable image(s) in {str(self.root)!r}: {listed}{more}"
         if self.on_error == "raise":
             raise ConversionError(
                 f"{message} (fix or remove them, or skip them with on_error='skip' / "
@@ -336,12 +373,46 @@ def _jpeg_complete(data: bytes) -> bool:
     return first_scan > 0 and data.rfind(b"\xff\xd9") > first_scan
 
 
-def _read_file(path: str | Path) -> bytes | str:
-    """The bytes of ``path``, or why it cannot be read."""
+_Loaded = tuple[bytes | str, int, int]
+"""A file's bytes to store (or why it is unreadable), and its size and ``st_mtime_ns``
+as it was read (``NOT_STATED`` when it could not be stated)."""
+
+
+def _read_file(path: str | Path) -> _Loaded:
+    """The bytes of ``path`` with its size and time, or why it cannot be read."""
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
+        return (f"cannot read: {exc.strerror or exc}", *_stat_of(path))
+    return _read_through(fd)
+
+
+def _stat_of(path: str | Path) -> tuple[int, int]:
+    """Size and time of a file that could not be opened, as a resume states it again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return NOT_STATED, NOT_STATED
+    return st.st_size, st.st_mtime_ns
+
+
+def _read_through(fd: int) -> _Loaded:
+    """Read the file open as ``fd`` to its end, then close it."""
+    size = mtime = NOT_STATED
+    try:
+        st = os.fstat(fd)
+        size, mtime = st.st_size, st.st_mtime_ns
+        data = os.read(fd, size) if size else b""
+        if len(data) < size or not size:  # read to the end: a size is only a hint
+            parts = [data]
+            while part := os.read(fd, 1 << 20):
+                parts.append(part)
+            data = b"".join(parts)
+        return data, size, mtime
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}", size, mtime
+    finally:
+        os.close(fd)
 
 
 def _will_need(paths: list[str | Path]) -> None:
@@ -395,25 +466,13 @@ class _OpenedAhead:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             self._fds[path] = fd
 
-    def read(self, path: str | Path) -> bytes | str:
-        """The bytes of ``path`` (through its descriptor when opened ahead), or why it
-        cannot be read."""
+    def read(self, path: str | Path) -> _Loaded:
+        """The bytes of ``path`` (through its descriptor when opened ahead) with its size
+        and time, or why it cannot be read."""
         fd = self._fds.pop(path, None)
         if fd is None:
             return _read_file(path)
-        try:
-            size = os.fstat(fd).st_size
-            data = os.read(fd, size) if size else b""
-            if len(data) < size or not size:  # read to the end: a size is only a hint
-                parts = [data]
-                while part := os.read(fd, 1 << 20):
-                    parts.append(part)
-                data = b"".join(parts)
-            return data
-        except OSError as exc:
-            return f"cannot read: {exc.strerror or exc}"
-        finally:
-            os.close(fd)
+        return _read_through(fd)
 
 
 def _close_all(fds: dict[str | Path, int]) -> None:
@@ -423,17 +482,21 @@ def _close_all(fds: dict[str | Path, int]) -> None:
     fds.clear()
 
 
-def _load_opened(
-    loader: _Loader, ahead: _OpenedAhead, paths: list[str | Path]
-) -> list[bytes | str]:
+def _load_opened(loader: _Loader, ahead: _OpenedAhead, paths: list[str | Path]) -> list[_Loaded]:
     """Run in a worker thread: like :func:`_load_piece`, each file read through the
     descriptor :meth:`_OpenedAhead.open` kept for it."""
-    return [loader.convert(ahead.read(p)) for p in paths]
+    return [_converted(loader, ahead.read(p)) for p in paths]
 
 
-def _load_piece(loader: _Loader, paths: list[str | Path]) -> list[bytes | str]:
-    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file.
+def _load_piece(loader: _Loader, paths: list[str | Path]) -> list[_Loaded]:
+    """Run in a worker: the stored bytes (or the reason it is unreadable) of each file,
+    with its size and time as read.
 
     The plan's ``prepare`` (:func:`_will_need`) has already asked the kernel for these
     files, up to a window of pieces ahead, so these reads mostly copy from memory."""
-    return [loader.convert(_read_file(p)) for p in paths]
+    return [_converted(loader, _read_file(p)) for p in paths]
+
+
+def _converted(loader: _Loader, loaded: _Loaded) -> _Loaded:
+    data, size, mtime = loaded
+    return loader.convert(data), size, mtime

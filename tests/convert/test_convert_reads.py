@@ -165,7 +165,7 @@ def test_files_are_asked_for_ahead_of_their_reads(
             events.append(("advise", os.readlink(f"/proc/self/fd/{fd}")))
         real_advise(fd, offset, length, advice)
 
-    def read(self: imagefolder._OpenedAhead, path: Path) -> bytes | str:
+    def read(self: imagefolder._OpenedAhead, path: Path) -> imagefolder._Loaded:
         events.append(("read", str(path)))
         time.sleep(0.005)  # a slow disk: the files ahead get asked for meanwhile
         return real_read(self, path)
@@ -210,12 +210,14 @@ def test_files_opened_ahead_read_as_they_are(tmp_path: Path) -> None:
     ahead.open([*paths.values(), grown, gone])
     with grown.open("ab") as f:
         f.write(b"def")
-    for path in paths.values():
-        assert ahead.read(path) == path.read_bytes()
-    assert ahead.read(grown) == b"abcdef"
-    why = ahead.read(gone)
+    for path in paths.values():  # each with its size and time as read, for a resume
+        st = path.stat()
+        assert ahead.read(path) == (path.read_bytes(), st.st_size, st.st_mtime_ns)
+    assert ahead.read(grown)[:2] == (b"abcdef", 6)
+    why, size, mtime = ahead.read(gone)
     assert isinstance(why, str) and why.startswith("cannot read: ")
-    assert ahead.read(paths["one"]) == paths["one"].read_bytes()  # again: opened anew
+    assert (size, mtime) == (-1, -1)  # not stated: a resume finds it gone as well
+    assert ahead.read(paths["one"])[0] == paths["one"].read_bytes()  # again: opened anew
 
     unread = _OpenedAhead()
     unread.open(list(paths.values()))
