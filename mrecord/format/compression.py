@@ -13,6 +13,7 @@ allocate without bound.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import crc32c
@@ -26,6 +27,7 @@ __all__ = [
     "checksum",
     "checksum_releasing",
     "checksum_update",
+    "checksums",
     "compress",
     "decompress",
 ]
@@ -52,6 +54,16 @@ def _gil_mode(data: Any) -> int:
 def checksum(data: Any) -> int:
     """CRC-32C of a bytes-like object, as an unsigned 32-bit int."""
     return int(crc32c.crc32c(data, 0, _gil_mode(data)))
+
+
+def checksums(values: Sequence[Any], largest: int) -> list[int]:
+    """CRC-32C of each bytes-like value, as :func:`checksum`; ``largest``: the size of the
+    largest value. Values all under 4 MiB keep the GIL in one loop: a call per value
+    without working out its GIL mode (a fifth of the cost of a 1.5 KB value's)."""
+    if largest < _KEEP_GIL_BELOW:
+        crc = crc32c.crc32c
+        return [crc(value, 0, 0) for value in values]
+    return [checksum(value) for value in values]
 
 
 _READER_RELEASES_FROM = int(os.environ.get("MRECORD_CHECK_RELEASES_FROM", str(32 << 10)))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.format.compression import checksum
+from mrecord.format.compression import checksum, checksums
 from mrecord.format.layout import align
 from mrecord.format.schema import Field, FieldKind
 
@@ -76,12 +76,13 @@ def encode_value_crcs(field: Field, parts: Sequence[Any], rows: int) -> bytes | 
         return None
     crcs = np.empty(rows + 1, dtype="<u4")
     crcs[0] = checksum(head)
+    largest = int(np.diff(offsets).max())
     if len(values) == rows:  # one buffer a value, as written
-        crcs[1:] = [checksum(value) for value in values]
-    else:  # variable-shape arrays: one buffer of all values, cut by the offsets
+        crcs[1:] = checksums(values, largest)
+    else:  # small values joined, or variable-shape arrays: one buffer cut by the offsets
         data = memoryview(values[0])
         bounds = offsets.tolist()
-        crcs[1:] = [checksum(data[bounds[i] : bounds[i + 1]]) for i in range(rows)]
+        crcs[1:] = checksums([data[bounds[i] : bounds[i + 1]] for i in range(rows)], largest)
     return crcs.tobytes()
 
 

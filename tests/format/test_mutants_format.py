@@ -224,7 +224,25 @@ def test_encode_page_records_lengths_checksums_and_codecs_of_what_is_stored() ->
     assert offsets == [0, 3, 6, 6, 10]
     assert c.stored[40:] == b"onetwofour"
     assert (c.length, c.raw_length, c.codec, c.crc32) == (50, 50, 0, checksum(c.stored))
-    assert len(c.parts) == 5  # the offsets, then each value as its own buffer: never joined
+    assert len(c.parts) == 2  # small values: the offsets, then the values joined
+
+
+def test_encode_page_never_copies_large_values_and_joins_small_ones() -> None:
+    """A value of more than ``JOIN_VALUES_BELOW`` bytes on average is its own buffer (the
+    writer's copy into its page is its only one); smaller values come as one buffer."""
+    from mrecord.format.chunks import JOIN_VALUES_BELOW
+
+    schema = parse_schema({"big": {"type": "bytes"}, "small": {"type": "bytes"}})
+    big = [bytes([i]) * (JOIN_VALUES_BELOW + 1) for i in range(3)]
+    small = [bytes([i]) * JOIN_VALUES_BELOW for i in range(3)]
+    a, b = encode_page(schema, {"big": big, "small": small})
+    assert len(a.parts) == 4 and all(p is v for p, v in zip(a.parts[1:], big, strict=True))
+    assert len(b.parts) == 2 and b.parts[1] == b"".join(small)
+    for chunk, values in ((a, big), (b, small)):
+        assert chunk.stored[32:] == b"".join(values)
+        assert chunk.crc32 == checksum(chunk.stored)
+        table = np.frombuffer(chunk.value_crcs or b"", dtype="<u4")
+        assert table[1:].tolist() == [checksum(v) for v in values]
 
 
 def test_encode_page_default_level_is_three() -> None:
