@@ -197,6 +197,47 @@ def test_run_plan_keeps_to_the_plans_worker_cap() -> None:
     assert most[0] == 4
 
 
+def test_one_worker_works_in_the_calling_thread_with_pieces_prepared_ahead() -> None:
+    """With one worker each piece's work runs in the thread that iterates (a worker thread
+    would only trade the GIL with it at every system call), after the next pieces were
+    prepared (a window ahead: their files asked for), and the batches come in order."""
+    import threading
+
+    from mrecord.convert.parallel import BatchPlan, run_plan
+
+    events: list[tuple[str, int]] = []
+    threads: set[str] = set()
+
+    def work(piece: int) -> int:
+        threads.add(threading.current_thread().name)
+        events.append(("work", piece))
+        return piece
+
+    plan: BatchPlan[int, int] = BatchPlan(
+        num_batches=3,
+        pieces=lambda b: [] if b == 1 else [10 * b, 10 * b + 1],
+        work=work,
+        collect=lambda b, results: {"x": list(results)} if results else None,
+        finish=lambda: events.append(("finish", 0)),
+        releases_gil=True,
+        prepare=lambda piece: events.append(("prepare", piece)),
+    )
+    batches = list(run_plan(plan, workers=1, window=2))
+    assert threads == {threading.current_thread().name}
+    assert batches == [(0, {"x": [0, 1]}), (1, None), (2, {"x": [20, 21]})]
+    assert events == [
+        ("prepare", 0),
+        ("prepare", 1),
+        ("work", 0),  # the empty batch 1 took the window's next place: nothing to prepare
+        ("prepare", 20),
+        ("work", 1),
+        ("prepare", 21),
+        ("work", 20),
+        ("work", 21),
+        ("finish", 0),
+    ]
+
+
 def test_imagefolder_writes_256_rows_at_a_time_unless_told(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
