@@ -29,7 +29,11 @@ read-then-write pipeline (:func:`pipeline_seconds`: one thread reads the files 6
 the main thread copies them into 8 MiB buffers written ``O_DIRECT``, one ``fsync``): a
 conversion without parsing, encoding or checksums, which, unlike "both at once", can
 write a byte only after reading it. Rows/s and MB/s (source bytes per
-second). The machine may be shared: compare ratios from one run. ``--classic`` runs
+second). ``--many-small N`` instead times the default conversion of N files of ~1.5 KB
+(``/tmp/mrecord-bench-small-N``) beside a cold read of the same files, listed then read
+one thread 64 ahead: for small files the limit is the files' reads, one request and a
+handful of system calls each, not the bytes. The machine may be shared: compare ratios
+from one run. ``--classic`` runs
 the older table (CIFAR-10, a small image folder, MindRecord import; warm cache, library
 calls).
 """
@@ -40,11 +44,12 @@ import argparse
 import collections
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +218,76 @@ def make_jpegs(root: Path, images: int) -> int:
     return sum(p.stat().st_size for p in root.rglob("*.jpg"))
 
 
+SMALL_SIDE = 32  # the --many-small images: 32x32, ~1.5 KB each
+
+
+def make_small_jpegs(root: Path, images: int) -> int:
+    """``images`` JPEGs of ~1.5 KB in 10 class folders (kept between runs): 64 distinct
+    images written again and again, so generating a million takes a minute; total bytes."""
+    import io
+
+    from PIL import Image
+
+    done = root / ".complete"
+    if not done.exists():
+        rng = np.random.default_rng(0)
+        blobs = []
+        for _ in range(64):
+            pixels = rng.integers(0, 256, (SMALL_SIDE, SMALL_SIDE, 3), dtype=np.uint8)
+            out = io.BytesIO()
+            Image.fromarray(pixels).save(out, "JPEG", quality=90)
+            blobs.append(out.getvalue())
+        for i in range(images):
+            folder = root / f"class_{i % 10}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{i:07d}.jpg").write_bytes(blobs[i % 64])
+        done.write_text(str(images))
+    return sum(p.stat().st_size for p in root.rglob("*.jpg"))
+
+
+def _listed(root: Path) -> list[str]:
+    """Every file under ``root``, folders and names sorted: ``os.walk`` and text paths
+    (pathlib's ``rglob`` took 2.4-3.4 s for 200,000 files, the reads 3)."""
+    paths: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        paths.extend(os.path.join(folder, name) for name in sorted(files) if name[0] != ".")
+    return paths
+
+
+def many_small(args: argparse.Namespace) -> int:
+    """``--many-small N``: the default conversion of N small files, cold, to durable,
+    each round beside the cold read of the same files (listed, then read one thread 64
+    ahead): for small files the limit is the files' reads, not the bytes."""
+    src = args.source_dir / f"mrecord-bench-small-{args.many_small}"
+    nbytes = make_small_jpegs(src, args.many_small)
+    args.out.mkdir(parents=True, exist_ok=True)
+    dst = args.out.resolve() / "small.mrecord"
+    print(
+        f"source: {src} ({args.many_small:,} JPEGs of {SMALL_SIDE}x{SMALL_SIDE}, "
+        f"{nbytes / args.many_small:,.0f} bytes avg); cold cache, timed to durable"
+    )
+    print(
+        f"{'round':>5} {'read limit s':>12} {'files/s':>9} {'convert s':>10} {'files/s':>9} "
+        f"{'of limit':>8}"
+    )
+    shares = []
+    for round_ in range(1, args.rounds + 1):
+        drop_caches()
+        start = time.perf_counter()
+        read_ahead_64(_listed(src))
+        limit = time.perf_counter() - start
+        took = timed(mrecord_cmd(src, dst, 1), dst)
+        shares.append(limit / took)
+        print(
+            f"{round_:5} {limit:12.2f} {args.many_small / limit:9,.0f} {took:10.2f} "
+            f"{args.many_small / took:9,.0f} {limit / took:8.0%}"
+        )
+    clean(dst)
+    print(f"of the limit: median {statistics.median(shares):.0%} over {len(shares)} round(s)")
+    return 0
+
+
 def subset(root: Path, images: int, out: Path) -> Path:
     """The first ``images`` files of ``root`` (hard links, same layout) under ``out``."""
     if not (out / ".complete").exists():
@@ -267,14 +342,16 @@ def cold_read_seconds(src: Path, threads: int = 8) -> float:
     return min(threaded, time.perf_counter() - start)
 
 
-def read_ahead_64(files: list[Path], use: Callable[[bytes], object] | None = None) -> None:
+def read_ahead_64(
+    files: Sequence[str | os.PathLike[str]], use: Callable[[bytes], object] | None = None
+) -> None:
     """Read every file in turn while ``POSIX_FADV_WILLNEED`` keeps the next 64 in flight,
     each file opened once (advised, then read through the same descriptor: 1.9 s for
     the 20,000 files where opening twice and ``Path.read_bytes`` took 2.5 s); each file's
     bytes go to ``use`` (default: dropped)."""
     opened: collections.deque[int] = collections.deque()
 
-    def advise(path: Path) -> None:
+    def advise(path: str | os.PathLike[str]) -> None:
         fd = os.open(path, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
         opened.append(fd)
@@ -557,9 +634,20 @@ def main(argv: list[str] | None = None) -> int:
         default="default,decode,resize",
         help="--curve: which runs (default, decode, resize; comma-separated)",
     )
+    parser.add_argument(
+        "--many-small",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of the table: N small files (~1.5 KB) converted, beside their cold read "
+        "(--rounds times)",
+    )
     args = parser.parse_args(argv)
     if args.classic:
         return classic(args)
+    if args.many_small:
+        compile_mrecord()
+        return many_small(args)
     if args.quick:
         args.images, args.resize_images = 2_000, 400
     compile_mrecord()

@@ -2,7 +2,7 @@
 
 Run ``python -m benchmarks.convert_phases [--folder F] [--workers N]`` (root: it drops
 the page cache) on a folder made by ``benchmarks.bench_convert``. Prints, each from a
-cold cache: listing the folder, its fingerprint (the resume key), the source alone
+cold cache: listing the folder, its resume key (the listing's digest), the source alone
 (files read and checked, the batches kept in memory), the source again while another
 thread holds the GIL half the time (``--gil-hog``: what the writer's encoding does to
 it), the writer alone (those batches written to durable), and the whole conversion in
@@ -68,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from mrecord.convert import convert_imagefolder
-    from mrecord.convert.base import file_fingerprint
     from mrecord.convert.imagefolder import ImageFolderSource
     from mrecord.convert.parallel import run_plan
     from mrecord.rawdata.imagefolder import walk_image_folder
@@ -95,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     walk_image_folder(args.folder)
     phase("list the folder", time.perf_counter() - t)
+    listed = ImageFolderSource(args.folder)
     t = time.perf_counter()
-    file_fingerprint(args.folder)
-    phase("fingerprint (after the listing)", time.perf_counter() - t)
+    listed.fingerprint()  # the listing's digest: the files' stats are taken as they are read
+    phase("resume key (after the listing)", time.perf_counter() - t)
 
     drop_caches()
     clock[0] = os.times()
