@@ -248,7 +248,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "--resume",
     is_flag=True,
     help="Go on from the last checkpoint of a conversion to DST that was killed "
-    "(same SRC and options); without it, an old checkpoint is removed.",
+    "(same SRC and options; for imagefolder, the files already converted must be "
+    "unchanged: the others may change); without it, an old checkpoint is removed.",
 )
 @click.option(
     "--checkpoint",

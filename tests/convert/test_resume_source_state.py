@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,12 +51,15 @@ def _interrupt_at_batch(stop_at: int, pause: float = 0.0) -> Callable[[int], Non
     return progress
 
 
-def _convert(images: Path, dst: Path, **kwargs: object) -> ConversionSummary:
-    resume = bool(kwargs.pop("resume", False))
-    options = WriteOptions(**{**_OPTIONS.__dict__, "resume": resume})
-    progress = kwargs.pop("progress", None)
+def _convert(
+    images: Path,
+    dst: Path,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ConversionSummary:
     with SOURCES["imagefolder"](images, on_error="skip") as source:
-        return write_source(source, dst, options, progress=progress)  # type: ignore[arg-type]
+        return write_source(source, dst, replace(_OPTIONS, resume=resume), progress=progress)
 
 
 def _images(dst: Path) -> list[bytes]:
