@@ -141,3 +141,44 @@ def test_structure_check_skips_pillow_for_good_jpegs(
     ):
         write_source(source, tmp_path / "out2.mrecord", WriteOptions(workers=1))
     assert calls
+
+
+@given(
+    kind=st.sampled_from(sorted(KINDS)),
+    edits=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), min_size=1, max_size=4),
+    cut=st.none() | st.integers(0, 600),
+)
+def test_a_header_seen_before_gives_the_walks_answer(
+    kind: str, edits: list[tuple[int, int]], cut: int | None
+) -> None:
+    """Headers that passed are remembered (a folder of small images shares one, and the
+    walk is most of their check): whatever was seen before, the answer for a file is the
+    walk's own."""
+    from mrecord.convert import jpeg_header
+
+    good = KINDS[kind]
+    assert jpeg_header_ok(good)  # now remembered
+    data = bytearray(good)
+    for at, value in edits:
+        data[at % len(data)] = value
+    damaged = bytes(data[:cut] if cut is not None else data)
+    assert jpeg_header_ok(damaged) == (jpeg_header.header_length(damaged) > 0)
+
+
+def test_a_folder_of_same_size_jpegs_walks_one_header() -> None:
+    """Files whose header is one already passed are not walked again."""
+    from mrecord.convert import jpeg_header
+
+    first, second = _jpeg(quality=80), _jpeg(quality=80) + b"trailing"
+    walked: list[int] = []
+    real = jpeg_header.header_length
+
+    def counting(data: bytes) -> int:
+        walked.append(len(data))
+        return real(data)
+
+    jpeg_header.forget_headers()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jpeg_header, "header_length", counting)
+        assert jpeg_header_ok(first) and jpeg_header_ok(second) and jpeg_header_ok(first)
+    assert walked == [len(first)]
