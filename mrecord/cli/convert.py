@@ -220,8 +220,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     type=click.Choice(["structure", "decode", "none"]),
     default=None,
     help="imagefolder: how each image is checked before it is stored: its header and a "
-    "JPEG's end-of-image marker (structure, the default), also a full JPEG decode (decode, "
-    "~8x the CPU), or not at all (none).",
+    "JPEG's end-of-image marker, a PNG's chunk CRCs (structure, the default), also a full "
+    "JPEG decode (decode, ~8x the CPU), or not at all (none).",
 )
 @click.option(
     "--no-check-index",

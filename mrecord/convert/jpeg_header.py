@@ -35,6 +35,8 @@ def jpeg_header_ok(data: bytes) -> bool:
     answer, so it is not walked again. Images resized to one size by one encoder share
     their header whole; the walk was ~6 us of a small image's ~30 us conversion."""
     global _known
+    if not data.startswith(_SOI):
+        return False
     known = _known
     for header in known:
         if data.startswith(header):

@@ -4,16 +4,12 @@ it takes the common JPEGs without Pillow, and never passes a file Pillow's parse
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrecord.convert import SOURCES, WriteOptions, write_source
-from mrecord.convert import imagefolder as imagefolder_module
-from mrecord.convert._pillow import require_pillow
 from mrecord.convert.jpeg_header import jpeg_header_ok
 
 PIL = pytest.importorskip("PIL")
@@ -114,38 +110,6 @@ def test_frame_defects_pillow_refuses_are_not_passed(defect: str) -> None:
 def test_not_sure_cases_go_to_pillow(data: bytes) -> None:
     """Other formats, no frame header, nothing at all: the walk says "not sure"."""
     assert not jpeg_header_ok(data)
-
-
-def test_structure_check_skips_pillow_for_good_jpegs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A folder of well-formed JPEGs converts with Pillow's header parse never called;
-    a truncated one still fails, named, through Pillow's path."""
-    folder = tmp_path / "src" / "a"
-    folder.mkdir(parents=True)
-    for i, kind in enumerate(sorted(KINDS)):
-        (folder / f"{i}.jpg").write_bytes(KINDS[kind])
-    calls = []
-    real = require_pillow
-
-    def counting() -> object:
-        calls.append(1)
-        return real()
-
-    monkeypatch.setattr(imagefolder_module, "require_pillow", counting)
-    with SOURCES["imagefolder"](tmp_path / "src") as source:
-        summary = write_source(source, tmp_path / "out.mrecord", WriteOptions(workers=1))
-    assert summary.rows == len(KINDS) and calls == []
-    whole = KINDS["rgb"]
-    (folder / "0.jpg").write_bytes(whole[: len(whole) // 2])
-    from mrecord.errors import ConversionError
-
-    with (
-        SOURCES["imagefolder"](tmp_path / "src") as source,
-        pytest.raises(ConversionError, match=r"a/0\.jpg"),
-    ):
-        write_source(source, tmp_path / "out2.mrecord", WriteOptions(workers=1))
-    assert calls
 
 
 def test_a_folder_of_same_size_jpegs_walks_one_header() -> None:
