@@ -8,8 +8,8 @@ yet may change freely: the resumed run reads it as it is.
 So a source of many files (``imagefolder``) notes each file's size and modification time
 as it reads it (``fstat`` of the descriptor it reads through: no second pass over a
 million files), batch by batch. The converter reads a few batches ahead of what it has
-written, so a batch's files are folded into the checkpoint's digest only once a
-checkpoint says the batch is written (:meth:`ConvertedFiles.state`). On resume,
+written, so the digest's state after each batch is kept until a checkpoint says which
+batches are written (:meth:`ConvertedFiles.state`). On resume,
 :meth:`ConvertedFiles.restore` states those files again (on threads: cold, a million
 files are a million small reads) and compares the digest.
 
@@ -51,26 +51,33 @@ class ConvertedFiles:
         """``since_ns``: when the first run of this conversion started (now if None)."""
         self._digest = hashlib.sha256()
         self._files = 0
+        # (files, digest) after each batch noted and not yet checkpointed, keyed by the
+        # batches before that point: a copy of the hash's state (~200 bytes), not the
+        # batch's lines, so that a minute without a checkpoint holds little memory.
+        self._after: dict[int, tuple[int, Any]] = {0: (0, self._digest.copy())}
         self._batches = 0
-        self._read_ahead: dict[int, tuple[int, bytes]] = {}
         self.since_ns = time.time_ns() if since_ns is None else since_ns
 
     def note(self, batch: int, files: Sequence[FileStat]) -> None:
-        """Batch ``batch``'s files as they were read, in row order (from any thread)."""
-        self._read_ahead[batch] = (len(files), _lines(files))
+        """Batch ``batch``'s files as they were read, in row order; batches are noted in
+        order, each once (from the thread that collects them)."""
+        if batch != self._batches:
+            raise ValueError(f"batch {batch} noted after {self._batches} batches")
+        self._digest.update(_lines(files))
+        self._files += len(files)
+        self._batches = batch + 1
+        self._after[self._batches] = (self._files, self._digest.copy())
 
     def state(self, position: int) -> dict[str, Any]:
         """What a checkpoint after batch ``position - 1`` keeps (JSON-able): the digest
         of the files of every batch before ``position``, each noted already."""
-        for batch in range(self._batches, position):
-            count, lines = self._read_ahead.pop(batch)
-            self._digest.update(lines)
-            self._files += count
-        self._batches = max(self._batches, position)
+        files, digest = self._after[position]
+        for before in [k for k in list(self._after) if k < position]:
+            del self._after[before]
         return {
-            "batches": self._batches,
-            "files": self._files,
-            "digest": self._digest.hexdigest(),
+            "batches": position,
+            "files": files,
+            "digest": digest.hexdigest(),
             "since_ns": self.since_ns,
         }
 
@@ -102,6 +109,7 @@ class ConvertedFiles:
         if len(files) != count or record._digest.hexdigest() != state["digest"]:
             raise CheckpointError(_changed_message(now, count, record.since_ns, where))
         record._files, record._batches = count, int(state["batches"])
+        record._after = {record._batches: (count, record._digest.copy())}
         return record
 
 

@@ -139,3 +139,32 @@ def test_a_file_added_to_the_folder_is_refused(tmp_path: Path) -> None:
     (first.parent / ("0" + first.name)).write_bytes(first.read_bytes())  # sorts first
     with pytest.raises(CheckpointError):
         _convert(images, dst, resume=True)
+
+
+def test_a_checkpoint_digests_exactly_the_batches_before_it(tmp_path: Path) -> None:
+    """With batches noted ahead of the checkpoint (read ahead), the checkpoint's record
+    covers the files of the batches before its position and no others, and a resume
+    states the same files to the same digest."""
+    from mrecord.convert.converted_files import ConvertedFiles
+
+    paths = []
+    for i in range(10):
+        path = tmp_path / f"{i}.bin"
+        path.write_bytes(bytes(i))
+        paths.append(path)
+    files = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+    batches = [files[0:3], files[3:6], files[6:9], files[9:]]
+    record = ConvertedFiles()
+    for b, batch in enumerate(batches[:3]):  # the third batch read ahead of the checkpoint
+        record.note(b, batch)
+    state = record.state(2)
+    assert (state["batches"], state["files"]) == (2, 6)
+    record.note(3, batches[3])
+    assert record.state(4)["files"] == 10  # later checkpoints go on from there
+    pairs = [(p.name, str(p)) for p in paths]
+    again = ConvertedFiles.restore(state, lambda n: pairs[:n], str(tmp_path))
+    again.note(2, batches[2])
+    again.note(3, batches[3])
+    assert again.state(4)["digest"] == record.state(4)["digest"]
+    with pytest.raises(ValueError):
+        again.note(5, [])  # batches are noted in order
