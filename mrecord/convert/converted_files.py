@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mrecord.convert.base import stat_files
-from mrecord.errors import CheckpointError
+from mrecord.errors import ArgumentError, CheckpointError
 
 __all__ = ["NOT_STATED", "ConvertedFiles", "FileStat"]
 
@@ -62,7 +62,9 @@ class ConvertedFiles:
         """Batch ``batch``'s files as they were read, in row order; batches are noted in
         order, each once (from the thread that collects them)."""
         if batch != self._batches:
-            raise ValueError(f"batch {batch} noted after {self._batches} batches")
+            raise ArgumentError(
+                f"batch {batch} noted after {self._batches} batches: batches are noted in order"
+            )
         self._digest.update(_lines(files))
         self._files += len(files)
         self._batches = batch + 1

@@ -22,7 +22,7 @@ import pytest
 
 from mrecord.convert import SOURCES, WriteOptions, write_source
 from mrecord.convert.driver import ConversionSummary
-from mrecord.errors import CheckpointError
+from mrecord.errors import ArgumentError, CheckpointError
 from mrecord.reader.dataset_reader import DatasetReader
 from reliability import convert_crash as cc
 
@@ -166,5 +166,5 @@ def test_a_checkpoint_digests_exactly_the_batches_before_it(tmp_path: Path) -> N
     again.note(2, batches[2])
     again.note(3, batches[3])
     assert again.state(4)["digest"] == record.state(4)["digest"]
-    with pytest.raises(ValueError):
-        again.note(5, [])  # batches are noted in order
+    with pytest.raises(ArgumentError, match="in order"):
+        again.note(5, [])
