@@ -51,7 +51,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 
@@ -127,9 +127,7 @@ class ImageFolderSource(Source):
         if items is None or classes is None:
             listing = walk_image_folder(self.root, extensions=IMAGE_EXTENSIONS, ignore_case=True)
             self.classes = list(listing.classes)
-            self.items: list[tuple[str | Path, int]] = list(
-                zip(listing.paths, listing.labels, strict=True)
-            )
+            self.items: Sequence[tuple[str | Path, int]] = _Items(listing.paths, listing.labels)
             ignored = listing.ignored
         else:
             self.classes, self.items, ignored = list(classes), list(items), []
@@ -296,6 +294,33 @@ class ImageFolderSource(Source):
 
 
 _PIECE_ROWS = 32  # files per piece of work sent to a worker
+
+
+class _Items(Sequence[tuple[str | Path, int]]):
+    """``(path, label)`` of each listed file, in row order: a view over the listing's two
+    lists (a tuple a file was 62 MB of a million-file conversion's memory)."""
+
+    def __init__(self, paths: list[str], labels: list[int]) -> None:
+        self._paths, self._labels = paths, labels
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str | Path, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str | Path, int]]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> tuple[str | Path, int] | list[tuple[str | Path, int]]:
+        if isinstance(index, slice):
+            return list(zip(self._paths[index], self._labels[index], strict=True))
+        return self._paths[index], self._labels[index]
+
+    def __iter__(self) -> Iterator[tuple[str | Path, int]]:
+        return zip(self._paths, self._labels, strict=True)
 
 
 @dataclass(frozen=True)

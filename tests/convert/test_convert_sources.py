@@ -251,6 +251,18 @@ def test_imagefolder_bytes_as_is_labels_and_names(tmp_path: Path) -> None:
     assert any("notes.txt" in p for p in src.problems)
 
 
+def test_imagefolder_items_are_the_listing_in_row_order(tmp_path: Path) -> None:
+    """``items``: ``(path, label)`` of each image in row order, by index, slice and
+    iteration alike (a view over the listing, which the Ray converter reads too)."""
+    root, expected = image_folder(tmp_path)
+    items = ImageFolderSource(root).items
+    pairs = [(str(root / name), label) for name, label, _ in expected]
+    assert [(str(p), label) for p, label in items] == pairs
+    assert len(items) == len(pairs)
+    assert [(str(p), label) for p, label in items[1:4]] == pairs[1:4]
+    assert (str(items[-1][0]), items[-1][1]) == pairs[-1]
+
+
 def test_imagefolder_unreadable_images_fail_listing_them(tmp_path: Path) -> None:
     root, _ = image_folder(tmp_path)
     (root / "cat" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
