@@ -21,6 +21,7 @@ files gone); a change that kept its time and size is not seen, as ``make``'s is 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from mrecord.convert.base import stat_files
 from mrecord.errors import ArgumentError, CheckpointError
 
-__all__ = ["NOT_STATED", "ConvertedFiles", "FileStat"]
+__all__ = ["NOT_STATED", "ConvertedFiles", "FileStat", "size_and_time"]
 
 FileStat = tuple[str, int, int]
 """``(name relative to the source, size, st_mtime_ns)`` of one file as it was read."""
@@ -37,6 +38,15 @@ NOT_STATED = -1
 """Size and time of a file that could not be stated (gone, or its folder unreadable)."""
 
 _NAMED = 5  # changed files named in an error
+
+
+def size_and_time(st: os.stat_result | None) -> tuple[int, int]:
+    """What a file's stat adds to the record: its size and ``st_mtime_ns`` (``NOT_STATED``
+    twice when it could not be stated). The one rule for the reads that note a file and
+    the resume that states it again, so that an unchanged file gives the same digest."""
+    if st is None:
+        return NOT_STATED, NOT_STATED
+    return st.st_size, st.st_mtime_ns
 
 
 def _lines(files: Sequence[FileStat]) -> bytes:
@@ -102,10 +112,7 @@ class ConvertedFiles:
         count = int(state["files"])
         files = list(first_files(count))
         stats = stat_files([path for _, path in files])
-        now = [
-            (name, NOT_STATED, NOT_STATED) if st is None else (name, st.st_size, st.st_mtime_ns)
-            for (name, _), st in zip(files, stats, strict=True)
-        ]
+        now = [(name, *size_and_time(st)) for (name, _), st in zip(files, stats, strict=True)]
         record = cls(int(state.get("since_ns", 0)))
         record._digest.update(_lines(now))
         if len(files) != count or record._digest.hexdigest() != state["digest"]:

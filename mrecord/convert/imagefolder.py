@@ -57,7 +57,12 @@ import numpy as np
 
 from mrecord.convert._pillow import describe_image_error, require_pillow
 from mrecord.convert.base import Batch, Source, check_batch_rows
-from mrecord.convert.converted_files import NOT_STATED, ConvertedFiles, FileStat
+from mrecord.convert.converted_files import (
+    NOT_STATED,
+    ConvertedFiles,
+    FileStat,
+    size_and_time,
+)
 from mrecord.convert.jpeg_header import jpeg_header_ok
 from mrecord.convert.parallel import BatchPlan, run_plan
 from mrecord.convert.png_chunks import png_chunks_ok
@@ -417,18 +422,16 @@ def _read_file(path: str | Path) -> _Loaded:
 def _stat_of(path: str | Path) -> tuple[int, int]:
     """Size and time of a file that could not be opened, as a resume states it again."""
     try:
-        st = os.stat(path)
+        return size_and_time(os.stat(path))
     except OSError:
-        return NOT_STATED, NOT_STATED
-    return st.st_size, st.st_mtime_ns
+        return size_and_time(None)
 
 
 def _read_through(fd: int) -> _Loaded:
     """Read the file open as ``fd`` to its end, then close it."""
     size = mtime = NOT_STATED
     try:
-        st = os.fstat(fd)
-        size, mtime = st.st_size, st.st_mtime_ns
+        size, mtime = size_and_time(os.fstat(fd))
         data = os.read(fd, size) if size else b""
         if len(data) < size or not size:  # read to the end: a size is only a hint
             parts = [data]
