@@ -44,9 +44,12 @@ from mrecord.format.compression import (
     CODEC_IDS,
     checksum,
     checksum_releasing,
+    checksums,
     decompress,
 )
 from mrecord.format.head_index import head_length, region_starts
+from mrecord.format.ids import sorted_unique
+from mrecord.format.indexed_heads import parse_heads
 from mrecord.format.layout import (
     HEADER_SIZE,
     TRAILER_MAGIC,
@@ -68,6 +71,9 @@ VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
 _CACHE_BYTES = 64 << 20
 _CODEC_NONE = CODEC_IDS["none"]
+_BATCH_PARSE_MIN = 8
+"""Heads a ``parse_indexed`` call takes from the head index as one array from (fewer: one
+at a time, where the array's fixed costs would be most of the work)."""
 BY_VALUE_MIN_BYTES = 32 << 10
 """Values at least this long on average are checked one by one when found in memory
 (:meth:`ShardFile.checks_by_value`)."""
@@ -240,9 +246,11 @@ class ShardFile:
         # The head index (format 1.4), read whole on first use: its bytes and where each
         # chunk's part starts in them (-1: not there), or None (none, or damaged).
         self._index_lock = threading.Lock()
+        self._column_lock = threading.Lock()  # building an indexed column
         self._index_loaded = not self.meta.head_index
         self._index_bytes: memoryview | None = None
         self._index_starts: list[list[int]] = []
+        self._index_start_array = np.empty((0, 0), dtype=np.int64)  # the same, as an array
         self._index_columns: dict[int, np.ndarray | None] = {}
 
     def _open_bytes(self) -> tuple[int, Any]:
@@ -545,9 +553,13 @@ class ShardFile:
         got = self._index_columns.get(col, False)
         if got is not False:
             return got  # type: ignore[return-value]
-        column = self._build_indexed_column(col)
-        self._index_columns[col] = column
-        return column
+        with self._column_lock:  # built once: a cold epoch's first blocks all want it at once
+            got = self._index_columns.get(col, False)
+            if got is not False:
+                return got  # type: ignore[return-value]
+            column = self._build_indexed_column(col)
+            self._index_columns[col] = column
+            return column
 
     def _build_indexed_column(self, col: int) -> np.ndarray | None:
         field = self.meta.schema.fields[col]
@@ -562,14 +574,24 @@ class ShardFile:
             or (chunks["length"].astype(np.int64) != expected).any()
         ):
             return None
-        parts: list[memoryview] = []
-        for page in range(len(chunks)):
-            part = self.index_part(page, col)
-            if part is None or self._tables[page][col] or checksum(part) != self._crcs[page][col]:
-                return None  # not all there, or a copy that differs: the file's chunks
-            parts.append(part)
-        values = np.frombuffer(b"".join(parts), dtype=field.dtype)
-        return values
+        if not self._index_loaded:
+            self._load_head_index()
+        data = self._index_bytes
+        if data is None:
+            return None
+        starts = self._index_start_array[:, col]
+        lengths = chunks["length"].astype(np.int64)
+        if bool(
+            (starts < 0).any()
+            or (chunks["flags"] & FLAG_VALUE_CRCS).any()
+            or (starts + lengths > len(data)).any()
+        ):
+            return None  # not all there: the file's chunks
+        ends = (starts + lengths).tolist()
+        parts = [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
+        if checksums(parts, int(lengths.max())) != chunks["crc32"].tolist():
+            return None  # a copy that differs: the file's chunks
+        return np.frombuffer(b"".join(parts), dtype=field.dtype)
 
     def _head_length(self, page: int, col: int) -> int:
         head = head_length(self.meta.schema.fields[col], self._page_rows_list[page])
@@ -583,26 +605,29 @@ class ShardFile:
             if self._index_loaded:
                 return
             try:
-                self._index_bytes, self._index_starts = self._read_head_index()
+                self._index_bytes, starts = self._read_head_index()
+                self._index_start_array = starts
+                self._index_starts = starts.tolist()
             except (OSError, ValueError):
                 self._index_bytes = None
             self._index_loaded = True
 
-    def _read_head_index(self) -> tuple[memoryview | None, list[list[int]]]:
+    def _read_head_index(self) -> tuple[memoryview | None, np.ndarray]:
         meta = self.meta
         layout = region_starts(meta.schema, meta.page_rows, meta.chunks, meta.head_index)
+        none = np.empty((0, 0), dtype=np.int64)
         if layout is None:
-            return None, []
+            return None, none
         starts, expected = layout
         parts: list[bytes] = []
         for entry, length in zip(meta.head_index, expected, strict=True):
             if entry.length != length:
-                return None, []
+                return None, none
             data = self.read_region(entry.offset, entry.length)
             if len(data) != length or checksum(data) != entry.crc32:
-                return None, []
+                return None, none
             parts.append(data)
-        return memoryview(b"".join(parts)), starts.tolist()
+        return memoryview(b"".join(parts)), np.asarray(starts, dtype=np.int64)
 
     def head_index_intact(self) -> bool | None:
         """Whether the head index (format 1.4) reads back intact: True, False (a region's
@@ -647,7 +672,47 @@ class ShardFile:
         must still be read from their chunks."""
         if self._index_loaded and self._index_bytes is None:
             return list(pages)
+        if len(pages) >= _BATCH_PARSE_MIN and self._single_values[col]:
+            pages = self._parse_indexed_together(pages, col)
         return [page for page in pages if self._parse_indexed(page, col) is None]
+
+    def _parse_indexed_together(self, pages: Sequence[int], col: int) -> list[int]:
+        """``parse_indexed`` of a bytes or string column's chunks, those of the same number
+        of rows in one array (:func:`mrecord.format.indexed_heads.parse_heads`); returns
+        the pages left to the one-at-a-time path: heads not in the index, damaged copies
+        (that path finds them so again), cut chunks (it names them)."""
+        if not self._index_loaded:
+            self._load_head_index()
+        data = self._index_bytes
+        if data is None:
+            return list(pages)
+        chunks = self.meta.chunks
+        ids = np.asarray(pages, dtype=np.int64)
+        rows = self.meta.page_rows[ids].astype(np.int64)
+        starts = self._index_start_array[ids, col]
+        lengths = chunks["length"][ids, col].astype(np.int64)
+        together = (
+            ((chunks["flags"][ids, col] & FLAG_VALUE_CRCS) != 0)
+            & (starts >= 0)
+            & (lengths >= 8 * (rows + 1))  # a cut chunk: the one-at-a-time path names it
+        )
+        for count in sorted_unique(rows[together]).tolist():  # an entry past the index's end
+            entry = table_length(count) + 8 * (count + 1)
+            together &= (rows != count) | (starts + entry <= len(data))
+        rest: list[int] = ids[~together].tolist()
+        parsed: list[tuple[tuple[int, int], Any]] = []
+        for count in sorted_unique(rows[together]).tolist():
+            group = together & (rows == count)
+            heads = parse_heads(data, starts[group], count, lengths[group])
+            for page, got in zip(ids[group].tolist(), heads, strict=True):
+                if got is None:
+                    rest.append(page)  # damaged: the one-at-a-time path finds it so again
+                    continue
+                offsets, crcs = got
+                self._value_tables.setdefault((page, col), crcs)
+                parsed.append(((page, col), _IndexedHead(offsets, None, 8 * (count + 1))))
+        self._heads.put_many(parsed)
+        return rest
 
     def _parse_indexed(self, page: int, col: int) -> Any:
         key = (page, col)

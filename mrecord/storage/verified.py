@@ -67,16 +67,26 @@ class _HeadStore:
 
     def put(self, key: tuple[Any, int, int], head: Any) -> None:
         with self.lock:
-            if self.budget is None:
-                self.budget = _head_budget()
-            old = self.items.pop(key, None)
-            if old is not None:
-                self.total -= _weight(old)
-            self.items[key] = head
-            self.total += _weight(head)
-            while self.total > self.budget and len(self.items) > 1:
-                _, dropped = self.items.popitem(last=False)
-                self.total -= _weight(dropped)
+            self._put(key, head)
+
+    def _put(self, key: tuple[Any, int, int], head: Any) -> None:
+        """``put``'s work; the caller holds the lock."""
+        if self.budget is None:
+            self.budget = _head_budget()
+        old = self.items.pop(key, None)
+        if old is not None:
+            self.total -= _weight(old)
+        self.items[key] = head
+        self.total += _weight(head)
+        while self.total > self.budget and len(self.items) > 1:
+            _, dropped = self.items.popitem(last=False)
+            self.total -= _weight(dropped)
+
+    def put_many(self, items: list[tuple[tuple[Any, int, int], Any]]) -> None:
+        """``put`` each ``(key, head)`` of ``items``, in order, under one hold of the lock."""
+        with self.lock:
+            for key, head in items:
+                self._put(key, head)
 
     def clear(self) -> None:
         with self.lock:
@@ -132,6 +142,11 @@ class HeadCache:
     def put(self, page_col: tuple[int, int], head: Any) -> None:
         """Store ``head`` for (page, col); the least recently stored heads go first."""
         self._store.put((self._key, *page_col), head)
+
+    def put_many(self, items: list[tuple[tuple[int, int], Any]]) -> None:
+        """``put`` each ``((page, col), head)`` of ``items`` (one hold of the store's lock)."""
+        key = self._key
+        self._store.put_many([((key, *page_col), head) for page_col, head in items])
 
 
 def file_key(stat: os.stat_result, metadata_offset: int, metadata_crc32: int) -> FileKey:

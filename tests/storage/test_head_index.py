@@ -475,3 +475,87 @@ def test_a_device_error_reading_a_region_is_a_storage_error_naming_the_file(
         with pytest.raises(StorageError, match=r"d\.mrecord") as caught:
             shard.read_region(64, 100)
     assert "bytes 64-164" in str(caught.value)
+
+
+def _heads_of(shard: ShardFile, col: int, pages: list[int]) -> dict[int, object]:
+    heads = shard.cached_heads(col)
+    return {
+        page: (head.offsets, head.data_start, shard._value_tables[(page, col)].tolist())
+        for page in pages
+        if (head := heads(page)) is not None
+    }
+
+
+def test_heads_parsed_together_are_those_parsed_one_at_a_time(tmp_path: Path) -> None:
+    """``parse_indexed`` of many pages takes a bytes column's heads from the index as one
+    array: the same heads and value tables as one page at a time, the same pages left to
+    be read from their chunks (a copy damaged in itself, a column without tables)."""
+    path = tmp_path / "d.mrecord"
+    meta, metadata_offset, raw = _written_to_forge(path)
+    pages = list(range(meta.num_pages))
+    assert len(pages) >= 8 and len(set(meta.page_rows.tolist())) > 1  # two row counts
+    [entry] = meta.head_index
+    blob = 1
+    with ShardFile(path, verify="once") as shard:  # where page 3's blob copy lies
+        shard.parse_indexed([3], blob)
+        at = shard._index_starts[3][blob] + 4 * (int(meta.page_rows[3]) + 1)
+    raw[entry.offset + at + 8] ^= 0x10  # its second offset: the table's head CRC differs
+    _forge(path, raw, meta, metadata_offset)
+    for col in (blob, 4):  # 4: the strings, no tables
+        clear_verified()
+        with ShardFile(path, verify="once") as shard:
+            left_together = shard.parse_indexed(pages, col)
+            together = _heads_of(shard, col, pages)
+        clear_verified()
+        with ShardFile(path, verify="once") as shard:
+            left_alone = [page for page in pages if shard.parse_indexed([page], col)]
+            alone = _heads_of(shard, col, pages)
+        assert sorted(left_together) == left_alone
+        assert together == alone
+    assert left_alone == pages  # the strings
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        assert shard.parse_indexed(pages, blob) == [3]
+
+
+def test_a_fixed_column_from_the_index_is_built_once_and_only_from_intact_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``indexed_column``: every value of a fixed-width column in row order from the
+    index's copies of its chunks, built once however many reading threads ask at once;
+    None (the file's chunks are read) when one copy differs from its chunk's CRC."""
+    import threading
+
+    path = tmp_path / "d.mrecord"
+    meta, metadata_offset, raw = _written_to_forge(path)
+    clear_verified()
+    builds = []
+    real = ShardFile._build_indexed_column
+
+    def counted(self: ShardFile, col: int) -> object:
+        builds.append(col)
+        return real(self, col)
+
+    monkeypatch.setattr(ShardFile, "_build_indexed_column", counted)
+    with ShardFile(path, verify="once") as shard:
+        got: list[object] = []
+        threads = [
+            threading.Thread(target=lambda: got.append(shard.indexed_column(0)))
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert builds == [0]
+    for column in got:
+        assert isinstance(column, np.ndarray)
+        assert column.tolist() == list(range(ROWS))
+    [entry] = meta.head_index
+    raw[entry.offset + 8 * 3] ^= 1  # page 0's id copy (first in the region): row 3's id
+    _forge(path, raw, meta, metadata_offset)
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        assert shard.indexed_column(0) is None
+    with DatasetReader.open(path) as reader:  # and a read takes the intact chunk's value
+        assert reader.read_rows([3], columns=["id"]).columns["id"].tolist() == [3]
