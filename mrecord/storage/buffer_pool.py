@@ -135,12 +135,12 @@ _keep: int | None = None
 
 def keep_bytes() -> int:
     """The free slabs the process's pool keeps: an eighth of the memory budget
-    (``mrecord.storage.probe.memory_budget``, read once), at most ``KEEP_MAX``."""
+    (``mrecord.storage.probe.first_memory_budget``), at most ``KEEP_MAX``."""
     global _keep
     if _keep is None:
-        from mrecord.storage.probe import memory_budget
+        from mrecord.storage.probe import first_memory_budget
 
-        budget = memory_budget()
+        budget = first_memory_budget()
         _keep = KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8)
     return _keep
 

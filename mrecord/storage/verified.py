@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from mrecord.storage.probe import memory_budget
+from mrecord.storage.probe import first_memory_budget
 
 __all__ = ["FileKey", "HeadCache", "clear_verified", "file_key", "shared_heads", "shared_verified"]
 
@@ -113,12 +113,12 @@ def _weight(head: Any) -> int:
 
 def _head_budget() -> int:
     """Offsets kept in all: ``_HEAD_BUDGET``, or less where a memory group leaves less
-    (a quarter of ``memory_budget``). Unbounded by it, the heads of 600K variable-shape
+    (a quarter of ``first_memory_budget``). Unbounded by it, the heads of 600K variable-shape
     rows (~75 MB with the tuples their shapes were kept as then) grew a reader in a 200 MB
     group to its limit in its second epoch, where it hit the limit 5.6M times and
     thrashed; at an eighth, GLOBAL reads of them parsed most heads again from the cold
     map for every block, at half the rate."""
-    budget = memory_budget()
+    budget = first_memory_budget()
     if budget is None:
         return _HEAD_BUDGET
     return min(_HEAD_BUDGET, budget // (_HEADS_SHARE * _BYTES_PER_OFFSET))

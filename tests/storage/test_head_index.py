@@ -540,8 +540,7 @@ def test_a_fixed_column_from_the_index_is_built_once_and_only_from_intact_copies
     with ShardFile(path, verify="once") as shard:
         got: list[object] = []
         threads = [
-            threading.Thread(target=lambda: got.append(shard.indexed_column(0)))
-            for _ in range(4)
+            threading.Thread(target=lambda: got.append(shard.indexed_column(0))) for _ in range(4)
         ]
         for thread in threads:
             thread.start()
@@ -558,4 +557,4 @@ def test_a_fixed_column_from_the_index_is_built_once_and_only_from_intact_copies
     with ShardFile(path, verify="once") as shard:
         assert shard.indexed_column(0) is None
     with DatasetReader.open(path) as reader:  # and a read takes the intact chunk's value
-        assert reader.read_rows([3], columns=["id"]).columns["id"].tolist() == [3]
+        assert list(reader.read_rows([3], columns=["id"]).columns["id"]) == [3]

@@ -91,6 +91,33 @@ def test_the_readers_use_the_one_budget() -> None:
     assert not hasattr(readahead, "memory_budget")
 
 
+def test_what_is_sized_once_a_process_takes_its_first_measure_without_reading_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The buffer pool's free slabs and the shared heads' bound are sized once, from the
+    budget the process first measured (a reader measures it when it is made): a cold
+    epoch's first blocks do not read ``/proc`` and the cgroup files again on their way
+    to their first reads."""
+    import mrecord.storage.buffer_pool as buffer_pool
+    import mrecord.storage.verified as verified
+
+    monkeypatch.setattr(probe, "_first_budget", [])
+    monkeypatch.setattr(probe, "budget_from", lambda *args: 400 << 20)  # a 400 MB room
+    assert probe.memory_budget() == 400 << 20
+    monkeypatch.setattr(probe, "budget_from", lambda *args: 100 << 20)  # the room shrinks
+    assert probe.memory_budget() == 100 << 20
+    read: list[object] = []
+    monkeypatch.setattr(probe, "_read_text", lambda path: read.append(path))
+    monkeypatch.setattr(buffer_pool, "_keep", None)
+    assert buffer_pool.keep_bytes() == min(buffer_pool.KEEP_MAX, (400 << 20) // 8)
+    assert verified._head_budget() == min(
+        verified._HEAD_BUDGET,
+        (400 << 20) // (verified._HEADS_SHARE * verified._BYTES_PER_OFFSET),
+    )
+    assert probe.first_memory_budget() == 400 << 20
+    assert read == []
+
+
 _CHILD = """
 import json, numpy
 from mrecord.storage.probe import memory_budget

@@ -89,11 +89,11 @@ def test_shapes_weigh_their_bytes_at_what_an_offset_costs() -> None:
 def test_the_shared_budget_is_a_quarter_of_a_small_memory_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(verified, "memory_budget", lambda: 192 << 20)
+    monkeypatch.setattr(verified, "first_memory_budget", lambda: 192 << 20)
     store = verified._HeadStore(None)
     store.put(("f", 0, 0), DecodedVarChunk([0, 1], None, 0))
     assert store.budget == (192 << 20) // (4 * 48)  # 1,048,576 offsets: ~48 MB of heads
-    monkeypatch.setattr(verified, "memory_budget", lambda: 1 << 40)
+    monkeypatch.setattr(verified, "first_memory_budget", lambda: 1 << 40)
     assert verified._head_budget() == verified._HEAD_BUDGET
-    monkeypatch.setattr(verified, "memory_budget", lambda: None)
+    monkeypatch.setattr(verified, "first_memory_budget", lambda: None)
     assert verified._head_budget() == verified._HEAD_BUDGET
