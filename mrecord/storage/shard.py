@@ -169,6 +169,15 @@ class _IndexedHead(DecodedVarChunk):
     in the wrong places."""
 
 
+def _by_page(table: np.ndarray) -> list[tuple[int, ...]]:
+    """A ``(pages, columns)`` table as a list of per-page tuples of ints. Tuples, not
+    lists: the collector stops tracking a tuple of ints the first time it sees one, so a
+    shard's directory (seven tables, a tuple a page each: ~1M objects for a 140 GB
+    dataset of 1 MiB pages) is not walked again by every full collection, whose pause
+    stops every reading thread (~10 ms for 44K tracked objects on this machine)."""
+    return list(map(tuple, table.tolist()))
+
+
 def _same_head(a: DecodedVarChunk, b: DecodedVarChunk) -> bool:
     if a.offsets != b.offsets or a.data_start != b.data_start:
         return False
@@ -211,12 +220,12 @@ class ShardFile:
         )
         # The chunk directory as Python lists: per-row reads index it without numpy overhead.
         chunks = self.meta.chunks
-        self._offsets: list[list[int]] = chunks["offset"].tolist()
-        self._lengths: list[list[int]] = chunks["length"].tolist()
-        self._raw_lengths: list[list[int]] = chunks["raw_length"].tolist()
-        self._crcs: list[list[int]] = chunks["crc32"].tolist()
-        self._codecs: list[list[int]] = chunks["codec"].tolist()
-        self._tables: list[list[int]] = (chunks["flags"] & FLAG_VALUE_CRCS).tolist()
+        self._offsets = _by_page(chunks["offset"])
+        self._lengths = _by_page(chunks["length"])
+        self._raw_lengths = _by_page(chunks["raw_length"])
+        self._crcs = _by_page(chunks["crc32"])
+        self._codecs = _by_page(chunks["codec"])
+        self._tables = _by_page(chunks["flags"] & FLAG_VALUE_CRCS)
         # Columns whose values a reader takes one by one: bytes and strings.
         self._single_values = [
             f.kind in (FieldKind.BYTES, FieldKind.STRING) for f in self.meta.schema.fields
@@ -249,7 +258,7 @@ class ShardFile:
         self._column_lock = threading.Lock()  # building an indexed column
         self._index_loaded = not self.meta.head_index
         self._index_bytes: memoryview | None = None
-        self._index_starts: list[list[int]] = []
+        self._index_starts: list[tuple[int, ...]] = []
         self._index_start_array = np.empty((0, 0), dtype=np.int64)  # the same, as an array
         self._index_columns: dict[int, np.ndarray | None] = {}
 
@@ -607,7 +616,7 @@ class ShardFile:
             try:
                 self._index_bytes, starts = self._read_head_index()
                 self._index_start_array = starts
-                self._index_starts = starts.tolist()
+                self._index_starts = _by_page(starts)
             except (OSError, ValueError):
                 self._index_bytes = None
             self._index_loaded = True
