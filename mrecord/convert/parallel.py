@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import collections
 import itertools
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future as ConcurrentFuture
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mrecord.convert.base import Batch
 from mrecord.pool import Future, ThreadPool, ordered_map
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future as ConcurrentFuture
 
 __all__ = ["BatchPlan", "run_plan"]
 
@@ -111,6 +111,11 @@ class _Processes:
     """``submit(item) -> mrecord.pool.Future`` over a process pool (for ``ordered_map``)."""
 
     def __init__(self, work: Callable[[Any], Any], workers: int) -> None:
+        # Imported here: a conversion on one worker (an image folder's default structure
+        # check) never starts a process, and these imports are ~30 ms of a cold start-up.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         self._work = work
         context = multiprocessing.get_context("forkserver")
         self._executor = ProcessPoolExecutor(

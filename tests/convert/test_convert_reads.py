@@ -233,3 +233,36 @@ def test_files_opened_ahead_read_as_they_are(tmp_path: Path) -> None:
         except FileNotFoundError:
             continue
         assert target != str(opened), f"descriptor {fd} of {opened} left open"
+
+
+def test_a_default_image_folder_conversion_imports_no_process_machinery(
+    tmp_path: Path,
+) -> None:
+    """The default structure check works in the converting process (one worker), so
+    ``mrecord convert imagefolder`` never imports ``multiprocessing`` or the process pool:
+    ~30 ms of a cold start-up, before the first file is read."""
+    import subprocess
+    import sys
+    import textwrap
+
+    write_image_folder(tmp_path / "src", {"a": 3, "b": 2})
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from mrecord.cli.main import main
+        sys.argv = ["mrecord", "convert", "imagefolder", {str(tmp_path / "src")!r},
+                    {str(tmp_path / "out.mrecord")!r}]
+        try:
+            main()
+        except SystemExit as stop:
+            assert not stop.code, stop.code
+        print(sorted(m for m in sys.modules if m.startswith(("multiprocessing",
+              "concurrent.futures.process"))))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+    assert (tmp_path / "out.mrecord").exists()
