@@ -558,3 +558,30 @@ def test_a_fixed_column_from_the_index_is_built_once_and_only_from_intact_copies
         assert shard.indexed_column(0) is None
     with DatasetReader.open(path) as reader:  # and a read takes the intact chunk's value
         assert list(reader.read_rows([3], columns=["id"]).columns["id"]) == [3]
+
+
+def test_long_strings_heads_parsed_together_read_back(tmp_path: Path) -> None:
+    """A string column with values long enough for value tables takes the together path
+    too: the same heads as one page at a time, and a cold random read gives the strings
+    written."""
+    path = tmp_path / "s.mrecord"
+    texts = [f"{i:05d}" + "xyz" * (400 + i % 37) for i in range(90)]
+    with FileWriter(path) as writer:
+        writer.add_schema({"s": {"type": "string"}})
+        writer.set_page_size(8_000)
+        writer.write_raw_data([{"s": t} for t in texts])
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        pages = list(range(shard.meta.num_pages))
+        assert len(pages) >= 8 and bool(shard.meta.chunks[0, 0]["flags"] & 1)  # tabled
+        assert shard.parse_indexed(pages, 0) == []
+        together = _heads_of(shard, 0, pages)
+    clear_verified()
+    with ShardFile(path, verify="once") as shard:
+        assert all(not shard.parse_indexed([page], 0) for page in pages)
+        alone = _heads_of(shard, 0, pages)
+    assert together == alone and len(together) == len(pages)
+    clear_verified()
+    order = np.random.default_rng(1).permutation(len(texts))
+    with DatasetReader.open(path) as reader:
+        assert list(reader.read_rows(order).columns["s"]) == [texts[i] for i in order]
