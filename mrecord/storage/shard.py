@@ -233,7 +233,8 @@ class ShardFile:
         self._value_tables: dict[tuple[int, int], np.ndarray] = {}
         self._by_value_masks: dict[int, np.ndarray] = {}
         # Under "once": which values of a chunk with a value table were checked one by one.
-        self._values_checked: dict[tuple[int, int], np.ndarray] = {}
+        # (a byte a value: ``0 not in`` it is a C scan, where an array's all() is ~2 us a row)
+        self._values_checked: dict[tuple[int, int], bytearray] = {}
         self._page_rows_list: list[int] = self.meta.page_rows.tolist()
         self._memory = self._bytes_view()
         self._file_bytes: np.ndarray | None = None
@@ -860,9 +861,9 @@ class ShardFile:
         if crcs is not None and crc == int(crcs[slot]):
             if self.verify == "once":
                 if checked is None:
-                    checked = self._values_checked.setdefault(key, np.zeros(len(crcs), bool))
-                checked[slot] = True
-                if checked.all():
+                    checked = self._values_checked.setdefault(key, bytearray(len(crcs)))
+                checked[slot] = 1
+                if 0 not in checked:
                     self._verified[page, col] = True
                     self._values_checked.pop(key, None)
             return
