@@ -405,6 +405,18 @@ class DatasetReader:
             self._request_bound = bool(self.shards) and needs_large_requests(self.shards[0].path)
         return self._request_bound
 
+    def heads_all_indexed(self, columns: Sequence[str] | None = None) -> bool:
+        """Whether everything a cold read of ``columns`` (default the reader's) waits on
+        before its values comes from the shards' head indexes (format 1.4), so that
+        :meth:`will_need_heads` would ask the disk for nothing
+        (:meth:`~mrecord.storage.shard.ShardFile.head_index_serves`)."""
+        names = self.columns if columns is None else _check_columns(self.schema, columns)
+        return all(
+            shard.head_index_serves(shard.field_index(name))
+            for shard in self.shards
+            for name in names
+        )
+
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """Tell shards read from a store by range requests the coming row orders
         (``order_of(e)``: epoch ``e``'s global ids) so their cache keeps the rows read

@@ -553,6 +553,24 @@ class ShardFile:
             length = self._lengths[page][col]
         return data[start : start + length]
 
+    def head_index_serves(self, col: int) -> bool:
+        """Whether a cold read of column ``col`` finds everything it waits on before its
+        values in the head index (format 1.4), so that asking for it ahead
+        (``mrecord.storage.readahead.hint_heads``) reads nothing: a fixed-width column
+        whose chunks' copies the index holds, or that this policy checks no chunk of
+        ahead (not ``"once"``), or a variable-size one whose every uncompressed chunk's
+        value table and head the index holds."""
+        field = self.meta.schema.fields[col]
+        if field.kind is FieldKind.FIXED:
+            return self.verify != "once" or self.indexed_column(col) is not None
+        if not self._index_loaded:
+            self._load_head_index()
+        if self._index_bytes is None:
+            return False
+        chunks = self.meta.chunks[:, col]
+        held = ((chunks["flags"] & FLAG_VALUE_CRCS) != 0) & (self._index_start_array[:, col] >= 0)
+        return bool(np.all(held | (chunks["codec"] != _CODEC_NONE)))
+
     def indexed_column(self, col: int) -> np.ndarray | None:
         """Every value of fixed-width column ``col``, in row order, from the copies of its
         chunks in the head index (format 1.4), each checked against its chunk's CRC-32C

@@ -235,3 +235,79 @@ def _global_epoch(files: list[str]) -> list[int]:
     ds._block_rows = 100  # many blocks in a small dataset
     it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
     return [int(row[0]) for row in it]
+
+
+def _write_images(path: Path, rows: int, head_index: bool) -> None:
+    """Values of 2-3 KB (each chunk gets a value table) and a small label."""
+    import mrecord.writer.shard_writer as shard_writer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shard_writer, "HEAD_INDEX", head_index)
+        with FileWriter(str(path)) as writer:
+            writer.add_schema({"label": {"type": "int64"}, "blob": {"type": "bytes"}})
+            writer.set_page_size(1 << 14)
+            writer.write_raw_data(
+                [{"label": i % 7, "blob": bytes([i % 251]) * (2000 + 13 * i)} for i in range(rows)]
+            )
+
+
+@pytest.mark.parametrize("head_index", [True, False])
+def test_nothing_is_announced_where_the_head_index_serves_every_head(
+    tmp_path: Path, monkeypatch: Any, head_index: bool
+) -> None:
+    """Where every head and label a cold read waits on comes from the head index (format
+    1.4), announcing coming blocks would read nothing, only parse heads on a thread whose
+    Python the first blocks' reading threads wait behind: nothing is announced. Written
+    without the index (as a 1.3 writer did), the same rows are announced; both read the
+    same rows."""
+    path = tmp_path / "d.mrecord"
+    _write_images(path, 400, head_index)
+    with DatasetReader.open(path) as reader:
+        assert reader.heads_all_indexed() is head_index
+        assert reader.heads_all_indexed(["label"]) is head_index
+    hinted: list[int] = []
+    real = DatasetReader.will_need_heads
+
+    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> None:
+        hinted.extend(np.asarray(ids).tolist())
+        real(self, ids, columns, **kwargs)
+
+    monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: False))
+    monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
+    monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
+    old_seed = config.get_seed()
+    try:
+        config.set_seed(7)
+        ds = MindDataset(
+            str(path), ["label", "blob"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2
+        )
+        ds._block_rows = 50  # many blocks in a small dataset
+        got = []
+        for label, blob in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
+            i = (len(blob) - 2000) // 13
+            assert bytes(blob) == bytes([i % 251]) * (2000 + 13 * i) and int(label) == i % 7
+            got.append(i)
+    finally:
+        config.set_seed(old_seed)
+    assert sorted(got) == list(range(400))
+    assert (hinted == []) is head_index
+
+
+def test_a_column_is_served_by_the_head_index_only_when_all_it_waits_on_is_there(
+    tmp_path: Path,
+) -> None:
+    """``head_index_serves``: small values (no value tables, so no heads in the index)
+    are not served; big ones are; a fixed column whose chunks the index copies is, and
+    under ``verify="never"`` any fixed column is (nothing is checked ahead)."""
+    small = tmp_path / "small.mrecord"
+    _write(small, 300)  # values of ~1 KB on average, many chunks without a table
+    with ShardFile(small) as shard:
+        assert not shard.head_index_serves(shard.field_index("blob"))
+    with ShardFile(small, verify="never") as shard:
+        assert shard.head_index_serves(shard.field_index("x"))
+    big = tmp_path / "big.mrecord"
+    _write_images(big, 200, head_index=True)
+    with ShardFile(big) as shard:
+        assert shard.head_index_serves(shard.field_index("blob"))
+        assert shard.head_index_serves(shard.field_index("label"))
