@@ -130,6 +130,24 @@ def test_hint_heads_leaves_fixed_chunks_alone_when_nothing_checks_them(
         assert _pages_covered(calls, *shard.head_range(3, shard.field_index("blob")))
 
 
+def _announced(monkeypatch: Any, few_requests: bool) -> list[int]:
+    """Make every reader beyond memory (on storage that serves few requests for its
+    bandwidth when ``few_requests``), announcements run at once; the list fills with the
+    ids announced to ``will_need_heads``."""
+    hinted: list[int] = []
+    real = DatasetReader.will_need_heads
+
+    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> None:
+        hinted.extend(np.asarray(ids).tolist())
+        real(self, ids, columns, **kwargs)
+
+    monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
+    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: few_requests))
+    monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
+    monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
+    return hinted
+
+
 @pytest.mark.parametrize("few_requests", [False, True])
 def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
     tmp_path: Path, monkeypatch: Any, few_requests: bool
@@ -147,19 +165,7 @@ def test_mind_dataset_beyond_memory_announces_coming_blocks_and_reads_the_same(
     old_seed = config.get_seed()
     try:
         want = _global_epoch(files)
-        hinted: list[int] = []
-        real = DatasetReader.will_need_heads
-
-        def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> None:
-            hinted.extend(np.asarray(ids).tolist())
-            real(self, ids, columns, **kwargs)
-
-        monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
-        monkeypatch.setattr(
-            DatasetReader, "needs_large_requests", property(lambda self: few_requests)
-        )
-        monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
-        monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
+        hinted = _announced(monkeypatch, few_requests)
         got = _global_epoch(files)
     finally:
         config.set_seed(old_seed)
@@ -265,17 +271,7 @@ def test_nothing_is_announced_where_the_head_index_serves_every_head(
     with DatasetReader.open(path) as reader:
         assert reader.heads_all_indexed() is head_index
         assert reader.heads_all_indexed(["label"]) is head_index
-    hinted: list[int] = []
-    real = DatasetReader.will_need_heads
-
-    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> None:
-        hinted.extend(np.asarray(ids).tolist())
-        real(self, ids, columns, **kwargs)
-
-    monkeypatch.setattr(DatasetReader, "beyond_memory", property(lambda self: True))
-    monkeypatch.setattr(DatasetReader, "needs_large_requests", property(lambda self: False))
-    monkeypatch.setattr(DatasetReader, "will_need_heads", spy)
-    monkeypatch.setattr(HintThread, "submit", lambda self, fn, *args: fn(*args))
+    hinted = _announced(monkeypatch, few_requests=False)
     old_seed = config.get_seed()
     try:
         config.set_seed(7)
