@@ -441,11 +441,13 @@ class DatasetReader:
         columns: Sequence[str] | None = None,
         *,
         window: bool = False,
-    ) -> None:
+    ) -> bool:
         """Hint: rows ``ids`` will be read a little later; start reading what their cold
         read first waits on (chunk heads, unchecked fixed-width chunks:
         :func:`~mrecord.storage.readahead.hint_heads`), not their values. For a reader
         some blocks ahead of its reads, beyond memory. Never changes what a read returns.
+        Returns False where their reads need no hint (below): a caller announcing reads
+        that are all alike (a block shuffle's windows, a file-order epoch) may stop.
 
         Nothing for a read that will take every column from whole chunks in the reader's
         buffers (``Shuffle.BLOCK``'s window of pages, :meth:`_buffered_columns`): each
@@ -459,11 +461,12 @@ class DatasetReader:
         :meth:`read_rows`."""
         wanted, groups, names = self._hinted_rows(ids, columns)
         if self._streams(wanted, groups, names):
-            return
+            return False
         if len(self._buffered_columns(wanted, groups, names, window)) == len(names):
-            return
+            return False
         for s, _, pages, _slots in groups:
             hint_heads(self.shards[s], pages, names)
+        return True
 
     def _hinted_rows(
         self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None
