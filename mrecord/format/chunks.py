@@ -22,6 +22,7 @@ chunk raises :class:`ChunkFormatError` instead of reading out of bounds.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -130,13 +131,18 @@ class DecodedVarChunk:
     ``offsets`` (Python ints, n+1 of them) index into that region.
     """
 
-    offsets: list[int]
+    offsets: Sequence[int]
     shapes: np.ndarray | None
     data_start: int
 
     @cached_property
     def offsets_array(self) -> np.ndarray:
-        """``offsets`` as an int64 array (vectorized gathers)."""
+        """``offsets`` as an int64 array (vectorized gathers; a read-only view of them when
+        they are kept as 8-byte ints, :func:`kept_offsets`)."""
+        if isinstance(self.offsets, array):
+            view = np.frombuffer(self.offsets, dtype=np.int64)
+            view.flags.writeable = False
+            return view
         return np.array(self.offsets, dtype=np.int64)
 
     @cached_property
@@ -145,6 +151,27 @@ class DecodedVarChunk:
         if self.shapes is None:
             return []
         return [tuple(row) for row in self.shapes.tolist()]
+
+
+ARRAY_OFFSETS_FROM = 64
+"""Rows from which a parsed head keeps its offsets as 8-byte ints (``array("q")``), not as
+a list of Python ints (36 bytes each with the list's pointer). A random epoch over small
+variable-shape rows touches every page in each block and so holds every page's head at
+once: 2,000,000 rows of ~420 bytes held 104 MB of offset lists and 16 MB of their arrays
+(tracemalloc), and a 266 MB memory group was OOM-killed in two GLOBAL runs of three. A
+head of a few rows (images: 11 a page) keeps its list: indexing it is the cheapest."""
+
+
+def kept_offsets(offsets: np.ndarray) -> Sequence[int]:
+    """How a parsed head keeps its checked offsets (``offsets``: the ``n + 1`` of them, any
+    integer dtype): a list of ints for a head of fewer than ``ARRAY_OFFSETS_FROM`` rows,
+    else an ``array("q")`` (indexing, ``len``, ``bisect`` and slices work on both)."""
+    if len(offsets) - 1 < ARRAY_OFFSETS_FROM:
+        listed: list[int] = offsets.tolist()
+        return listed
+    kept = array("q")
+    kept.frombytes(np.ascontiguousarray(offsets, dtype="<i8").tobytes())
+    return kept
 
 
 def decode_var(field: Field, buf: Any, n_rows: int, length: int | None = None) -> DecodedVarChunk:
@@ -163,14 +190,23 @@ def decode_var(field: Field, buf: Any, n_rows: int, length: int | None = None) -
         )
     offsets = np.frombuffer(buf, dtype=_U64, count=n_rows + 1)
     data_len = length - head - shapes_len
-    listed: list[int] = offsets.tolist()
-    # Checked on the list the head keeps anyway: a cold random read parses a head for
-    # nearly every row, and three numpy calls on ~10 offsets cost more than the list's
-    # comparisons (sorting a sorted list is one linear pass).
-    if listed[0] != 0 or listed[-1] != data_len or listed != sorted(listed):
+    if n_rows < ARRAY_OFFSETS_FROM:
+        kept: Sequence[int] = offsets.tolist()
+        # Checked on the list the head keeps anyway: a cold random read parses a head for
+        # nearly every row, and three numpy calls on ~10 offsets cost more than the list's
+        # comparisons (sorting a sorted list is one linear pass).
+        consistent = kept[0] == 0 and kept[-1] == data_len and kept == sorted(kept)
+    else:
+        consistent = (
+            int(offsets[0]) == 0
+            and int(offsets[-1]) == data_len
+            and not bool(np.any(offsets[1:] < offsets[:-1]))
+        )
+        kept = kept_offsets(offsets) if consistent else []
+    if not consistent:
         raise ChunkFormatError(
             f"chunk of field {field.name!r} has inconsistent offsets "
-            f"(first {listed[0]}, last {listed[-1]}, data {data_len} bytes)"
+            f"(first {int(offsets[0])}, last {int(offsets[-1])}, data {data_len} bytes)"
         )
     shapes = None
     if ndim:
@@ -178,7 +214,7 @@ def decode_var(field: Field, buf: Any, n_rows: int, length: int | None = None) -
             n_rows, ndim
         )
         _check_shapes(field, shapes, offsets)
-    return DecodedVarChunk(listed, shapes, head + shapes_len)
+    return DecodedVarChunk(kept, shapes, head + shapes_len)
 
 
 def _check_shapes(field: Field, shapes: np.ndarray, offsets: np.ndarray) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mrecord.format.chunks import ARRAY_OFFSETS_FROM, kept_offsets
 from mrecord.format.compression import checksums
 from mrecord.format.value_crcs import table_length
 
@@ -23,14 +24,15 @@ __all__ = ["parse_heads"]
 
 def parse_heads(
     index: memoryview, starts: Sequence[int], rows: int, lengths: Sequence[int]
-) -> list[tuple[list[int], np.ndarray] | None]:
+) -> list[tuple[Sequence[int], np.ndarray] | None]:
     """Parse the heads of chunks of a bytes or string column, each of ``rows`` values,
     whose value table and head (``table_length(rows)`` then ``8 × (rows + 1)`` bytes) lie
     at ``starts`` in ``index`` and whose stored lengths are ``lengths`` (each at least its
     head's: the caller sends shorter ones down the one-at-a-time path, which names them).
 
-    Per chunk: ``(offsets, value_crcs)`` (the offsets as Python ints, the CRC-32C of each
-    value as a ``<u4`` array), or None where the copy's offsets are inconsistent (not
+    Per chunk: ``(offsets, value_crcs)`` (the offsets kept as ``decode_var`` keeps them,
+    :func:`~mrecord.format.chunks.kept_offsets`; the CRC-32C of each value as a ``<u4``
+    array), or None where the copy's offsets are inconsistent (not
     starting at 0, not ending at the chunk's data length, decreasing) or its head's CRC
     differs from the table's first entry."""
     table, head = table_length(rows), 8 * (rows + 1)
@@ -51,5 +53,9 @@ def parse_heads(
     head_crcs = checksums([flat[i * head : (i + 1) * head] for i in range(len(starts))], head)
     ok &= np.asarray(head_crcs, dtype=np.uint32) == crcs[:, 0]
     value_crcs = np.ascontiguousarray(crcs[:, 1:])
-    listed = offsets.tolist()
-    return [(listed[i], value_crcs[i]) if good else None for i, good in enumerate(ok.tolist())]
+    # kept as one at a time keeps them (kept_offsets): a list of ints for a few rows
+    if rows < ARRAY_OFFSETS_FROM:
+        kept: Sequence[Sequence[int]] = offsets.tolist()
+    else:
+        kept = [kept_offsets(row) for row in offsets]
+    return [(kept[i], value_crcs[i]) if good else None for i, good in enumerate(ok.tolist())]
