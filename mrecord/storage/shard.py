@@ -724,13 +724,13 @@ class ShardFile:
             & (starts >= 0)
             & (lengths >= 8 * (rows + 1))  # a cut chunk: the one-at-a-time path names it
         )
-        for count in sorted_unique(rows[together]).tolist():  # an entry past the index's end
-            entry = table_length(count) + 8 * (count + 1)
-            together &= (rows != count) | (starts + entry <= len(data))
         rest: list[int] = ids[~together].tolist()
         parsed: list[tuple[tuple[int, int], Any]] = []
         for count in sorted_unique(rows[together]).tolist():
             group = together & (rows == count)
+            inside = starts + table_length(count) + 8 * (count + 1) <= len(data)
+            rest += ids[group & ~inside].tolist()  # an entry past the index's end
+            group &= inside
             heads = parse_heads(data, starts[group], count, lengths[group])
             for page, got in zip(ids[group].tolist(), heads, strict=True):
                 if got is None:
