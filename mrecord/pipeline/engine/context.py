@@ -83,8 +83,9 @@ class ExecContext:
         if self.stop.is_set():
             raise PipelineStopped
 
-    def pool(self, node: Dataset, factory: Callable[[], Any]) -> Any:
-        """The node's worker pool, made on first use and reused for every epoch."""
+    def pool(self, node: Dataset | object, factory: Callable[[], Any]) -> Any:
+        """The node's worker pool, made on first use and reused for every epoch (a node
+        with a second pool names it by an object of its own)."""
         with self._lock:
             if self._closed:
                 raise PipelineStopped

@@ -155,6 +155,16 @@ class MindDataset(RandomAccessSource):
             ids, self._columns, bytes_as_arrays=True, window=self._reads_windows()
         )
 
+    def _sweep_rows(self) -> int:
+        # Not a block shuffle's windows: those are read whole already, a window of pages
+        # at a time (_reads_windows).
+        if self._reads_windows():
+            return 0
+        return self._reader.sweep_rows(self._columns)
+
+    def _read_swept(self, ids: np.ndarray) -> Block:
+        return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True, sweep=True)
+
     def _reads_windows(self) -> bool:
         """Whether the blocks are a block shuffle's windows (its layout planned for the
         sampler reading now)."""

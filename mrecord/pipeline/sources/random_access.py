@@ -12,6 +12,10 @@ Everything else is here, once, so every such source behaves the same:
   source's padding block;
 - blocks are read ahead by ``num_parallel_workers`` threads of the pipeline's pool
   (``ctx.pool``) and delivered in order; the order is built from ``ctx.seed``;
+- where the source says a random order is read fastest in large windows, each swept
+  in one pass over the files (``_sweep_rows``: small rows beyond memory), the epoch is
+  read a window at a time, the next window read while this one is handed out block by
+  block;
 - ``use_sampler`` replaces the sampler; ``ConcatDataset.use_sampler`` reads a range
   of the order directly (``_iter_blocks_range``).
 
@@ -23,7 +27,7 @@ go best fewer at a time than ``num_parallel_workers`` overrides ``_reads_in_flig
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +35,7 @@ import numpy as np
 from mrecord import config
 from mrecord.arguments import check_workers
 from mrecord.block import Block, ColumnValues
-from mrecord.errors import ArgumentError, RowValidationError, WrongTypeError
+from mrecord.errors import ArgumentError, CorruptFileError, RowValidationError, WrongTypeError
 from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import StoredSchema
 from mrecord.pipeline.sources.base import SourceDataset
@@ -54,6 +58,10 @@ __all__ = [
 _TARGET_BLOCK_BYTES = 4 << 20
 _MIN_BLOCK_ROWS = 16
 _MAX_BLOCK_ROWS = 8192
+_SCATTERED = 16
+"""An order is read in sweeps (``_sweep_rows``) when at least one id in this many comes
+before the one ahead of it (a random order: one in two; file order: none; files in a
+random order: one a file)."""
 
 
 def block_rows_for(bytes_per_row: int) -> int:
@@ -147,6 +155,7 @@ class RandomAccessSource(SourceDataset):
         self._labels_cache: dict[str, np.ndarray] = {}
         self._rows_per_epoch = -1
         self._block_rows = 256
+        self._sweep_pool_key = object()  # names the pool windows are swept on (ctx.pool)
 
     # -- what a subclass provides -------------------------------------------------------------
 
@@ -167,6 +176,15 @@ class RandomAccessSource(SourceDataset):
         """Blocks read at once ahead of the consumer (default ``num_parallel_workers``); a
         source whose reads are quicker with fewer threads at once says so here."""
         return self._workers
+
+    def _sweep_rows(self) -> int:
+        """Rows per window in which this epoch's order is read, each window in one pass
+        (:meth:`_read_swept`), or 0: block by block (the default)."""
+        return 0
+
+    def _read_swept(self, ids: np.ndarray) -> Block:
+        """The rows ``ids`` (real ids, a window of ``_sweep_rows``) read in one pass."""
+        return self._read_rows(ids)
 
     def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         """The row ids of the blocks to read, in order; a source may look ahead in them
@@ -228,6 +246,13 @@ class RandomAccessSource(SourceDataset):
         order = self._order(ctx.seed, epoch)
         skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
+        window = self._sweep_rows()
+        if window > 1 and len(order) - skip > 1:
+            opening = order.take(np.arange(skip, min(skip + window, len(order)), dtype=np.int64))
+            # Rows mostly in file order (shuffle=False, Shuffle.FILES) stream as they are.
+            if np.count_nonzero(opening[1:] < opening[:-1]) * _SCATTERED >= len(opening):
+                yield from self._iter_swept(ctx, order, skip, window, opening)
+                return
         # Small first blocks, doubling: the first rows come out after a short read, and
         # the read-ahead threads are busy before the consumer waits on a full block.
         first = max(_MIN_BLOCK_ROWS, size // 8)
@@ -243,6 +268,43 @@ class RandomAccessSource(SourceDataset):
         for _ids, block in ordered_map(pool, chunks, workers + 1, ctx.stop):
             yield block
 
+    def _iter_swept(
+        self, ctx: ExecContext, order: Order, skip: int, window: int, first: np.ndarray
+    ) -> Iterator[Block]:
+        """This epoch's blocks from positions ``skip`` on, read ``window`` rows at a time
+        (``first``: the first window's ids), each window swept in one pass on a thread of
+        its own while the one before is handed out: two windows in memory at most.
+
+        A window that meets a damaged chunk is read again block by block, as an epoch
+        that does not sweep reads it: the rows before the damage come out, then the
+        error is raised (or, with ``on_error``, the damaged rows skipped) where a block
+        read would."""
+        size = self._block_rows
+
+        def windows() -> Iterator[np.ndarray]:
+            yield first
+            for lo in range(skip + window, len(order), window):
+                hi = min(lo + window, len(order))
+                yield order.take(np.arange(lo, hi, dtype=np.int64))
+
+        pool = ctx.pool(
+            self._sweep_pool_key, lambda: ThreadPool(self._read_window, 1, "mrecord-sweep")
+        )
+        for ids, swept in ordered_map(pool, windows(), 2, ctx.stop):
+            for lo in range(0, len(ids), size):
+                yield (
+                    self._read(ids[lo : lo + size]) if swept is None else swept.slice(lo, lo + size)
+                )
+            swept = None  # let this window go before the next one is waited for
+
+    def _read_window(self, ids: np.ndarray) -> Block | None:
+        """A window of this epoch's order swept in one pass, or None where it met a
+        damaged chunk (read again block by block, see :meth:`_iter_swept`)."""
+        try:
+            return self._read(ids, self._read_swept)
+        except CorruptFileError:
+            return None
+
     def _iter_blocks_range(
         self, ctx: ExecContext, epoch: int, start: int, stop: int
     ) -> Iterator[Block]:
@@ -252,17 +314,21 @@ class RandomAccessSource(SourceDataset):
             positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
             yield self._read(order.take(positions))
 
-    def _read(self, ids: np.ndarray) -> Block:
-        """Rows ``ids`` where ids ``>= N`` are padded samples."""
+    def _read(
+        self, ids: np.ndarray, read_rows: Callable[[np.ndarray], Block] | None = None
+    ) -> Block:
+        """Rows ``ids`` where ids ``>= N`` are padded samples; the others read by
+        ``read_rows`` (default ``_read_rows``)."""
+        read_rows = self._read_rows if read_rows is None else read_rows
         n = self._total_rows()
         padded = ids >= n
         if not padded.any():
-            return self._read_rows(ids)
+            return read_rows(ids)
         if self._padded is None:
             raise ArgumentError(f"{self!r}: the order holds padded ids but no padded sample")
         real_pos = np.flatnonzero(~padded)
         pad_pos = np.flatnonzero(padded)
-        parts = [self._read_rows(ids[real_pos])] if len(real_pos) else []
+        parts = [read_rows(ids[real_pos])] if len(real_pos) else []
         parts.append(self._padded.take(np.zeros(len(pad_pos), dtype=np.int64)))
         merged = Block.concat(parts)
         # Put every row back where the order wants it.

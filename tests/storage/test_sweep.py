@@ -1,0 +1,385 @@
+"""A random order over small rows beyond memory is read a window at a time, each window in
+one pass over the columns' chunks (``DatasetReader.sweep_rows``, ``read_rows(sweep=True)``,
+``RandomAccessSource._iter_swept``):
+
+- a swept read gives exactly the rows of a plain one, reading each chunk once;
+- ``sweep_rows`` sweeps only where it can and where it pays: local files larger than
+  memory, fixed-width and variable-shape columns stored plainly, a device whose requests
+  cost more than a pass; its window stays within its share of the memory budget;
+- ``MindDataset`` yields exactly what it yields without sweeping, in every shuffle mode,
+  with sharding, padding and a resume in the middle of a window; a file-order epoch and
+  a block shuffle's windows never sweep;
+- a damaged chunk in a window raises ``ChecksumError`` after the same rows a block read
+  gives, or, with ``on_error="skip"``, loses only its own rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mrecord.reader.dataset_reader as dataset_reader
+import mrecord.storage.chunk_buffers as chunk_buffers
+import mrecord.storage.readahead as readahead
+from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
+from mrecord.errors import ChecksumError
+from mrecord.storage.probe import StorageProfile
+from mrecord.storage.verified import clear_verified
+
+ROWS = 900
+MIN_PAGE = 1 << 10  # the smallest page: many chunks a shard
+WINDOW_ROWS = 150  # the window the tests' budget gives (see _budget_for)
+
+
+def _pts(i: int) -> np.ndarray:
+    return np.arange(3 * (i % 4), dtype=np.float32).reshape(-1, 3) + i
+
+
+def _row(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "vec": np.arange(4, dtype=np.float32) + i,
+        "label": i % 10,
+        "pts": _pts(i),
+        "blob": bytes([i % 251]) * (i % 9),
+        "name": f"row-{i}",
+    }
+
+
+SCHEMA = {
+    "id": {"type": "int64"},
+    "vec": {"type": "float32", "shape": [4]},
+    "label": {"type": "int32"},
+    "pts": {"type": "float32", "shape": [-1, 3]},
+    "blob": {"type": "bytes"},
+    "name": {"type": "string"},
+}
+SWEPT = ["id", "vec", "label", "pts"]  # the columns a sweep can read
+
+
+def _write(folder: Path, compress: bool = False) -> str:
+    with FileWriter(folder / "t.mrecord", shard_num=2) as writer:
+        writer.add_schema(SCHEMA)
+        writer.set_page_size(MIN_PAGE)
+        if compress:
+            writer.set_compression("zstd")
+        writer.write_raw_data([_row(i) for i in range(ROWS)])
+    return str(writer.files[0])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _write(tmp_path_factory.mktemp("sweep"))
+
+
+def _profile(iops: float, bandwidth: float) -> StorageProfile:
+    return StorageProfile(device="0:0", iops=iops, bandwidth=bandwidth, seconds=0.0)
+
+
+SLOW_REQUESTS = _profile(iops=10.0, bandwidth=1e9)  # a pass costs nothing beside requests
+
+
+def _per_row(files: str, columns: list[str]) -> int:
+    """What ``sweep_rows`` counts a row of these columns at (its rule, restated): the
+    values' bytes, and for a variable-shape value its shape and an array object."""
+    per_row = dataset_reader._SWEEP_ROW_BYTES
+    sizes = {"id": 8, "vec": 16, "label": 4}
+    for name in columns:
+        if name in sizes:
+            per_row += sizes[name]
+        else:  # pts: its chunks less their offsets (8 bytes a row), an array object
+            with DatasetReader.open(files) as reader:
+                stored = sum(
+                    int(s.meta.chunks["raw_length"][:, s.field_index(name)].sum())
+                    for s in reader.shards
+                )
+            per_row += (stored - 8 * ROWS) // ROWS + dataset_reader._SWEEP_ARRAY_BYTES
+    return per_row
+
+
+def _budget_for(files: str, columns: list[str], rows: int = WINDOW_ROWS) -> int:
+    return rows * dataset_reader._SWEEP_WINDOWS * _per_row(files, columns)
+
+
+def _sweeping(
+    monkeypatch: pytest.MonkeyPatch,
+    budget: int,
+    profile: StorageProfile | None = SLOW_REQUESTS,
+) -> list[tuple[int, bool]]:
+    """Every reader beyond its memory (``budget`` bytes), every block cold, the device
+    ``profile``; returns (rows, sweep) for every ``read_rows`` call."""
+    clear_verified()
+    monkeypatch.setattr(readahead, "ENABLED", True)
+    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
+    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: budget)
+    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+    monkeypatch.setattr(dataset_reader, "probe_storage", lambda path: profile)
+    calls: list[tuple[int, bool]] = []
+    real = DatasetReader.read_rows
+
+    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> Any:
+        calls.append((len(np.asarray(ids).reshape(-1)), bool(kwargs.get("sweep", False))))
+        return real(self, ids, columns, **kwargs)
+
+    monkeypatch.setattr(DatasetReader, "read_rows", spy)
+    return calls
+
+
+def _same(name: str, values: Any, ids: list[int]) -> bool:
+    if name == "pts":
+        return len(values) == len(ids) and all(
+            isinstance(v, np.ndarray)
+            and v.flags.writeable
+            and v.dtype == np.float32
+            and np.array_equal(v, _pts(i))
+            for v, i in zip(values, ids, strict=True)
+        )
+    if name == "vec":
+        return np.array_equal(values, np.array([_row(i)["vec"] for i in ids]).reshape(-1, 4))
+    expected = np.array([_row(i)[name] for i in ids])
+    return bool(np.array_equal(np.asarray(values), expected))
+
+
+# -- the reader -----------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, ROWS - 1), min_size=2, max_size=1200),
+    columns=st.sampled_from([SWEPT, ["vec"], ["pts"], ["pts", "label"], ["label", "id"]]),
+    capacity=st.integers(1, 20_000),
+)
+def test_a_swept_read_gives_the_rows_reading_each_chunk_once(
+    files: str, ids: list[int], columns: list[str], capacity: int
+) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _sweeping(monkeypatch, budget=1 << 10)
+        seen: list[tuple[int, int]] = []
+        real = readahead.pread_exactly
+
+        def spy(shard: Any, fd: int, view: memoryview, offset: int) -> bool:
+            seen.append((id(shard), offset))
+            return real(shard, fd, view, offset)
+
+        monkeypatch.setattr(chunk_buffers, "pread_exactly", spy)
+        with DatasetReader.open(files) as reader:
+            reader._chunk_buffers = chunk_buffers.ChunkBuffers(capacity)  # waves of any size
+            block = reader.read_rows(ids, columns, sweep=True)
+    assert list(block.columns) == columns
+    for name, values in block.columns.items():
+        assert _same(name, values, ids), name
+    if ids != sorted(ids):
+        assert seen  # through whole chunks, not the map
+    assert len(seen) == len(set(seen))  # one pass: no chunk read twice
+
+
+def test_many_rows_of_a_variable_shape_column_come_as_separate_arrays(files: str) -> None:
+    """A sweep's wave of many variable-shape rows is gathered a shape at a time: each
+    value is still its own writeable array, a row asked twice two arrays."""
+    ids = np.random.default_rng(7).integers(0, ROWS, 3000)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _sweeping(monkeypatch, budget=1 << 10)
+        with DatasetReader.open(files) as reader:
+            values = reader.read_rows(ids, ["pts"], sweep=True).columns["pts"]
+    assert _same("pts", values, ids.tolist())
+    first, again = (int(k) for k in np.flatnonzero(ids == ids[0])[:2])
+    values[first][...] = -1
+    assert np.array_equal(values[again], _pts(int(ids[0])))  # no shared memory
+
+
+def test_sweep_rows_is_a_share_of_the_budget(files: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with DatasetReader.open(files) as reader:
+        for columns in (["id"], ["vec", "label"], ["pts"], SWEPT):
+            for rows in (2, 100, 500):
+                _sweeping(monkeypatch, budget=_budget_for(files, columns, rows))
+                assert reader.sweep_rows(columns) == rows, (columns, rows)
+        _sweeping(monkeypatch, budget=_budget_for(files, ["id"], 10 * ROWS))
+        assert reader.sweep_rows(["id"]) == ROWS  # never more than the dataset
+        _sweeping(monkeypatch, budget=_budget_for(files, ["id"], 1))
+        assert reader.sweep_rows(["id"]) == 0  # a window of one row is no sweep
+
+
+def test_sweep_rows_only_where_a_pass_pays(files: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = _budget_for(files, ["id", "label"])
+    with DatasetReader.open(files) as reader:
+        nbytes = sum(
+            int(s.meta.chunks["length"][:, s.field_index(n)].sum())
+            for s in reader.shards
+            for n in ("id", "label")
+        )
+        requests = 2 * WINDOW_ROWS
+        for speedup, sweeps in ((10.0, True), (9.9, False), (100.0, True), (1.0, False)):
+            # one pass modelled at 1 s, the window's requests at `speedup` s
+            profile = _profile(iops=requests / speedup, bandwidth=float(nbytes))
+            _sweeping(monkeypatch, budget, profile)
+            assert bool(reader.sweep_rows(["id", "label"])) is sweeps, speedup
+        _sweeping(monkeypatch, budget, profile=None)  # the device not measured
+        assert reader.sweep_rows(["id", "label"]) == 0
+
+
+def test_sweep_rows_only_for_columns_a_pass_can_read(
+    files: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budget = _budget_for(files, SWEPT)
+    _sweeping(monkeypatch, budget)
+    with DatasetReader.open(files) as reader:
+        assert reader.sweep_rows(SWEPT) > 0
+        assert reader.sweep_rows(["id", "blob"]) == 0  # bytes: views of the pass's buffers
+        assert reader.sweep_rows(["name"]) == 0  # strings keep the map
+        monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+        assert reader.sweep_rows(SWEPT) == 0  # MRECORD_CHUNK_BUFFERS=0
+        monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", True)
+        monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: False)
+        assert reader.sweep_rows(SWEPT) == 0  # the data fits in memory
+    with DatasetReader.open(_write(tmp_path, compress=True)) as compressed:
+        monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
+        assert compressed.sweep_rows(["vec"]) == 0  # compressed chunks keep the map
+
+
+# -- MindDataset ----------------------------------------------------------------------------
+
+
+def _epoch(ds: MindDataset, epochs: int = 1) -> list[list[tuple[int, bytes, bytes]]]:
+    out: list[list[tuple[int, bytes, bytes]]] = [[] for _ in range(epochs)]
+    it: Iterator[dict[str, Any]] = ds.create_dict_iterator(num_epochs=epochs, output_numpy=True)
+    per_epoch = ds.get_dataset_size()
+    for k, row in enumerate(it):
+        out[k // per_epoch].append((int(row["id"]), row["vec"].tobytes(), row["pts"].tobytes()))
+    return out
+
+
+CASES = st.fixed_dictionaries(
+    {
+        "shuffle": st.sampled_from([Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.INFILE, True]),
+        "shards": st.sampled_from([None, (2, 0), (3, 2)]),
+        "padded": st.booleans(),
+        "workers": st.integers(1, 3),
+    }
+)
+
+
+PADDED = ["id", "vec", "pts"]
+
+
+def _dataset(files: str, case: dict[str, Any]) -> MindDataset:
+    kwargs: dict[str, Any] = {"shuffle": case["shuffle"], "num_parallel_workers": case["workers"]}
+    if case["shards"]:
+        kwargs["num_shards"], kwargs["shard_id"] = case["shards"]
+        if case["padded"]:
+            kwargs["padded_sample"] = {k: v for k, v in _row(ROWS + 1).items() if k in PADDED}
+            kwargs["num_padded"] = (-ROWS) % case["shards"][0] or case["shards"][0]
+    return MindDataset(files, PADDED, partial_window=300, **kwargs)
+
+
+@settings(max_examples=12, deadline=None)
+@given(case=CASES)
+def test_minddataset_yields_exactly_what_it_yields_without_sweeping(
+    files: str, case: dict[str, Any]
+) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        calls = _sweeping(monkeypatch, _budget_for(files, ["id", "vec", "pts"]))
+        swept = _epoch(_dataset(files, case), epochs=2)
+        assert any(sweep and rows > 64 for rows, sweep in calls)  # read in windows
+        monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+        plain = _epoch(_dataset(files, case), epochs=2)
+    assert swept == plain
+    expected = {i: (_row(i)["vec"].tobytes(), _pts(i).tobytes()) for i in range(ROWS + 2)}
+    assert all((vec, pts) == expected[i] for epoch in swept for i, vec, pts in epoch)
+
+
+@pytest.mark.parametrize("shuffle", [False, Shuffle.BLOCK, Shuffle.FILES])
+def test_file_order_and_block_windows_never_sweep(
+    files: str, monkeypatch: pytest.MonkeyPatch, shuffle: Shuffle | bool
+) -> None:
+    calls = _sweeping(monkeypatch, _budget_for(files, SWEPT))
+    ds = MindDataset(files, SWEPT, shuffle=shuffle, num_parallel_workers=2)
+    ids = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    assert sorted(ids) == list(range(ROWS))
+    assert calls and not any(sweep for _, sweep in calls)
+
+
+@settings(max_examples=10, deadline=None)
+@given(k=st.integers(1, ROWS - 1))
+def test_a_resume_inside_a_window_yields_the_rest_of_the_epoch(files: str, k: int) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        calls = _sweeping(monkeypatch, _budget_for(files, SWEPT))
+        full = [int(r[0]) for r in _iter(files)]
+        it = _iter(files)
+        head = [int(r[0]) for _, r in zip(range(k), it, strict=False)]
+        state = json.loads(json.dumps(it.state_dict()))
+        it.stop()
+        resumed = _iter(files)
+        resumed.load_state_dict(state)
+        rest = [int(r[0]) for r in resumed]
+        assert any(sweep for _, sweep in calls)
+    assert head + rest == full
+    assert sorted(full) == list(range(ROWS))
+
+
+def _iter(files: str) -> Any:
+    ds = MindDataset(files, SWEPT, shuffle=Shuffle.GLOBAL, num_parallel_workers=2)
+    return ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+
+
+def _damaged(tmp_path: Path, page: int) -> tuple[str, set[int]]:
+    """A copy of the dataset with one byte of ``vec``'s chunk of ``page`` (shard 0)
+    flipped, and the rows of that chunk."""
+    path = _write(tmp_path)
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        offset, length, _ = shard.chunk_place(page, shard.field_index("vec"))
+        lost = set(range(shard.page_starts_list[page], shard.page_starts_list[page + 1]))
+    with open(path, "r+b") as f:
+        f.seek(offset + length // 2)
+        byte = f.read(1)
+        f.seek(offset + length // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return path, lost
+
+
+def _rows_until_error(ds: MindDataset) -> tuple[list[int], BaseException | None]:
+    got: list[int] = []
+    try:
+        for row in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
+            got.append(int(row[0]))
+    except ChecksumError as exc:
+        return got, exc
+    return got, None
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_damaged_chunk_in_a_window_fails_or_skips_as_block_reads_do(
+    files: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_error: str
+) -> None:
+    path, lost = _damaged(tmp_path, page=3)
+    order = [int(r[0]) for r in _iter(files)]  # the clean dataset's epoch: same sizes, seed
+
+    def read() -> tuple[list[int], BaseException | None]:
+        clear_verified()
+        ds = MindDataset(
+            path, ["id", "vec"], shuffle=Shuffle.GLOBAL, num_parallel_workers=2, on_error=on_error
+        )
+        return _rows_until_error(ds)
+
+    calls = _sweeping(monkeypatch, _budget_for(path, ["id", "vec"]))
+    swept, swept_error = read()
+    assert any(sweep for _, sweep in calls)
+    monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
+    plain, plain_error = read()
+    if on_error == "raise":
+        # The rows before the damage's window come out, never a row of it; then the error.
+        assert swept_error is not None and plain_error is not None
+        assert "vec" in str(swept_error) and "page 3" in str(swept_error)
+        assert swept == order[: len(swept)]
+        assert not lost & set(swept)
+        assert len(swept) < ROWS
+    else:
+        assert swept_error is None and plain_error is None
+        assert swept == plain == [i for i in order if i not in lost]
