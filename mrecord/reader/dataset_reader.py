@@ -681,7 +681,7 @@ class DatasetReader:
         ``_SWEEP_WINDOWS`` of them fit in the memory budget (the one handed out, the next
         being read, and room beside), and a sweep is taken where the device's measured
         bandwidth and IOPS (``probe_storage``) say one pass over every chunk of the
-        columns takes at most ``1 / _PASS_SPEEDUP`` of the window's requests.
+        columns takes at most ``1 / _SWEEP_SPEEDUP`` of the window's requests.
 
         Measured: 8M tabular rows (609 MB) on a volume throttled to 3,000 IOPS and 250
         MB/s, the reader in a 200 MB memory group: a window of 200,000 random rows in
@@ -729,7 +729,7 @@ class DatasetReader:
         if rows < 2 or profile is None:
             return 0
         requests = profile.requests_seconds(rows * len(names))
-        return rows if profile.pass_seconds(nbytes) * _PASS_SPEEDUP <= requests else 0
+        return rows if profile.pass_seconds(nbytes) * _SWEEP_SPEEDUP <= requests else 0
 
     def _buffers(self) -> ChunkBuffers:
         if self._chunk_buffers is None:
@@ -1083,6 +1083,14 @@ _SWEEP_WINDOWS = 8
 budget: the window handed out and the next one being read, each with its passing
 copies (the ids' groups and sort order, a wave of chunks, the pipeline's batches)."""
 
+_SWEEP_SPEEDUP = 2.0
+"""How many times less time than its window's requests the device's profile must give a
+pass over every chunk for a random order to be read in sweeps (``sweep_rows``). Lower
+than ``_PASS_SPEEDUP``: the requests a window replaces are every row's, not a block's
+(measured on this machine's disk, profiled at 34K requests and 1.1 GB/s: 2M
+variable-shape rows in a 266 MB group, GLOBAL, windows of 53,700 rows the profile puts
+at 4.2x: 34K rows/s in sweeps against 6.7K one by one, the group thrashing)."""
+
 _SWEEP_ROW_BYTES = 64
 """Bytes a row of a sweep's window costs beside its values: its id, page, slot and
 place in the sort, int64 each, and the order's positions."""
@@ -1090,6 +1098,9 @@ place in the sort, int64 each, and the order's positions."""
 _SWEEP_ARRAY_BYTES = 112
 """Bytes of a numpy array object beside its data: a variable-shape value of a sweep's
 window is one (``sys.getsizeof(np.empty((0, 3)))``)."""
+
+_GROUPED_BYTES = 8 << 20
+"""Bytes of variable-shape chunks gathered together (``_gather_grouped``)."""
 
 _WAVE_SHARE = 0.25
 """A read over more chunks than the chunk buffers hold takes them a wave of this share of
@@ -1277,24 +1288,28 @@ def _gather_grouped(
 ) -> None:
     """Many variable-shape values from whole chunks at once (``gather_by_shape``: one
     fancy index per shape, where one slice, reshape and copy a row cost ~8 us in Python;
-    a sweep's window takes tens of thousands a pass). The chunks are laid end to end in
-    one array, each on an 8-byte boundary, so the values stay aligned for their dtype.
+    a sweep's window takes tens of thousands a pass). Chunks are laid end to end in one
+    array, each on an 8-byte boundary so that the values stay aligned for their dtype,
+    ``_GROUPED_BYTES`` of them at a time (a block shuffle's window of chunks laid whole
+    beside the buffers holding them got a reader in a 266 MB group OOM-killed).
     ``heads``: (index into ``chunks``, its decoded head); chunk ``k``'s rows take slots
     ``slots_in_order[a:b]`` into places ``order[a:b]`` of ``got``, ``(a, b) = bounds[k],
     bounds[k + 1]``."""
-    places = np.zeros(len(chunks) + 1, dtype=np.int64)
-    np.cumsum([-(-len(data) // 8) * 8 for data in chunks], out=places[1:])
-    laid = np.empty(int(places[-1]), dtype=np.uint8)
-    for data, at in zip(chunks, places.tolist(), strict=False):
-        laid[at : at + len(data)] = np.frombuffer(data, dtype=np.uint8)
     first, last = bounds[0], bounds[-1]
     where = np.asarray(order[first:last], dtype=np.int64)
     slots = np.asarray(slots_in_order[first:last], dtype=np.int64)
-    rows: list[PageRows] = []
-    for k, head in heads:
-        a, b = bounds[k] - first, bounds[k + 1] - first
-        rows.append((int(places[k]), head, where[a:b], slots[a:b]))
-    gather_by_shape(field, laid, rows, got)
+    sizes = [-(-len(chunks[k]) // 8) * 8 for k, _ in heads]
+    for lo, hi in _waves(sizes, _GROUPED_BYTES):
+        laid = np.empty(sum(sizes[lo:hi]), dtype=np.uint8)
+        rows: list[PageRows] = []
+        at = 0
+        for (k, head), size in zip(heads[lo:hi], sizes[lo:hi], strict=True):
+            data = chunks[k]
+            laid[at : at + len(data)] = np.frombuffer(data, dtype=np.uint8)
+            a, b = bounds[k] - first, bounds[k + 1] - first
+            rows.append((at, head, where[a:b], slots[a:b]))
+            at += size
+        gather_by_shape(field, laid, rows, got)
 
 
 def _waves(sizes: list[int], limit: int) -> Iterator[tuple[int, int]]:

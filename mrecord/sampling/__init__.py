@@ -22,7 +22,7 @@ the submodules are the implementation. See ``docs/SHUFFLE_AND_SAMPLERS.md``.
 from __future__ import annotations
 
 from mrecord.sampling.arguments import sampler_from_args
-from mrecord.sampling.order import Order
+from mrecord.sampling.order import Order, scattered_ids
 from mrecord.sampling.permutation import derive_key
 from mrecord.sampling.samplers import (
     DatasetSampler,
@@ -57,6 +57,7 @@ __all__ = [
     "derive_key",
     "parse_shuffle",
     "sampler_from_args",
+    "scattered_ids",
     "shard_order",
     "shuffle_order",
 ]

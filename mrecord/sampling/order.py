@@ -46,6 +46,7 @@ from mrecord.sampling.permutation import (
 )
 
 __all__ = [
+    "SCATTERED",
     "ArrayOrder",
     "ComposedOrder",
     "IdArray",
@@ -58,6 +59,7 @@ __all__ = [
     "ShardView",
     "SliceOrder",
     "WindowedPermutation",
+    "scattered_ids",
 ]
 
 IdArray = npt.NDArray[np.int64]
@@ -496,3 +498,17 @@ class PaddedOrder(Order):
         real = self.base._take_range(start, cut) if cut > start else _EMPTY
         pad = np.arange(cut, stop, dtype=np.int64) - self._nb + self.pad_start
         return _concat([real, pad])
+
+
+SCATTERED = 16
+"""Ids are scattered (:func:`scattered_ids`) when at least one in this many comes before
+the one ahead of it: a random order, one in two; file order, none; files in a random
+order, one a file."""
+
+
+def scattered_ids(ids: IdArray) -> bool:
+    """Whether ``ids`` (a stretch of an order) are spread over their files rather than
+    mostly in file order: what tells a reader to read them in one pass over their
+    chunks (``DatasetReader.sweep_rows``) instead of streaming them."""
+    descents = int(np.count_nonzero(ids[1:] < ids[:-1]))
+    return len(ids) > 1 and descents * SCATTERED >= len(ids)

@@ -111,8 +111,14 @@ class RowReader(Protocol):
         columns: Sequence[str] | None = None,
         *,
         bytes_as_arrays: bool = False,
+        sweep: bool = False,
     ) -> Block:
-        """The rows at global ``ids``, in that order (``columns``: the reader's by default)."""
+        """The rows at global ``ids``, in that order (``columns``: the reader's by default;
+        ``sweep``: a window of :meth:`sweep_rows` rows, read in one pass)."""
+
+    def sweep_rows(self, columns: Sequence[str] | None = None) -> int:
+        """Rows per window in which a random order is read fastest in one pass over the
+        files (``DatasetReader.sweep_rows``), or 0."""
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """The coming row orders (``order_of(e)``: epoch ``e``'s ids), for storage that
@@ -140,14 +146,21 @@ class ServedReader:
         columns: Sequence[str] | None = None,
         *,
         bytes_as_arrays: bool = False,
+        sweep: bool = False,
     ) -> Block:
-        """The rows at global ``ids`` (as many requests as the server's limits need)."""
+        """The rows at global ``ids`` (as many requests as the server's limits need;
+        ``sweep`` is the server's business: ignored)."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         self._hint_next(ids)
         chosen = self._columns if columns is None else list(columns)
         return read_served_rows(
             self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
         )
+
+    def sweep_rows(self, columns: Sequence[str] | None = None) -> int:
+        """0: a served dataset's reads are the server's (it reads its files as it sees
+        fit); the client asks for rows as they come."""
+        return 0
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """Remember this pass's ids in read order: each read then tells the server the

@@ -25,7 +25,7 @@ import numpy as np
 
 from mrecord.block import Block
 from mrecord.errors import ArgumentError, CheckpointError
-from mrecord.sampling import Shuffle, parse_shuffle
+from mrecord.sampling import Shuffle, parse_shuffle, scattered_ids
 from mrecord.torch._common import (
     DatasetFiles,
     ReaderHandle,
@@ -288,8 +288,13 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             epoch,
         )
 
+        # Small rows beyond memory in a random order: a window of them at a time, each
+        # read in one pass over the files (DatasetReader.sweep_rows, as MindDataset).
+        sweep = reader.sweep_rows()
+        swept = -1  # rows of the read that sweeps; the damage search's halves do not
+
         def read(ids: np.ndarray) -> Block:
-            return reader.read_rows(ids, bytes_as_arrays=views)
+            return reader.read_rows(ids, bytes_as_arrays=views, sweep=len(ids) == swept)
 
         first = 0
         while first < len(batches):
@@ -297,9 +302,14 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             first += len(group)
             positions = np.concatenate([plan.batch_positions(i) for i in group])
             ids = self.spec.ids(order, positions)
+            scattered = sweep and scattered_ids(ids)  # not file order
+            swept = len(ids) if scattered else -1
             block, lost, errors = self._skips.read(read, ids)
+            swept = -1
             row_bytes = max(1, _nbytes(block) // max(1, len(block)))
             per_read = max(1, min(_READ_ROWS, _READ_BYTES // row_bytes) // b)
+            if scattered:
+                per_read = max(1, sweep // b)
             # kept_before[k]: rows of `block` before position k of the group
             kept_before = np.concatenate([[0], np.cumsum(~lost)])
             offset = 0

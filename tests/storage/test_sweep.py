@@ -215,7 +215,10 @@ def test_sweep_rows_only_where_a_pass_pays(files: str, monkeypatch: pytest.Monke
             for n in ("id", "label")
         )
         requests = 2 * WINDOW_ROWS
-        for speedup, sweeps in ((10.0, True), (9.9, False), (100.0, True), (1.0, False)):
+        threshold = dataset_reader._SWEEP_SPEEDUP
+        assert 1.0 < threshold <= 4.0  # a pass a quarter of the requests' time always pays
+        cases = ((threshold, True), (0.99 * threshold, False), (100.0, True), (1.0, False))
+        for speedup, sweeps in cases:
             # one pass modelled at 1 s, the window's requests at `speedup` s
             profile = _profile(iops=requests / speedup, bandwidth=float(nbytes))
             _sweeping(monkeypatch, budget, profile)
@@ -383,3 +386,29 @@ def test_a_damaged_chunk_in_a_window_fails_or_skips_as_block_reads_do(
     else:
         assert swept_error is None and plain_error is None
         assert swept == plain == [i for i in order if i not in lost]
+
+
+def test_variable_shape_chunks_are_laid_together_a_bounded_run_at_a_time(
+    files: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grouped gather lays at most ``_GROUPED_BYTES`` of chunks end to end at once (a
+    block shuffle's whole window of chunks laid beside the buffers holding them got a
+    reader in a 266 MB group OOM-killed), and the values are right across the runs."""
+    monkeypatch.setattr(dataset_reader, "_GROUPED_BYTES", 2048)
+    laid: list[int] = []
+    real = dataset_reader.gather_by_shape
+
+    def spy(field: Any, file_bytes: np.ndarray, pages: Any, result: list[Any]) -> None:
+        laid.append(len(file_bytes))
+        real(field, file_bytes, pages, result)
+
+    monkeypatch.setattr(dataset_reader, "gather_by_shape", spy)
+    ids = np.random.default_rng(11).integers(0, ROWS, 4000)
+    _sweeping(monkeypatch, budget=1 << 10)
+    with DatasetReader.open(files) as reader:
+        biggest = max(
+            int(s.meta.chunks["length"][:, s.field_index("pts")].max()) for s in reader.shards
+        )
+        values = reader.read_rows(ids, ["pts"], sweep=True).columns["pts"]
+    assert _same("pts", values, ids.tolist())
+    assert len(laid) > 2 and max(laid) <= max(2048, -(-biggest // 8) * 8)

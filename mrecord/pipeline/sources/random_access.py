@@ -40,7 +40,15 @@ from mrecord.format.columnize import columns_from_rows
 from mrecord.format.schema import StoredSchema
 from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
-from mrecord.sampling import Order, PKSampler, Sampler, Shuffle, chain_sampler, sampler_from_args
+from mrecord.sampling import (
+    Order,
+    PKSampler,
+    Sampler,
+    Shuffle,
+    chain_sampler,
+    sampler_from_args,
+    scattered_ids,
+)
 from mrecord.sampling.shuffle import BlockLayout
 
 if TYPE_CHECKING:
@@ -58,10 +66,6 @@ __all__ = [
 _TARGET_BLOCK_BYTES = 4 << 20
 _MIN_BLOCK_ROWS = 16
 _MAX_BLOCK_ROWS = 8192
-_SCATTERED = 16
-"""An order is read in sweeps (``_sweep_rows``) when at least one id in this many comes
-before the one ahead of it (a random order: one in two; file order: none; files in a
-random order: one a file)."""
 
 
 def block_rows_for(bytes_per_row: int) -> int:
@@ -250,7 +254,7 @@ class RandomAccessSource(SourceDataset):
         if window > 1 and len(order) - skip > 1:
             opening = order.take(np.arange(skip, min(skip + window, len(order)), dtype=np.int64))
             # Rows mostly in file order (shuffle=False, Shuffle.FILES) stream as they are.
-            if np.count_nonzero(opening[1:] < opening[:-1]) * _SCATTERED >= len(opening):
+            if scattered_ids(opening):
                 yield from self._iter_swept(ctx, order, skip, window, opening)
                 return
         # Small first blocks, doubling: the first rows come out after a short read, and
