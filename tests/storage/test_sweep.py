@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mrecord.reader.dataset_reader as dataset_reader
+import mrecord.reader.ragged as ragged
 import mrecord.storage.chunk_buffers as chunk_buffers
 import mrecord.storage.readahead as readahead
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
@@ -396,7 +397,7 @@ def test_variable_shape_chunks_are_laid_together_a_bounded_run_at_a_time(
     reader in a 266 MB group OOM-killed), and the values are right across the runs."""
     monkeypatch.setattr(dataset_reader, "_GROUPED_BYTES", 2048)
     laid: list[int] = []
-    real = dataset_reader.gather_by_shape
+    real = ragged.gather_by_shape
 
     def spy(field: Any, file_bytes: np.ndarray, pages: Any, result: list[Any]) -> None:
         laid.append(len(file_bytes))
