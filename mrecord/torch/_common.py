@@ -116,9 +116,9 @@ class RowReader(Protocol):
         """The rows at global ``ids``, in that order (``columns``: the reader's by default;
         ``sweep``: a window of :meth:`sweep_rows` rows, read in one pass)."""
 
-    def sweep_rows(self, columns: Sequence[str] | None = None) -> int:
-        """Rows per window in which a random order is read fastest in one pass over the
-        files (``DatasetReader.sweep_rows``), or 0."""
+    def sweep_rows(self, columns: Sequence[str] | None = None, rows: int | None = None) -> int:
+        """Rows per window in which a random order (of at most ``rows``) is read fastest
+        in one pass over the files (``DatasetReader.sweep_rows``), or 0."""
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """The coming row orders (``order_of(e)``: epoch ``e``'s ids), for storage that
@@ -157,7 +157,7 @@ class ServedReader:
             self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
         )
 
-    def sweep_rows(self, columns: Sequence[str] | None = None) -> int:
+    def sweep_rows(self, columns: Sequence[str] | None = None, rows: int | None = None) -> int:
         """0: a served dataset's reads are the server's (it reads its files as it sees
         fit); the client asks for rows as they come."""
         return 0

@@ -290,7 +290,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
 
         # Small rows beyond memory in a random order: a window of them at a time, each
         # read in one pass over the files (DatasetReader.sweep_rows, as MindDataset).
-        sweep = reader.sweep_rows()
+        sweep = reader.sweep_rows(rows=len(batches) * b)  # at most that many rows
         swept = -1  # rows of the read that sweeps; the damage search's halves do not
 
         def read(ids: np.ndarray) -> Block:

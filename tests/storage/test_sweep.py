@@ -413,3 +413,29 @@ def test_variable_shape_chunks_are_laid_together_a_bounded_run_at_a_time(
         values = reader.read_rows(ids, ["pts"], sweep=True).columns["pts"]
     assert _same("pts", values, ids.tolist())
     assert len(laid) > 2 and max(laid) <= max(2048, -(-biggest // 8) * 8)
+
+
+def test_a_short_order_is_weighed_by_its_own_rows(
+    files: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few rows spread over every chunk are cheaper as requests than a pass: the rule
+    weighs the window the order fills (a sampler of 10 rows of a large dataset)."""
+    budget = _budget_for(files, ["id", "label"])
+    with DatasetReader.open(files) as reader:
+        nbytes = sum(
+            int(s.meta.chunks["length"][:, s.field_index(n)].sum())
+            for s in reader.shards
+            for n in ("id", "label")
+        )
+        # a pass at 1 s; 100 rows' requests (2 columns) at exactly the threshold
+        iops = 2 * 100 / dataset_reader._SWEEP_SPEEDUP
+        _sweeping(monkeypatch, budget, _profile(iops=iops, bandwidth=float(nbytes)))
+        assert reader.sweep_rows(["id", "label"]) == WINDOW_ROWS
+        assert reader.sweep_rows(["id", "label"], rows=100) == 100
+        assert reader.sweep_rows(["id", "label"], rows=99) == 0
+        assert reader.sweep_rows(["id", "label"], rows=10 * ROWS) == WINDOW_ROWS
+    calls = _sweeping(monkeypatch, budget, _profile(iops=iops, bandwidth=float(nbytes)))
+    ds = MindDataset(files, ["id", "label"], shuffle=Shuffle.GLOBAL, num_samples=50)
+    got = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    assert len(set(got)) == 50
+    assert calls and not any(sweep for _, sweep in calls)

@@ -155,12 +155,12 @@ class MindDataset(RandomAccessSource):
             ids, self._columns, bytes_as_arrays=True, window=self._reads_windows()
         )
 
-    def _sweep_rows(self) -> int:
+    def _sweep_rows(self, rows: int) -> int:
         # Not a block shuffle's windows: those are read whole already, a window of pages
         # at a time (_reads_windows).
         if self._reads_windows():
             return 0
-        return self._reader.sweep_rows(self._columns)
+        return self._reader.sweep_rows(self._columns, rows)
 
     def _read_swept(self, ids: np.ndarray) -> Block:
         return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True, sweep=True)

@@ -181,9 +181,9 @@ class RandomAccessSource(SourceDataset):
         source whose reads are quicker with fewer threads at once says so here."""
         return self._workers
 
-    def _sweep_rows(self) -> int:
-        """Rows per window in which this epoch's order is read, each window in one pass
-        (:meth:`_read_swept`), or 0: block by block (the default)."""
+    def _sweep_rows(self, rows: int) -> int:
+        """Rows per window in which an order of ``rows`` rows is read, each window in one
+        pass (:meth:`_read_swept`), or 0: block by block (the default)."""
         return 0
 
     def _read_swept(self, ids: np.ndarray) -> Block:
@@ -250,7 +250,7 @@ class RandomAccessSource(SourceDataset):
         order = self._order(ctx.seed, epoch)
         skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
-        window = self._sweep_rows()
+        window = self._sweep_rows(len(order) - skip)
         if window > 1 and len(order) - skip > 1:
             opening = order.take(np.arange(skip, min(skip + window, len(order)), dtype=np.int64))
             # Rows mostly in file order (shuffle=False, Shuffle.FILES) stream as they are.
