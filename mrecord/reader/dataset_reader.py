@@ -809,7 +809,11 @@ class DatasetReader:
         buffers = self._buffers()
         order, bounds, unique = _page_runs(pages)
         slots_in_order = slots[order]
-        order_list, slot_list = order.tolist(), slots_in_order.tolist()
+        # Lists for the variable-size columns' Python loops only (~80 bytes a row: a
+        # sweep's window of fixed-width rows has no use for them).
+        with_var = any(f.kind is not FieldKind.FIXED for f in fields)
+        order_list: list[int] = order.tolist() if with_var else []
+        slot_list: list[int] = slots_in_order.tolist() if with_var else []
         cols = [shard.field_index(f.name) for f in fields]
         sizes = shard.meta.chunks["length"][unique][:, cols].sum(axis=1).tolist()
         whole = sum(sizes)
