@@ -290,6 +290,7 @@ class DatasetReader:
         bytes_as_arrays: bool = False,
         window: bool = False,
         sweep: bool = False,
+        between_waves: Callable[[], None] | None = None,
     ) -> Block:
         """Rows at global ``ids`` (any order, repeats allowed) as a Block.
 
@@ -303,6 +304,10 @@ class DatasetReader:
         ``sweep``: the rows are a window of a random order as :meth:`sweep_rows` cuts them;
         beyond memory their chunks are then read in one pass, whole, a wave at a time,
         however many there are. Neither changes what the read returns.
+
+        ``between_waves`` is called before each wave of chunks a read takes whole after
+        the first: a caller that wants a long read (a sweep's pass) to end early raises
+        there, and the read ends with that exception.
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
@@ -328,7 +333,11 @@ class DatasetReader:
         out: dict[str, ColumnValues] = {}
         with reading_rows(self.shards, groups, names):  # remote shards fetch just these rows
             if buffered and cold:
-                out.update(self._gather_buffered(buffered, len(ids), groups, cold, bytes_as_arrays))
+                out.update(
+                    self._gather_buffered(
+                        buffered, len(ids), groups, cold, bytes_as_arrays, between_waves
+                    )
+                )
             for name in names:
                 field = self.schema[name]
                 if name in out:
@@ -748,6 +757,7 @@ class DatasetReader:
         groups: list[Any],
         cold: set[int],
         bytes_as_arrays: bool,
+        between_waves: Callable[[], None] | None = None,
     ) -> dict[str, ColumnValues]:
         """Columns' values, the cold shards' from whole chunks in the reader's buffers
         (read and checked on the way, :meth:`_take_from_chunks`), the others' from the
@@ -761,7 +771,7 @@ class DatasetReader:
         }
         for s, positions, pages, slots in groups:
             taken = (
-                self._take_from_chunks(s, fields, pages, slots, bytes_as_arrays)
+                self._take_from_chunks(s, fields, pages, slots, bytes_as_arrays, between_waves)
                 if s in cold
                 else None
             )
@@ -790,6 +800,7 @@ class DatasetReader:
         pages: np.ndarray,
         slots: np.ndarray,
         as_arrays: bool,
+        between_waves: Callable[[], None] | None = None,
     ) -> dict[str, Any] | None:
         """The values of ``fields`` at (``pages``, ``slots``) of shard ``s``, in that order,
         from whole chunks in the reader's buffers; None when the shard cannot be read so
@@ -828,6 +839,8 @@ class DatasetReader:
                 var[field.name] = [None] * len(pages)
         starts = shard.page_starts_list
         for lo, hi in _waves(sizes, wave):
+            if lo and between_waves is not None:
+                between_waves()
             chunks = buffers.chunks(s, shard, cols, unique[lo:hi], keep)
             if chunks is None:
                 return None

@@ -16,6 +16,7 @@ one pass over the columns' chunks (``DatasetReader.sweep_rows``, ``read_rows(swe
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -439,3 +440,54 @@ def test_a_short_order_is_weighed_by_its_own_rows(
     got = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     assert len(set(got)) == 50
     assert calls and not any(sweep for _, sweep in calls)
+
+
+def test_a_sweep_asks_between_its_waves_whether_to_go_on(files: str) -> None:
+    """``between_waves`` runs before every wave after the first; what it raises ends the
+    read there (a run closed in the middle of an epoch does not wait for the pass)."""
+    ids = np.random.default_rng(5).permutation(ROWS)
+    asked: list[int] = []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _sweeping(monkeypatch, budget=1 << 10)
+        with DatasetReader.open(files) as reader:
+            reader._chunk_buffers = chunk_buffers.ChunkBuffers(4096)  # many waves
+            block = reader.read_rows(
+                ids, ["id", "pts"], sweep=True, between_waves=lambda: asked.append(1)
+            )
+            assert _same("id", block.columns["id"], ids.tolist())
+            assert _same("pts", block.columns["pts"], ids.tolist())
+            assert len(asked) > 3
+
+            class Stopped(Exception):
+                pass
+
+            def stop() -> None:
+                raise Stopped
+
+            with pytest.raises(Stopped):
+                reader.read_rows(ids, ["id", "pts"], sweep=True, between_waves=stop)
+
+
+def test_closing_a_run_ends_the_pass_in_flight(files: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An iterator stopped after its first rows does not wait for the next window's
+    whole pass: the pass stops at its next wave."""
+    _sweeping(monkeypatch, _budget_for(files, ["id"], rows=ROWS // 2))
+    waves: list[float] = []
+    real = chunk_buffers.ChunkBuffers.chunks
+
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        waves.append(time.monotonic())
+        time.sleep(0.02)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(chunk_buffers.ChunkBuffers, "chunks", slow)
+    monkeypatch.setattr(chunk_buffers, "buffer_capacity", lambda budget: 1)
+    monkeypatch.setattr(dataset_reader, "buffer_capacity", lambda budget: 1)  # a wave a chunk
+    ds = MindDataset(files, ["id"], shuffle=Shuffle.GLOBAL, num_parallel_workers=1)
+    it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    next(it)  # the first window is in; the second is being read
+    stopped = time.monotonic()
+    it.stop()
+    pages = sum(len(s.page_starts) - 1 for s in DatasetReader.open(files).shards)
+    assert len(waves) < 2 * pages  # two whole passes were never read
+    assert len([t for t in waves if t > stopped]) <= 1  # at most the wave in flight

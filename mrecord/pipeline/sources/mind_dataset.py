@@ -17,6 +17,7 @@ in numpy and in memory copies), and delivered in order.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from mrecord.pipeline.sources.random_access import (
     padded_block,
 )
 from mrecord.pipeline.sources.skipping import SkipDamaged, check_on_error
+from mrecord.pool import PoolStopped
 from mrecord.reader.dataset_reader import DatasetReader, memory_budget
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import BlockLayout
@@ -162,8 +164,14 @@ class MindDataset(RandomAccessSource):
             return 0
         return self._reader.sweep_rows(self._columns, rows)
 
-    def _read_swept(self, ids: np.ndarray) -> Block:
-        return self._reader.read_rows(ids, self._columns, bytes_as_arrays=True, sweep=True)
+    def _read_swept(self, ids: np.ndarray, stop: threading.Event) -> Block:
+        def between_waves() -> None:
+            if stop.is_set():
+                raise PoolStopped("the run stopped during a sweep")
+
+        return self._reader.read_rows(
+            ids, self._columns, bytes_as_arrays=True, sweep=True, between_waves=between_waves
+        )
 
     def _reads_windows(self) -> bool:
         """Whether the blocks are a block shuffle's windows (its layout planned for the

@@ -27,6 +27,7 @@ go best fewer at a time than ``num_parallel_workers`` overrides ``_reads_in_flig
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -186,8 +187,9 @@ class RandomAccessSource(SourceDataset):
         pass (:meth:`_read_swept`), or 0: block by block (the default)."""
         return 0
 
-    def _read_swept(self, ids: np.ndarray) -> Block:
-        """The rows ``ids`` (real ids, a window of ``_sweep_rows``) read in one pass."""
+    def _read_swept(self, ids: np.ndarray, stop: threading.Event) -> Block:
+        """The rows ``ids`` (real ids, a window of ``_sweep_rows``) read in one pass,
+        ended early (``PoolStopped``) once ``stop`` is set."""
         return self._read_rows(ids)
 
     def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
@@ -291,9 +293,12 @@ class RandomAccessSource(SourceDataset):
                 hi = min(lo + window, len(order))
                 yield order.take(np.arange(lo, hi, dtype=np.int64))
 
-        pool = ctx.pool(
-            self._sweep_pool_key, lambda: ThreadPool(self._read_window, 1, "mrecord-sweep")
-        )
+        # A pool of the run: ends a pass in flight when the run stops (closed in the
+        # middle of an epoch), instead of its close waiting for the pass (seconds).
+        def read(ids: np.ndarray) -> Block | None:
+            return self._read_window(ids, ctx.stop)
+
+        pool = ctx.pool(self._sweep_pool_key, lambda: ThreadPool(read, 1, "mrecord-sweep"))
         for ids, swept in ordered_map(pool, windows(), 2, ctx.stop):
             for lo in range(0, len(ids), size):
                 yield (
@@ -301,11 +306,11 @@ class RandomAccessSource(SourceDataset):
                 )
             swept = None  # let this window go before the next one is waited for
 
-    def _read_window(self, ids: np.ndarray) -> Block | None:
+    def _read_window(self, ids: np.ndarray, stop: threading.Event) -> Block | None:
         """A window of this epoch's order swept in one pass, or None where it met a
         damaged chunk (read again block by block, see :meth:`_iter_swept`)."""
         try:
-            return self._read(ids, self._read_swept)
+            return self._read(ids, lambda real: self._read_swept(real, stop))
         except CorruptFileError:
             return None
 
