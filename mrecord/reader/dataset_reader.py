@@ -14,6 +14,7 @@ import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -838,10 +839,11 @@ class DatasetReader:
             else:
                 var[field.name] = [None] * len(pages)
         starts = shard.page_starts_list
-        for lo, hi in _waves(sizes, wave):
-            if lo and between_waves is not None:
-                between_waves()
-            chunks = buffers.chunks(s, shard, cols, unique[lo:hi], keep)
+
+        def fetch(lo: int, hi: int) -> list[list[np.ndarray]] | None:
+            return buffers.chunks(s, shard, cols, unique[lo:hi], keep)
+
+        for lo, hi, chunks in _waves_ahead(list(_waves(sizes, wave)), fetch, between_waves):
             if chunks is None:
                 return None
             for field, held in zip(fields, chunks, strict=True):
@@ -1332,6 +1334,30 @@ def _gather_grouped(
             rows.append((at, head, where[a:b], slots[a:b]))
             at += size
         gather_by_shape(field, laid, rows, got)
+
+
+def _waves_ahead(
+    spans: list[tuple[int, int]],
+    fetch: Callable[[int, int], list[list[np.ndarray]] | None],
+    between_waves: Callable[[], None] | None,
+) -> Iterator[tuple[int, int, list[list[np.ndarray]] | None]]:
+    """``(lo, hi, fetch(lo, hi))`` for each wave of ``spans``; with more than one, the
+    next wave is read on a thread of its own while the caller takes this one's rows, so
+    that a pass's reads and its Python overlap (two waves in memory).
+    ``between_waves()`` runs before each wave after the first is asked for."""
+    if len(spans) < 2:
+        for lo, hi in spans:
+            yield lo, hi, fetch(lo, hi)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="mrecord-wave") as ahead:
+        coming = ahead.submit(fetch, *spans[0])
+        for k, (lo, hi) in enumerate(spans):
+            got = coming.result()
+            if k + 1 < len(spans):
+                if between_waves is not None:
+                    between_waves()
+                coming = ahead.submit(fetch, *spans[k + 1])
+            yield lo, hi, got
 
 
 def _waves(sizes: list[int], limit: int) -> Iterator[tuple[int, int]]:

@@ -493,3 +493,21 @@ def test_closing_a_run_ends_the_pass_in_flight(files: str, monkeypatch: pytest.M
     assert read < 2 * pages  # the second window's pass was not read to its end
     time.sleep(0.1)
     assert len(waves) == read  # and nothing reads on once the run is closed
+
+
+def test_a_damaged_chunk_read_ahead_in_a_later_wave_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass's next wave is read on a thread of its own while the rows of this one are
+    taken: a damaged chunk there still raises ChecksumError in the reader, never gives
+    wrong values."""
+    path, lost = _damaged(tmp_path, page=30)
+    ids = np.random.default_rng(2).permutation(ROWS)
+    _sweeping(monkeypatch, budget=1 << 10)
+    with DatasetReader.open(path) as reader:
+        reader._chunk_buffers = chunk_buffers.ChunkBuffers(2048)  # many waves
+        with pytest.raises(ChecksumError, match="page 30"):
+            reader.read_rows(ids, ["id", "vec"], sweep=True)
+        kept = np.array([i for i in ids.tolist() if i not in lost])
+        block = reader.read_rows(kept, ["id", "vec"], sweep=True)
+    assert _same("vec", block.columns["vec"], kept.tolist())
