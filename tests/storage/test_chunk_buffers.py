@@ -29,6 +29,7 @@ from mrecord.errors import ChecksumError
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
+from tests.sweeping import chunk_preads
 
 ROWS = 600
 MIN_PAGE = 1 << 10  # the smallest page: ~11 rows, many chunks a shard
@@ -387,14 +388,7 @@ def test_a_read_in_waves_gives_the_rows_and_reads_each_chunk_once(
     clear_verified()
     with pytest.MonkeyPatch.context() as monkeypatch:
         _beyond_memory(monkeypatch)
-        seen: list[tuple[int, int]] = []
-        real = readahead.pread_exactly
-
-        def spy(shard: Any, fd: int, view: memoryview, offset: int) -> bool:
-            seen.append((id(shard), offset))
-            return real(shard, fd, view, offset)
-
-        monkeypatch.setattr(chunk_buffers, "pread_exactly", spy)
+        seen = chunk_preads(monkeypatch)
         with DatasetReader.open(files) as reader:
             reader._chunk_buffers = ChunkBuffers(capacity)  # waves of a chunk or a few
             names = columns or list(SCHEMA)

@@ -29,11 +29,10 @@ from hypothesis import strategies as st
 import mrecord.reader.dataset_reader as dataset_reader
 import mrecord.reader.ragged as ragged
 import mrecord.storage.chunk_buffers as chunk_buffers
-import mrecord.storage.readahead as readahead
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
-from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
+from tests.sweeping import chunk_preads, column_bytes, profile, sweeping
 
 ROWS = 900
 MIN_PAGE = 1 << 10  # the smallest page: many chunks a shard
@@ -81,13 +80,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _write(tmp_path_factory.mktemp("sweep"))
 
 
-def _profile(iops: float, bandwidth: float) -> StorageProfile:
-    return StorageProfile(device="0:0", iops=iops, bandwidth=bandwidth, seconds=0.0)
-
-
-SLOW_REQUESTS = _profile(iops=10.0, bandwidth=1e9)  # a pass costs nothing beside requests
-
-
 def _per_row(files: str, columns: list[str]) -> int:
     """What ``sweep_rows`` counts a row of these columns at (its rule, restated): the
     values' bytes, and for a variable-shape value its shape and an array object."""
@@ -108,30 +100,6 @@ def _per_row(files: str, columns: list[str]) -> int:
 
 def _budget_for(files: str, columns: list[str], rows: int = WINDOW_ROWS) -> int:
     return rows * dataset_reader._SWEEP_WINDOWS * _per_row(files, columns)
-
-
-def _sweeping(
-    monkeypatch: pytest.MonkeyPatch,
-    budget: int,
-    profile: StorageProfile | None = SLOW_REQUESTS,
-) -> list[tuple[int, bool]]:
-    """Every reader beyond its memory (``budget`` bytes), every block cold, the device
-    ``profile``; returns (rows, sweep) for every ``read_rows`` call."""
-    clear_verified()
-    monkeypatch.setattr(readahead, "ENABLED", True)
-    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
-    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: budget)
-    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    monkeypatch.setattr(dataset_reader, "probe_storage", lambda path: profile)
-    calls: list[tuple[int, bool]] = []
-    real = DatasetReader.read_rows
-
-    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> Any:
-        calls.append((len(np.asarray(ids).reshape(-1)), bool(kwargs.get("sweep", False))))
-        return real(self, ids, columns, **kwargs)
-
-    monkeypatch.setattr(DatasetReader, "read_rows", spy)
-    return calls
 
 
 def _same(name: str, values: Any, ids: list[int]) -> bool:
@@ -162,15 +130,8 @@ def test_a_swept_read_gives_the_rows_reading_each_chunk_once(
     files: str, ids: list[int], columns: list[str], capacity: int
 ) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _sweeping(monkeypatch, budget=1 << 10)
-        seen: list[tuple[int, int]] = []
-        real = readahead.pread_exactly
-
-        def spy(shard: Any, fd: int, view: memoryview, offset: int) -> bool:
-            seen.append((id(shard), offset))
-            return real(shard, fd, view, offset)
-
-        monkeypatch.setattr(chunk_buffers, "pread_exactly", spy)
+        sweeping(monkeypatch, budget=1 << 10)
+        seen = chunk_preads(monkeypatch)
         with DatasetReader.open(files) as reader:
             reader._chunk_buffers = chunk_buffers.ChunkBuffers(capacity)  # waves of any size
             block = reader.read_rows(ids, columns, sweep=True)
@@ -187,7 +148,7 @@ def test_many_rows_of_a_variable_shape_column_come_as_separate_arrays(files: str
     value is still its own writeable array, a row asked twice two arrays."""
     ids = np.random.default_rng(7).integers(0, ROWS, 3000)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _sweeping(monkeypatch, budget=1 << 10)
+        sweeping(monkeypatch, budget=1 << 10)
         with DatasetReader.open(files) as reader:
             values = reader.read_rows(ids, ["pts"], sweep=True).columns["pts"]
     assert _same("pts", values, ids.tolist())
@@ -200,32 +161,28 @@ def test_sweep_rows_is_a_share_of_the_budget(files: str, monkeypatch: pytest.Mon
     with DatasetReader.open(files) as reader:
         for columns in (["id"], ["vec", "label"], ["pts"], SWEPT):
             for rows in (2, 100, 500):
-                _sweeping(monkeypatch, budget=_budget_for(files, columns, rows))
+                sweeping(monkeypatch, budget=_budget_for(files, columns, rows))
                 assert reader.sweep_rows(columns) == rows, (columns, rows)
-        _sweeping(monkeypatch, budget=_budget_for(files, ["id"], 10 * ROWS))
+        sweeping(monkeypatch, budget=_budget_for(files, ["id"], 10 * ROWS))
         assert reader.sweep_rows(["id"]) == ROWS  # never more than the dataset
-        _sweeping(monkeypatch, budget=_budget_for(files, ["id"], 1))
+        sweeping(monkeypatch, budget=_budget_for(files, ["id"], 1))
         assert reader.sweep_rows(["id"]) == 0  # a window of one row is no sweep
 
 
 def test_sweep_rows_only_where_a_pass_pays(files: str, monkeypatch: pytest.MonkeyPatch) -> None:
     budget = _budget_for(files, ["id", "label"])
     with DatasetReader.open(files) as reader:
-        nbytes = sum(
-            int(s.meta.chunks["length"][:, s.field_index(n)].sum())
-            for s in reader.shards
-            for n in ("id", "label")
-        )
+        nbytes = column_bytes(reader, ["id", "label"])
         requests = 2 * WINDOW_ROWS
         threshold = dataset_reader._SWEEP_SPEEDUP
         assert 1.0 < threshold <= 4.0  # a pass a quarter of the requests' time always pays
         cases = ((threshold, True), (0.99 * threshold, False), (100.0, True), (1.0, False))
         for speedup, sweeps in cases:
             # one pass modelled at 1 s, the window's requests at `speedup` s
-            profile = _profile(iops=requests / speedup, bandwidth=float(nbytes))
-            _sweeping(monkeypatch, budget, profile)
+            device = profile(iops=requests / speedup, bandwidth=float(nbytes))
+            sweeping(monkeypatch, budget, device)
             assert bool(reader.sweep_rows(["id", "label"])) is sweeps, speedup
-        _sweeping(monkeypatch, budget, profile=None)  # the device not measured
+        sweeping(monkeypatch, budget, device=None)  # the device not measured
         assert reader.sweep_rows(["id", "label"]) == 0
 
 
@@ -233,7 +190,7 @@ def test_sweep_rows_only_for_columns_a_pass_can_read(
     files: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget = _budget_for(files, SWEPT)
-    _sweeping(monkeypatch, budget)
+    sweeping(monkeypatch, budget)
     with DatasetReader.open(files) as reader:
         assert reader.sweep_rows(SWEPT) > 0
         assert reader.sweep_rows(["id", "blob"]) == 0  # bytes: views of the pass's buffers
@@ -285,11 +242,11 @@ def _dataset(files: str, case: dict[str, Any]) -> MindDataset:
 
 @settings(max_examples=12, deadline=None)
 @given(case=CASES)
-def test_minddataset_yields_exactly_what_it_yields_without_sweeping(
+def test_minddataset_yields_exactly_what_it_yields_withoutsweeping(
     files: str, case: dict[str, Any]
 ) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        calls = _sweeping(monkeypatch, _budget_for(files, ["id", "vec", "pts"]))
+        calls = sweeping(monkeypatch, _budget_for(files, ["id", "vec", "pts"]))
         swept = _epoch(_dataset(files, case), epochs=2)
         assert any(sweep and rows > 64 for rows, sweep in calls)  # read in windows
         monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
@@ -303,7 +260,7 @@ def test_minddataset_yields_exactly_what_it_yields_without_sweeping(
 def test_file_order_and_block_windows_never_sweep(
     files: str, monkeypatch: pytest.MonkeyPatch, shuffle: Shuffle | bool
 ) -> None:
-    calls = _sweeping(monkeypatch, _budget_for(files, SWEPT))
+    calls = sweeping(monkeypatch, _budget_for(files, SWEPT))
     ds = MindDataset(files, SWEPT, shuffle=shuffle, num_parallel_workers=2)
     ids = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     assert sorted(ids) == list(range(ROWS))
@@ -314,7 +271,7 @@ def test_file_order_and_block_windows_never_sweep(
 @given(k=st.integers(1, ROWS - 1))
 def test_a_resume_inside_a_window_yields_the_rest_of_the_epoch(files: str, k: int) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        calls = _sweeping(monkeypatch, _budget_for(files, SWEPT))
+        calls = sweeping(monkeypatch, _budget_for(files, SWEPT))
         full = [int(r[0]) for r in _iter(files)]
         it = _iter(files)
         head = [int(r[0]) for _, r in zip(range(k), it, strict=False)]
@@ -373,7 +330,7 @@ def test_a_damaged_chunk_in_a_window_fails_or_skips_as_block_reads_do(
         )
         return _rows_until_error(ds)
 
-    calls = _sweeping(monkeypatch, _budget_for(path, ["id", "vec"]))
+    calls = sweeping(monkeypatch, _budget_for(path, ["id", "vec"]))
     swept, swept_error = read()
     assert any(sweep for _, sweep in calls)
     monkeypatch.setattr(dataset_reader, "CHUNK_BUFFERS", False)
@@ -406,7 +363,7 @@ def test_variable_shape_chunks_are_laid_together_a_bounded_run_at_a_time(
 
     monkeypatch.setattr(dataset_reader, "gather_by_shape", spy)
     ids = np.random.default_rng(11).integers(0, ROWS, 4000)
-    _sweeping(monkeypatch, budget=1 << 10)
+    sweeping(monkeypatch, budget=1 << 10)
     with DatasetReader.open(files) as reader:
         biggest = max(
             int(s.meta.chunks["length"][:, s.field_index("pts")].max()) for s in reader.shards
@@ -423,19 +380,15 @@ def test_a_short_order_is_weighed_by_its_own_rows(
     weighs the window the order fills (a sampler of 10 rows of a large dataset)."""
     budget = _budget_for(files, ["id", "label"])
     with DatasetReader.open(files) as reader:
-        nbytes = sum(
-            int(s.meta.chunks["length"][:, s.field_index(n)].sum())
-            for s in reader.shards
-            for n in ("id", "label")
-        )
+        nbytes = column_bytes(reader, ["id", "label"])
         # a pass at 1 s; 100 rows' requests (2 columns) at exactly the threshold
         iops = 2 * 100 / dataset_reader._SWEEP_SPEEDUP
-        _sweeping(monkeypatch, budget, _profile(iops=iops, bandwidth=float(nbytes)))
+        sweeping(monkeypatch, budget, profile(iops=iops, bandwidth=float(nbytes)))
         assert reader.sweep_rows(["id", "label"]) == WINDOW_ROWS
         assert reader.sweep_rows(["id", "label"], rows=100) == 100
         assert reader.sweep_rows(["id", "label"], rows=99) == 0
         assert reader.sweep_rows(["id", "label"], rows=10 * ROWS) == WINDOW_ROWS
-    calls = _sweeping(monkeypatch, budget, _profile(iops=iops, bandwidth=float(nbytes)))
+    calls = sweeping(monkeypatch, budget, profile(iops=iops, bandwidth=float(nbytes)))
     ds = MindDataset(files, ["id", "label"], shuffle=Shuffle.GLOBAL, num_samples=50)
     got = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     assert len(set(got)) == 50
@@ -448,7 +401,7 @@ def test_a_sweep_asks_between_its_waves_whether_to_go_on(files: str) -> None:
     ids = np.random.default_rng(5).permutation(ROWS)
     asked: list[int] = []
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _sweeping(monkeypatch, budget=1 << 10)
+        sweeping(monkeypatch, budget=1 << 10)
         with DatasetReader.open(files) as reader:
             reader._chunk_buffers = chunk_buffers.ChunkBuffers(4096)  # many waves
             block = reader.read_rows(
@@ -471,7 +424,7 @@ def test_a_sweep_asks_between_its_waves_whether_to_go_on(files: str) -> None:
 def test_closing_a_run_ends_the_pass_in_flight(files: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An iterator stopped after its first rows does not wait for the next window's
     whole pass: the pass stops at its next wave."""
-    _sweeping(monkeypatch, _budget_for(files, ["id"], rows=ROWS // 2))
+    sweeping(monkeypatch, _budget_for(files, ["id"], rows=ROWS // 2))
     waves: list[float] = []  # when each wave began
     real = chunk_buffers.ChunkBuffers.chunks
 
@@ -503,7 +456,7 @@ def test_a_damaged_chunk_read_ahead_in_a_later_wave_raises(
     wrong values."""
     path, lost = _damaged(tmp_path, page=30)
     ids = np.random.default_rng(2).permutation(ROWS)
-    _sweeping(monkeypatch, budget=1 << 10)
+    sweeping(monkeypatch, budget=1 << 10)
     with DatasetReader.open(path) as reader:
         reader._chunk_buffers = chunk_buffers.ChunkBuffers(2048)  # many waves
         with pytest.raises(ChecksumError, match="page 30"):

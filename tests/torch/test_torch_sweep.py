@@ -4,16 +4,12 @@ exactly the batches it yields reading them as they come; file order never sweeps
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 import mrecord.reader.dataset_reader as dataset_reader
-import mrecord.storage.readahead as readahead
-from mrecord import DatasetReader, FileWriter, Shuffle
-from mrecord.storage.probe import StorageProfile
-from mrecord.storage.verified import clear_verified
+from mrecord import FileWriter, Shuffle
+from tests.sweeping import sweeping
 
 torch = pytest.importorskip("torch")
 
@@ -45,27 +41,6 @@ def _batches(files: str, shuffle: Shuffle | bool, rank: int = 0) -> list[list[in
     return out
 
 
-def _sweeping(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[tuple[int, bool]]:
-    """Every reader beyond its memory (``budget`` bytes), every block cold, requests dear;
-    returns (rows, sweep) of every ``read_rows`` call."""
-    clear_verified()
-    monkeypatch.setattr(readahead, "ENABLED", True)
-    monkeypatch.setattr(readahead, "_looks_warm", lambda shard, ranges: False)
-    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: budget)
-    monkeypatch.setattr(DatasetReader, "_beyond_memory", lambda self: True)
-    profile = StorageProfile(device="0:0", iops=10.0, bandwidth=1e9, seconds=0.0)
-    monkeypatch.setattr(dataset_reader, "probe_storage", lambda path: profile)
-    calls: list[tuple[int, bool]] = []
-    real = DatasetReader.read_rows
-
-    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> Any:
-        calls.append((len(np.asarray(ids).reshape(-1)), bool(kwargs.get("sweep", False))))
-        return real(self, ids, columns, **kwargs)
-
-    monkeypatch.setattr(DatasetReader, "read_rows", spy)
-    return calls
-
-
 # a window of 100 rows: (8 + 12 bytes of values + 64 a row) x 8 windows in the budget
 BUDGET = 100 * dataset_reader._SWEEP_WINDOWS * (8 + 12 + dataset_reader._SWEEP_ROW_BYTES)
 
@@ -74,7 +49,7 @@ BUDGET = 100 * dataset_reader._SWEEP_WINDOWS * (8 + 12 + dataset_reader._SWEEP_R
 def test_a_random_order_is_swept_and_yields_the_same_batches(files: str, rank: int) -> None:
     plain = _batches(files, Shuffle.GLOBAL, rank)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        calls = _sweeping(monkeypatch, BUDGET)
+        calls = sweeping(monkeypatch, BUDGET)
         swept = _batches(files, Shuffle.GLOBAL, rank)
     assert swept == plain
     assert (
@@ -86,7 +61,7 @@ def test_a_random_order_is_swept_and_yields_the_same_batches(files: str, rank: i
 
 def test_file_order_is_not_swept(files: str) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        calls = _sweeping(monkeypatch, BUDGET)
+        calls = sweeping(monkeypatch, BUDGET)
         got = _batches(files, False)
     assert [i for b in got for i in b] == sorted(i for b in got for i in b)
     assert calls and not any(sweep for _, sweep in calls)
