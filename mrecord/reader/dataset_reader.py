@@ -645,11 +645,10 @@ class DatasetReader:
             chunks = shard.meta.chunks[unique]
             for field in fields:
                 col = shard.field_index(field.name)
-                if field.kind is FieldKind.FIXED and self._fixed_plan(s, field) is None:
-                    return []  # an irregular chunk: the map's path
-                if bool((chunks[:, col]["codec"] != _CODEC_NONE).any()):
-                    return []  # a compressed chunk: the map's path
-                total += int(chunks[:, col]["length"].sum())
+                nbytes = self._whole_chunk_bytes(s, field, chunks[:, col])
+                if nbytes is None:
+                    return []  # an irregular or compressed chunk: the map's path
+                total += nbytes
                 unchecked = unchecked or not shard.verified_chunks(unique, col).all()
         if sweep or ((window or not thin) and self._buffers().fits(total)):
             return [f.name for f in fields]
@@ -717,17 +716,15 @@ class DatasetReader:
                 return 0  # not a local file
             for name in names:
                 field = self.schema[name]
-                col = shard.field_index(name)
-                if field.kind is FieldKind.FIXED:
-                    if self._fixed_plan(s, field) is None:
-                        return 0
-                elif field.kind is not FieldKind.VARARRAY:
+                if field.kind not in (FieldKind.FIXED, FieldKind.VARARRAY):
                     return 0
-                if shard.meta.num_pages:
-                    chunks = shard.meta.chunks[:, col]
-                    if bool((chunks["codec"] != _CODEC_NONE).any()):
-                        return 0
-                    nbytes += int(chunks["length"].sum())
+                if not shard.meta.num_pages:
+                    continue
+                col = shard.field_index(name)
+                whole = self._whole_chunk_bytes(s, field, shard.meta.chunks[:, col])
+                if whole is None:
+                    return 0
+                nbytes += whole
         for name in names:
             field = self.schema[name]
             if field.kind is FieldKind.FIXED:
@@ -745,6 +742,16 @@ class DatasetReader:
             return 0
         requests = profile.requests_seconds(window * len(names))
         return window if profile.pass_seconds(nbytes) * _SWEEP_SPEEDUP <= requests else 0
+
+    def _whole_chunk_bytes(self, s: int, field: Field, chunks: np.ndarray) -> int | None:
+        """Stored bytes of ``chunks`` (chunk records of ``field`` in shard ``s``) when they
+        can be read whole into the reader's buffers; None for an irregular fixed-width
+        chunk or a compressed one (those keep the map's path)."""
+        if field.kind is FieldKind.FIXED and self._fixed_plan(s, field) is None:
+            return None
+        if bool((chunks["codec"] != _CODEC_NONE).any()):
+            return None
+        return int(chunks["length"].sum())
 
     def _buffers(self) -> ChunkBuffers:
         if self._chunk_buffers is None:
