@@ -16,8 +16,11 @@ decides which reads go through it (:meth:`ChunkBuffers.fits`): the reader takes
 fixed-width and bytes columns of block-local reads from here (images under
 ``Shuffle.BLOCK`` on an hdd-like volume: 125 -> 1,022 rows/s), and of random reads over
 small rows in waves of chunks, one pass over them (``DatasetReader._take_from_chunks``;
-GLOBAL over 4M tabular rows on that volume: 0 -> 7,544 rows/s). The chunks of one page
-are read with one ``pread`` (:func:`_pieces`).
+GLOBAL over 4M tabular rows on that volume: 0 -> 7,544 rows/s), and fixed-width and
+variable-shape columns read in file order (each chunk read and checked once, its pages
+out of the page cache at once: 8M tabular rows ``shuffle=False`` in a 200 MB group,
+1.11M -> 1.80M rows/s). The chunks of one page are read with one ``pread``
+(:func:`_pieces`).
 """
 
 from __future__ import annotations

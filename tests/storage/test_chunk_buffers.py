@@ -6,8 +6,9 @@ reader's own buffers (mrecord.storage.chunk_buffers):
 - each chunk is read once however many threads need it at once, and what is held stays
   within the capacity;
 - a damaged chunk raises ChecksumError naming its page and field, never wrong values;
-- reads in file order, spread over their chunks (a random order), or over more chunks
-  than the buffers hold, keep the map's path.
+- reads with a bytes column in file order, spread over their chunks (a random order), or
+  over more chunks than the buffers hold keep the map's path; fixed-width and
+  variable-shape columns in file order read each chunk whole once.
 """
 
 from __future__ import annotations
@@ -166,7 +167,10 @@ def test_values_from_the_buffers_are_the_rows(
         assert made and made[-1].kept_bytes > 0  # a window: read through the buffers
 
 
-@pytest.mark.parametrize("shuffle", [Shuffle.BLOCK, Shuffle.GLOBAL, Shuffle.PARTIAL, False])
+@pytest.mark.parametrize(
+    "shuffle",
+    [Shuffle.BLOCK, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.INFILE, Shuffle.FILES, False],
+)
 def test_minddataset_reads_the_same_rows_either_way(
     files: str,
     beyond: list[ChunkBuffers],
@@ -319,6 +323,60 @@ def test_file_order_and_spread_rows_keep_the_map(
         shuffled = ids[::-1].copy()
         groups = reader._group(shuffled)
         assert reader._buffered_columns(shuffled, groups, names) == names
+
+
+# Sorted ids (repeats allowed: padding), dense enough to take several rows a chunk.
+SORTED_RUNS = st.builds(
+    lambda first, steps: sorted({first + sum(steps[: k + 1]) for k in range(len(steps))}),
+    st.integers(0, ROWS // 2),
+    st.lists(st.integers(0, 2), min_size=40, max_size=250),
+).map(lambda ids: [i for i in ids if i < ROWS])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ids=SORTED_RUNS,
+    repeats=st.lists(st.integers(0, 10_000), max_size=5),
+    columns=st.sampled_from([FIXED, ["vec"], ["label", "id"], ["pts"], ["pts", "label", "id"]]),
+)
+def test_file_order_without_bytes_reads_each_chunk_whole_once(
+    files: str, ids: list[int], repeats: list[int], columns: list[str]
+) -> None:
+    """Fixed-width and variable-shape columns in file order beyond memory come from whole
+    chunks, each read once (then held for the next reads), with the rows' values."""
+    assume(len(ids) >= 2)
+    ids = sorted(ids + [ids[r % len(ids)] for r in repeats])
+    clear_verified()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made = _beyond_memory(monkeypatch)
+        seen = chunk_preads(monkeypatch)
+        with DatasetReader.open(files) as reader:
+            half = len(ids) // 2
+            for sorted_ids in (np.array(ids[:half]), np.array(ids[half:])):
+                groups = reader._group(sorted_ids)
+                # four rows a chunk or more in every shard (fixed-width columns ask that)
+                assume(all(len(pages) >= 4 * len(np.unique(pages)) for _, _, pages, _ in groups))
+                assert reader._buffered_columns(sorted_ids, groups, columns) == columns
+            first = reader.read_rows(ids[:half], columns)
+            second = reader.read_rows(ids[half:], columns)
+    for block, part in ((first, ids[:half]), (second, ids[half:])):
+        for name, values in block.columns.items():
+            assert _same(name, values, part), name
+    assert seen and len(seen) == len(set(seen))  # a page shared by both reads: read once
+    assert made and made[-1].kept_bytes > 0
+
+
+def test_file_order_with_bytes_or_sparse_keeps_the_map(
+    files: str, beyond: list[ChunkBuffers]
+) -> None:
+    """In file order, a bytes column (streamed or read into its values directly) or rows
+    spread thin over their chunks keep the map's path."""
+    with DatasetReader.open(files) as reader:
+        ids = np.arange(ROWS)
+        assert reader._buffered_columns(ids, reader._group(ids), FIXED) == FIXED
+        assert reader._buffered_columns(ids, reader._group(ids), ["blob", "id"]) == []
+        sparse = ids[::16].copy()  # under one row a chunk
+        assert reader._buffered_columns(sparse, reader._group(sparse), FIXED) == []
 
 
 def _profile(iops: float, bandwidth: float) -> StorageProfile:
