@@ -339,6 +339,10 @@ class DatasetReader:
                         buffered, len(ids), groups, cold, bytes_as_arrays, between_waves
                     )
                 )
+                if bool(np.all(ids[1:] >= ids[:-1])):  # file order: only the last page's
+                    buffers = self._buffers()  # chunks can serve the next read
+                    for s, _, pages, _ in groups:
+                        buffers.drop_before(s, int(pages[-1]))
             for name in names:
                 field = self.schema[name]
                 if name in out:
@@ -604,16 +608,15 @@ class DatasetReader:
         chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its
         shards are cold and beyond memory; else none.
 
-        In file order (``shuffle=False``, ``Shuffle.INFILE``'s runs) a read that takes
-        several rows of each chunk does when it has no bytes column (those stream through
-        the map or come straight into their values, :meth:`_stream`): each chunk is then
-        read once, checked as it arrives, and its pages leave the page cache at once.
-        Through the map, the first epoch's check read each chunk, the gather faulted its
-        pages in again, and the memory group reclaimed the page cache on every allocation
-        (measured, 8M tabular rows in a 200 MB group: ``memory.failcnt`` 258K-268K an
-        epoch, against ~500 this way; rows/s on this disk 1.11M -> 1.80M, on a 3,000 IOPS
-        / 250 MB/s throttle 1.30M -> 1.71M, second epochs 1.00M -> 1.72M and 1.10M ->
-        1.60M; 2M variable-shape rows 34.6K -> 43.3K and 34.4K -> 46.2K).
+        In file order (``shuffle=False``, ``Shuffle.INFILE``'s runs) a read of fixed-width
+        columns alone that takes several rows of each chunk does: each chunk is then read
+        once, checked as it arrives, and its pages leave the page cache at once; after the
+        read only its last page's chunks stay held (``read_rows``). Through the map, the
+        first epoch's check read each chunk, the gather faulted its pages in again, and
+        the memory group reclaimed the page cache on every allocation (measured, 8M
+        tabular rows in a 200 MB group: ``memory.failcnt`` 258K-268K an epoch, against
+        ~500 this way; rows/s on this disk 1.11M -> 1.80M, on a 3,000 IOPS / 250 MB/s
+        throttle 1.30M -> 1.71M, second epochs 1.00M -> 1.72M and 1.10M -> 1.60M).
 
         A read that takes several rows per chunk on average and whose chunks all fit in
         the buffers at once (``Shuffle.BLOCK``'s window of pages) does: 1.5 rows with a
@@ -638,8 +641,11 @@ class DatasetReader:
         if not fields:
             return []
         in_file_order = bool(np.all(ids[1:] >= ids[:-1]))
-        if in_file_order and any(field.kind is FieldKind.BYTES for field in fields):
-            return []  # bytes values stream through the map or come direct (_stream)
+        if in_file_order and any(field.kind is not FieldKind.FIXED for field in fields):
+            # Bytes values stream through the map or come direct (_stream); variable-shape
+            # ones were no faster from the buffers (35.0-38.2K rows/s against 31.9-42.1K,
+            # 4 pairs) and a read_rows of 100,000 of them in a 100 MB group was OOM-killed.
+            return []
         with_var = any(field.kind is not FieldKind.FIXED for field in fields)
         rows_per_chunk = _SHARED_CHUNK_ROWS if with_var else _BUFFERED_ROWS_PER_CHUNK
         total = 0

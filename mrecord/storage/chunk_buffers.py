@@ -16,10 +16,10 @@ decides which reads go through it (:meth:`ChunkBuffers.fits`): the reader takes
 fixed-width and bytes columns of block-local reads from here (images under
 ``Shuffle.BLOCK`` on an hdd-like volume: 125 -> 1,022 rows/s), and of random reads over
 small rows in waves of chunks, one pass over them (``DatasetReader._take_from_chunks``;
-GLOBAL over 4M tabular rows on that volume: 0 -> 7,544 rows/s), and fixed-width and
-variable-shape columns read in file order (each chunk read and checked once, its pages
-out of the page cache at once: 8M tabular rows ``shuffle=False`` in a 200 MB group,
-1.11M -> 1.80M rows/s). The chunks of one page are read with one ``pread``
+GLOBAL over 4M tabular rows on that volume: 0 -> 7,544 rows/s), and fixed-width columns
+read in file order (each chunk read and checked once, its pages out of the page cache at
+once, only the last page's chunks held after: 8M tabular rows ``shuffle=False`` in a
+200 MB group, 1.11M -> 1.80M rows/s). The chunks of one page are read with one ``pread``
 (:func:`_pieces`).
 """
 
@@ -198,6 +198,16 @@ class ChunkBuffers:
             while self._bytes > self.capacity and len(self._kept) > len(chunks):
                 _, old = self._kept.popitem(last=False)
                 self._bytes -= old.nbytes
+
+    def drop_before(self, key: Hashable, page: int) -> None:
+        """Drop the chunks held of shard ``key`` on pages before ``page``: a read in file
+        order does not come back to them, and memory a group cannot reclaim should hold
+        no more than the page the next read starts on (8M tabular rows read in file order
+        in a 100 MB group: 16 MiB of chunks held after such reads got the reader
+        OOM-killed in its next read, through the map)."""
+        with self._lock:
+            for name in [name for name in self._kept if name[0] == key and name[1] < page]:
+                self._bytes -= self._kept.pop(name).nbytes
 
     def clear(self) -> None:
         """Drop every chunk held."""

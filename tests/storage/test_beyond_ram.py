@@ -267,3 +267,92 @@ def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(
         assert int((group / "memory.max_usage_in_bytes").read_text()) <= 96 << 20
     finally:
         group.rmdir()
+
+
+_SMALL_ROWS_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from mrecord import DatasetReader, MindDataset
+    path, rows = sys.argv[1], int(sys.argv[2])
+    bad, seen = 0, 0
+    ds = MindDataset(path, columns_list=["id", "vec"], shuffle=False).batch(8192)
+    for batch in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
+        ids, vec = batch
+        expect = np.arange(seen, seen + len(ids))
+        if not (np.array_equal(ids, expect) and np.array_equal(vec[:, 0], expect * 2.0)
+                and np.array_equal(vec[:, 15], expect + 15.0)):
+            bad += 1
+        seen += len(ids)
+    with DatasetReader.open(path) as reader:
+        for start in range(0, rows, 100_000):
+            ids = np.arange(start, min(rows, start + 100_000))
+            pts = reader.read_rows(ids, ["pts"]).columns["pts"]
+            lengths = np.array([len(p) for p in pts])
+            firsts = np.array([p[0, 0] if len(p) else -1.0 for p in pts])
+            if not (np.array_equal(lengths, ids % 3)
+                    and np.array_equal(firsts, np.where(ids % 3, ids, -1).astype(np.float32))):
+                bad += 1
+    print(json.dumps({"bad": bad, "rows": seen}))
+    """
+)
+
+
+def _small_rows(start: int, n: int) -> dict[str, Any]:
+    """Rows ``start`` .. ``start + n - 1`` as columns: ``vec[i] = (2i, i+1, ..., i+15)``,
+    ``pts[i]`` of shape ``(i % 3, 3)`` starting at ``i``."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    vec = ids[:, None].astype(np.float32) + np.arange(16, dtype=np.float32)
+    vec[:, 0] = ids * 2.0
+    pts = [np.full((i % 3, 3), i, dtype=np.float32) for i in ids.tolist()]
+    return {"id": ids, "vec": vec, "pts": pts}
+
+
+def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
+    tmp_path: Path,
+) -> None:
+    """Fixed-width and variable-shape columns read in file order by a reader in a memory
+    group of a third of the data (whole chunks into the reader's buffers): every row,
+    right, in order, within the group's limit."""
+    limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
+    if os.geteuid() != 0 or not limit_file.exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs a reader in a 100 MB memory group); neither is here"
+        )
+    rows = 3_000_000  # ~300 MB stored: 3x the group's limit
+    path = tmp_path / "small.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema(
+            {
+                "id": {"type": "int64"},
+                "vec": {"type": "float32", "shape": [16]},
+                "pts": {"type": "float32", "shape": [-1, 3]},
+            }
+        )
+        for start in range(0, rows, 250_000):
+            writer.write_raw_data(_small_rows(start, 250_000))
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 3 * (100 << 20)
+    group = CGROUP_ROOT / f"io-test-small-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(100 << 20))
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        proc = subprocess.run(
+            [
+                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
+                sys.executable, "-c", _SMALL_ROWS_CHILD, str(path), str(rows),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"bad": 0, "rows": rows}
+        assert int((group / "memory.max_usage_in_bytes").read_text()) <= 100 << 20
+    finally:
+        group.rmdir()
