@@ -229,6 +229,36 @@ def _big_rows(start: int, n: int) -> list[dict[str, Any]]:
     return out
 
 
+def _read_in_memory_group(limit: int, script: str, *args: str) -> Any:
+    """Run ``script`` (a reader printing JSON last) in a fresh cgroup v1 memory group of
+    ``limit`` bytes from a cold page cache; what it printed, after checking that it
+    ended well and that the group never went over its limit. The group is removed
+    whatever happens."""
+    group = CGROUP_ROOT / f"io-test-{os.getpid()}-{limit}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        proc = subprocess.run(
+            [
+                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
+                sys.executable, "-c", script, *args,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
+        assert int((group / "memory.max_usage_in_bytes").read_text()) <= limit
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        group.rmdir()
+
+
 def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(
     tmp_path: Path,
 ) -> None:
@@ -244,29 +274,8 @@ def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         for start in range(0, rows, 200):
             writer.write_raw_data(_big_rows(start, 200))
-    group = CGROUP_ROOT / f"io-test-{os.getpid()}"
-    group.mkdir()
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(96 << 20))
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        proc = subprocess.run(
-            [
-                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-                sys.executable, "-c", _CHILD, str(path), str(rows),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
-        assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"bad": 0}
-        assert int((group / "memory.max_usage_in_bytes").read_text()) <= 96 << 20
-    finally:
-        group.rmdir()
+    result = _read_in_memory_group(96 << 20, _CHILD, str(path), str(rows))
+    assert result == {"bad": 0}
 
 
 _SMALL_ROWS_CHILD = textwrap.dedent(
@@ -333,26 +342,5 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
         for start in range(0, rows, 250_000):
             writer.write_raw_data(_small_rows(start, 250_000))
     assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 3 * (100 << 20)
-    group = CGROUP_ROOT / f"io-test-small-{os.getpid()}"
-    group.mkdir()
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(100 << 20))
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        proc = subprocess.run(
-            [
-                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-                sys.executable, "-c", _SMALL_ROWS_CHILD, str(path), str(rows),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
-        assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"bad": 0, "rows": rows}
-        assert int((group / "memory.max_usage_in_bytes").read_text()) <= 100 << 20
-    finally:
-        group.rmdir()
+    result = _read_in_memory_group(100 << 20, _SMALL_ROWS_CHILD, str(path), str(rows))
+    assert result == {"bad": 0, "rows": rows}
