@@ -202,9 +202,9 @@ class ChunkBuffers:
     def drop_before(self, key: Hashable, page: int) -> None:
         """Drop the chunks held of shard ``key`` on pages before ``page``: a read in file
         order does not come back to them, and memory a group cannot reclaim should hold
-        no more than the page the next read starts on (8M tabular rows read in file order
+        no more than the page the next read starts on (3M small rows read in file order
         in a 100 MB group: 16 MiB of chunks held after such reads got the reader
-        OOM-killed in its next read, through the map)."""
+        OOM-killed in its next read, of variable-shape values through the map)."""
         with self._lock:
             for name in [name for name in self._kept if name[0] == key and name[1] < page]:
                 self._bytes -= self._kept.pop(name).nbytes
