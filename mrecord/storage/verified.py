@@ -98,26 +98,39 @@ _HEAD_BUDGET = 2_000_000  # offsets (Python ints) kept in all: ~96 MB at most
 _BYTES_PER_OFFSET = 48
 """What one offset of a kept head costs: a Python int in the list and its place in
 ``offsets_array``."""
-_HEADS_SHARE = 4
-"""Heads keep at most ``1 / _HEADS_SHARE`` of the process's memory budget."""
+_BYTES_PER_ARRAY_OFFSET = 8
+"""What one offset kept in an ``array("q")`` costs."""
+_HEADS_SHARE = 10
+"""Heads keep at most ``1 / _HEADS_SHARE`` of the process's memory budget, by their bytes
+(:func:`_weight`). A quarter, with heads of 64 rows or more weighed as list offsets (six
+times their bytes), held about as many small variable-shape heads as a tenth of their true
+bytes does; a quarter of their true bytes got a reader of 3M small rows in a 100 MB group
+OOM-killed (tests/storage/test_beyond_ram.py)."""
 
 
 def _weight(head: Any) -> int:
-    """A head's cost in offsets: its offsets, and its shapes (a variable-shape chunk's
-    ``shapes`` array: 16 bytes a value of two dimensions) at what an offset costs."""
+    """A head's cost in offsets of a list (``_BYTES_PER_OFFSET`` bytes each): its offsets
+    at what they cost as kept (a list's Python ints, or 8 bytes each in the ``array("q")``
+    of a head of 64 rows or more, :func:`~mrecord.format.chunks.kept_offsets`), and its
+    shapes (a variable-shape chunk's ``shapes`` array, 16 bytes a value of two dimensions)
+    by their bytes. Counting array-kept offsets as list ones made the heads of 2M small
+    variable-shape rows (48 MB) weigh 128 MB: a quarter of them were parsed again and
+    again in a warm GLOBAL epoch, with memory to spare."""
+    offsets = head.offsets
+    count = len(offsets)
+    if not isinstance(offsets, list):
+        count = (count * _BYTES_PER_ARRAY_OFFSET) // _BYTES_PER_OFFSET + 1
     shapes = getattr(head, "shapes", None)
-    return len(head.offsets) + (
-        int(shapes.nbytes) // _BYTES_PER_OFFSET if shapes is not None else 0
-    )
+    return count + (int(shapes.nbytes) // _BYTES_PER_OFFSET if shapes is not None else 0)
 
 
 def _head_budget() -> int:
     """Offsets kept in all: ``_HEAD_BUDGET``, or less where a memory group leaves less
-    (a quarter of ``first_memory_budget``). Unbounded by it, the heads of 600K variable-shape
+    (a tenth of ``first_memory_budget``). Unbounded by it, the heads of 600K variable-shape
     rows (~75 MB with the tuples their shapes were kept as then) grew a reader in a 200 MB
     group to its limit in its second epoch, where it hit the limit 5.6M times and
-    thrashed; at an eighth, GLOBAL reads of them parsed most heads again from the cold
-    map for every block, at half the rate."""
+    thrashed; at an eighth (heads weighed as list offsets then), GLOBAL reads of them
+    parsed most heads again from the cold map for every block, at half the rate."""
     budget = first_memory_budget()
     if budget is None:
         return _HEAD_BUDGET

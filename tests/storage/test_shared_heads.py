@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from mrecord import FileWriter
-from mrecord.format.chunks import DecodedVarChunk, decode_var
+from mrecord.format.chunks import DecodedVarChunk, decode_var, encode_chunk
+from mrecord.format.schema import Field, parse_schema
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage import shard as shard_module
 from mrecord.storage import verified
@@ -86,14 +87,69 @@ def test_shapes_weigh_their_bytes_at_what_an_offset_costs() -> None:
     assert store.total == 13 and list(store.items) == [("f", 1, 0)]
 
 
-def test_the_shared_budget_is_a_quarter_of_a_small_memory_budget(
+def test_the_shared_budget_is_a_tenth_of_a_small_memory_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(verified, "first_memory_budget", lambda: 192 << 20)
     store = verified._HeadStore(None)
     store.put(("f", 0, 0), DecodedVarChunk([0, 1], None, 0))
-    assert store.budget == (192 << 20) // (4 * 48)  # 1,048,576 offsets: ~48 MB of heads
+    assert store.budget == (192 << 20) // (10 * 48)  # 419,430 offsets: ~19 MB of heads
     monkeypatch.setattr(verified, "first_memory_budget", lambda: 1 << 40)
     assert verified._head_budget() == verified._HEAD_BUDGET
     monkeypatch.setattr(verified, "first_memory_budget", lambda: None)
     assert verified._head_budget() == verified._HEAD_BUDGET
+
+
+def test_offsets_kept_as_8_byte_ints_weigh_their_bytes() -> None:
+    """A head of 64 rows or more keeps its offsets in an ``array("q")``: 8 bytes each,
+    a sixth of a list's Python int."""
+    many = decode_var(_pts_field(), _pts_chunk(600), 600)
+    assert not isinstance(many.offsets, list)
+    store = verified._HeadStore(budget=10_000)
+    store.put(("f", 0, 0), many)
+    # 601 offsets of 8 bytes (100 list offsets, +1 rounding up) and 600 shapes of two
+    # 8-byte dimensions (200): 301, not 601 + 200
+    assert store.total == 301
+
+
+def test_heads_that_fit_the_budget_in_bytes_are_parsed_once_in_a_random_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20,000 small variable-shape rows in pages of 64 KiB: their heads take ~0.5 MB
+    (offsets and shapes, 8 bytes a number), under a budget of ~0.8 MB (16,384 list
+    offsets); weighed as list offsets they took 1.3 MB, and a random epoch parsed the
+    evicted heads again and again."""
+    path = tmp_path / "ds"
+    with FileWriter(path) as writer:
+        writer.add_schema({"pts": {"type": "float32", "shape": [-1, 3]}})
+        writer.set_page_size(1 << 16)
+        writer.write_raw_data({"pts": [np.full((i % 5, 3), i, np.float32) for i in range(20_000)]})
+    monkeypatch.setattr(verified, "_HEAD_BUDGET", 16_384)
+    monkeypatch.setattr(verified, "first_memory_budget", lambda: None)
+    monkeypatch.setattr(verified, "_shared_store", verified._HeadStore(None))
+    verified.clear_verified()
+    parsed: list[int] = []
+    original = decode_var
+
+    def counting(*args: object) -> DecodedVarChunk:
+        parsed.append(1)
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shard_module, "decode_var", counting)
+    ids = np.random.default_rng(0).permutation(20_000)
+    with DatasetReader.open(path) as reader:
+        pages = len(reader.shards[0].page_starts_list) - 1
+        assert pages >= 8
+        for start in range(0, len(ids), 64):
+            block = reader.read_rows(ids[start : start + 64])
+            row = int(ids[start])
+            assert block.columns["pts"][0].shape == (row % 5, 3)
+    assert len(parsed) <= 2 * pages  # each head at most twice (its index copy, the chunk's)
+
+
+def _pts_field() -> Field:
+    return parse_schema({"pts": {"type": "float32", "shape": [-1, 3]}}).fields[0]
+
+
+def _pts_chunk(rows: int) -> bytes:
+    return encode_chunk(_pts_field(), [np.ones((1, 3), np.float32)] * rows)
