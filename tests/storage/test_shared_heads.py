@@ -29,12 +29,8 @@ def _write(path: Path) -> None:
         )
 
 
-def test_a_second_reader_parses_no_head_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "ds"
-    _write(path)
-    verified.clear_verified()
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time a shard parses a head (``decode_var``)."""
     parsed: list[int] = []
     original = decode_var
 
@@ -43,6 +39,16 @@ def test_a_second_reader_parses_no_head_again(
         return original(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(shard_module, "decode_var", counting)
+    return parsed
+
+
+def test_a_second_reader_parses_no_head_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ds"
+    _write(path)
+    verified.clear_verified()
+    parsed = _count_parses(monkeypatch)
     ids = np.random.default_rng(0).permutation(400)
     with DatasetReader.open(path) as first:
         expected = first.read_rows(ids)
@@ -128,14 +134,7 @@ def test_heads_that_fit_the_budget_in_bytes_are_parsed_once_in_a_random_epoch(
     monkeypatch.setattr(verified, "first_memory_budget", lambda: None)
     monkeypatch.setattr(verified, "_shared_store", verified._HeadStore(None))
     verified.clear_verified()
-    parsed: list[int] = []
-    original = decode_var
-
-    def counting(*args: object) -> DecodedVarChunk:
-        parsed.append(1)
-        return original(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(shard_module, "decode_var", counting)
+    parsed = _count_parses(monkeypatch)
     ids = np.random.default_rng(0).permutation(20_000)
     with DatasetReader.open(path) as reader:
         pages = len(reader.shards[0].page_starts_list) - 1
