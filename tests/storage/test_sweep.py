@@ -31,8 +31,9 @@ import mrecord.reader.ragged as ragged
 import mrecord.storage.chunk_buffers as chunk_buffers
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
+from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
-from tests.sweeping import chunk_preads, column_bytes, profile, sweeping
+from tests.sweeping import SLOW_REQUESTS, chunk_preads, column_bytes, profile, sweeping
 
 ROWS = 900
 MIN_PAGE = 1 << 10  # the smallest page: many chunks a shard
@@ -261,10 +262,22 @@ def test_file_order_and_block_windows_never_sweep(
     files: str, monkeypatch: pytest.MonkeyPatch, shuffle: Shuffle | bool
 ) -> None:
     calls = sweeping(monkeypatch, _budget_for(files, SWEPT))
+    probed: list[str] = []
+
+    def probe(path: str) -> StorageProfile:
+        probed.append(path)
+        return SLOW_REQUESTS
+
+    monkeypatch.setattr(dataset_reader, "probe_storage", probe)
     ds = MindDataset(files, SWEPT, shuffle=shuffle, num_parallel_workers=2)
     ids = [int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
     assert sorted(ids) == list(range(ROWS))
     assert calls and not any(sweep for _, sweep in calls)
+    if shuffle is not Shuffle.BLOCK:
+        # Nor does it measure the device to ask whether a sweep would pay: the probe's
+        # half second of reads was 8% of a file-order epoch of 8M tabular rows on a
+        # throttled volume, and took its share of the throttle.
+        assert probed == []
 
 
 @settings(max_examples=10, deadline=None)
