@@ -865,6 +865,12 @@ class DatasetReader:
             else:
                 var[field.name] = [None] * len(pages)
         starts = shard.page_starts_list
+        # A run of consecutive rows (a read in file order: shuffle=False, a block of
+        # Shuffle.INFILE's runs, a sorted read_rows): each page's rows are a slice of its
+        # chunk, copied as one; the two index gathers cost ~40% of such a read of 8,192
+        # tabular rows from the buffers.
+        run = _consecutive_rows(shard, pages, slots)
+        first_slots = slots_in_order[bounds[:-1]].tolist() if run else []
 
         def fetch(lo: int, hi: int) -> list[list[np.ndarray]] | None:
             return buffers.chunks(s, shard, cols, unique[lo:hi], keep)
@@ -891,10 +897,17 @@ class DatasetReader:
                     a, b, page = bounds[k], bounds[k + 1], unique[k]
                     rows = starts[page + 1] - starts[page]
                     stored = np.frombuffer(data, dtype=field.dtype).reshape((rows, *shape))
-                    np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b])
+                    if run:  # the page's rows one after another: a copy, no index
+                        first = first_slots[k]
+                        taken[a:b] = stored[first : first + b - a]
+                    else:
+                        np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b])
+        got: dict[str, Any] = dict(var)
+        if run:
+            got.update(fixed)  # already in the read's order
+            return got
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
-        got: dict[str, Any] = dict(var)
         for name, taken in fixed.items():
             got[name] = np.take(taken, back, axis=0)
         return got
@@ -1643,6 +1656,21 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     order, bounds, page_list = _page_runs(pages)
     for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
         yield page, order[start:stop]
+
+
+def _consecutive_rows(shard: ShardFile, pages: np.ndarray, slots: np.ndarray) -> bool:
+    """Whether rows ``(pages, slots)`` of ``shard`` are consecutive rows of the file, in
+    file order, none twice."""
+    n = len(pages)
+    if n < 2:
+        return n == 1
+    starts = shard.page_starts
+    first = int(starts[pages[0]]) + int(slots[0])
+    last = int(starts[pages[-1]]) + int(slots[-1])
+    if last - first != n - 1:
+        return False
+    rows = starts[pages] + slots
+    return bool((rows[1:] - rows[:-1] == 1).all())
 
 
 def _page_runs(pages: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:

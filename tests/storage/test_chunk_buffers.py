@@ -334,9 +334,17 @@ SORTED_RUNS = st.builds(
 ).map(lambda ids: [i for i in ids if i < ROWS])
 
 
+# Consecutive ids (shuffle=False's blocks): each page's rows a slice of its chunk.
+CONSECUTIVE = st.builds(
+    lambda first, n: list(range(first, min(ROWS, first + n))),
+    st.integers(0, ROWS - 2),
+    st.integers(2, 700),
+)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
-    ids=SORTED_RUNS,
+    ids=st.one_of(SORTED_RUNS, CONSECUTIVE),
     repeats=st.lists(st.integers(0, 10_000), max_size=5),
     columns=st.sampled_from([FIXED, ["vec"], ["label", "id"], ["flag"]]),
 )
