@@ -1,7 +1,10 @@
 """``batch``: group consecutive rows into batches, each column stacked into one array.
 
-A batch leaves the node as a block of one row whose values are the stacked
-arrays (shape ``(batch, *shape)``). ``per_batch_map(col1_rows, col2_rows, ...,
+A batch leaves the node as one row of a block, its values the stacked arrays
+(shape ``(batch, *shape)``): without a ``per_batch_map`` and with a fixed size, every
+batch an input block completes goes in one block when all its columns are arrays (a
+``(k, batch, *shape)`` array, each batch a view of it), else a block a batch.
+``per_batch_map(col1_rows, col2_rows, ...,
 batch_info)`` receives each input column as a list of row values and returns a
 tuple of per-column sequences; it runs on a thread pool of
 ``num_parallel_workers`` threads, batches kept in order.
@@ -170,8 +173,37 @@ class BatchDataset(Dataset):
             ) from exc
         return _check_batch_size(size)
 
+    def _batch_runs(self, ctx: ExecContext, epoch: int) -> Iterator[tuple[Block, int]]:
+        """``(rows, k)``: ``k`` whole batches of the fixed size one after another in
+        ``rows``, as many as each input block completes; then the shorter last batch
+        (``k`` 1) unless dropped. The same batches as :meth:`_batches`, fewer pieces."""
+        size = self.batch_size
+        pending: list[Block] = []
+        count = 0
+        for block in self.child._execute(ctx, epoch):
+            pending.append(block)
+            count += len(block)
+            if count < size:
+                continue
+            rows = Block.concat(pending)
+            whole = count - count % size
+            yield rows.slice(0, whole), whole // size
+            pending = [rows.slice(whole, count)] if whole < count else []
+            count -= whole
+        if count and not self.drop_remainder:
+            yield Block.concat(pending), 1
+
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         first = ctx.take_resume(self, epoch)  # batch number BatchInfo starts at
+        if self.per_batch_map is None and self.size_fn is None:
+            # A block of every batch an input block completes, where the columns allow
+            # (fixed-shape arrays: each batch a view, as one batch a block gives): one
+            # block a batch cost the iterator and the queues between nodes ~40 us a
+            # batch, a third of the main thread's time over 256-row batches of small
+            # rows (8M tabular rows at 1.9M rows/s).
+            for rows, k in self._batch_runs(ctx, epoch):
+                yield from _stack_run(rows, k)
+            return
         if self.per_batch_map is None:
             for rows in self._batches(ctx, epoch):
                 yield _stack(rows.columns, rows)
@@ -221,6 +253,23 @@ def _check_batch_size(batch_size: object) -> int:
     if not 1 <= batch_size <= 2**31 - 1:
         raise ArgumentError(f"batch_size must be in [1, 2147483647], got {batch_size!r}")
     return batch_size
+
+
+def _stack_run(rows: Block, k: int) -> Iterator[Block]:
+    """``k`` batches of equal size, one after another in ``rows``: one block of ``k``
+    rows where every column is an array (each batch a view of it, ``(k, size, *shape)``),
+    else a block a batch (:func:`_stack` checks and stacks each)."""
+    size = len(rows) // k
+    arrays = {name: v for name, v in rows.columns.items() if isinstance(v, np.ndarray)}
+    if k == 1 or any(type(v) is not np.ndarray for v in rows.columns.values()):
+        for i in range(k):
+            batch = rows.slice(i * size, (i + 1) * size)
+            yield _stack(batch.columns, batch)
+        return
+    columns: dict[str, ColumnValues] = {
+        name: values.reshape((k, size, *values.shape[1:])) for name, values in arrays.items()
+    }
+    yield Block(columns, rows.row_ids[::size].copy())
 
 
 def _stack(columns: dict[str, Any], rows: Block) -> Block:
