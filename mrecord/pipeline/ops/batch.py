@@ -139,26 +139,10 @@ class BatchDataset(Dataset):
 
     def _batches(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         """Blocks of exactly ``batch_size`` rows (the last one shorter unless dropped)."""
-        pending: list[Block] = []
-        count = 0
-        made = 0
-        size = self._size_of(0, ctx.epoch)
-        for block in self.child._execute(ctx, epoch):
-            pending.append(block)
-            count += len(block)
-            if count < size:
-                continue
-            rows = Block.concat(pending)
-            start = 0
-            while count - start >= size:
-                yield rows.slice(start, start + size)
-                start += size
-                made += 1
-                size = self._size_of(made, ctx.epoch)
-            pending = [rows.slice(start, count)] if start < count else []
-            count -= start
-        if count and not self.drop_remainder:
-            yield Block.concat(pending)
+        for rows, k in self._batch_runs(ctx, epoch):
+            size = len(rows) // k
+            for i in range(k):
+                yield rows if k == 1 else rows.slice(i * size, (i + 1) * size)
 
     def _size_of(self, number: int, epoch: int) -> int:
         """The size of batch ``number``: fixed, or the callable's answer."""
@@ -174,22 +158,29 @@ class BatchDataset(Dataset):
         return _check_batch_size(size)
 
     def _batch_runs(self, ctx: ExecContext, epoch: int) -> Iterator[tuple[Block, int]]:
-        """``(rows, k)``: ``k`` whole batches of the fixed size one after another in
-        ``rows``, as many as each input block completes; then the shorter last batch
-        (``k`` 1) unless dropped. The same batches as :meth:`_batches`, fewer pieces."""
-        size = self.batch_size
+        """``(rows, k)``: ``k`` batches one after another in ``rows``. With a fixed size,
+        every whole batch an input block completes at once; with a size function one
+        batch at a time (the function asked for the next size after each is handed on);
+        then the shorter last batch (``k`` 1) unless dropped."""
         pending: list[Block] = []
         count = 0
+        made = 0
+        size = self._size_of(0, ctx.epoch)
         for block in self.child._execute(ctx, epoch):
             pending.append(block)
             count += len(block)
             if count < size:
                 continue
             rows = Block.concat(pending)
-            whole = count - count % size
-            yield rows.slice(0, whole), whole // size
-            pending = [rows.slice(whole, count)] if whole < count else []
-            count -= whole
+            start = 0
+            while count - start >= size:
+                k = (count - start) // size if self.size_fn is None else 1
+                yield rows.slice(start, start + k * size), k
+                start += k * size
+                made += k
+                size = self._size_of(made, ctx.epoch)
+            pending = [rows.slice(start, count)] if start < count else []
+            count -= start
         if count and not self.drop_remainder:
             yield Block.concat(pending), 1
 
