@@ -901,7 +901,10 @@ class DatasetReader:
                         first = first_slots[k]
                         taken[a:b] = stored[first : first + b - a]
                     else:
-                        np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b])
+                        # mode="clip": numpy buffers a take into ``out`` under the
+                        # default "raise" (a copy more); the slots are the reader's own
+                        # (``_group``), within the page's rows.
+                        np.take(stored, slots_in_order[a:b], axis=0, out=taken[a:b], mode="clip")
         got: dict[str, Any] = dict(var)
         if run:
             got.update(fixed)  # already in the read's order
