@@ -234,6 +234,10 @@ class BlockOrder(Order):
         window_rows = np.bincount(window, weights=sizes, minlength=m).astype(np.int64)
         self.window_rows = window_rows
         self._window_start = np.cumsum(window_rows) - window_rows  # in member order
+        # The members of window w are members[_window_members[w]:_window_members[w + 1]].
+        self._window_members = np.searchsorted(
+            self._member_ends, np.append(self._window_start, self._n), side="right"
+        )
         visit = PermutationOrder(m, derive_key(key, "windows")).to_array()
         self.visit: IdArray = visit  # the window read at visiting slot t
         self._visit_end = np.cumsum(window_rows[visit])
@@ -290,7 +294,10 @@ class BlockOrder(Order):
                 np.ascontiguousarray(keys),
             ).astype(np.int64)
             x = int(self._window_start[window]) + mixed
-            member = np.searchsorted(self._member_ends, x, side="right")
+            # Among the window's own blocks (16 of 580 in a typical layout, not all):
+            # the search was ~60% of the order's cost.
+            lo, hi = int(self._window_members[window]), int(self._window_members[window + 1])
+            member = lo + np.searchsorted(self._member_ends[lo:hi], x, side="right")
             pieces.append(self.bounds[self.members[member]] + (x - self._member_starts[member]))
             start = end
             slot += 1
