@@ -65,7 +65,13 @@ from mrecord.storage.failures import read_failure, storage_error, unreadable_err
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
-__all__ = ["VERIFY_POLICIES", "ShardFile", "read_shard_metadata"]
+__all__ = [
+    "VERIFY_POLICIES",
+    "ShardFile",
+    "locate_rows",
+    "read_shard_metadata",
+    "uniform_page_rows",
+]
 
 VERIFY_POLICIES = ("once", "always", "never")
 DEFAULT_MAX_CHUNK_BYTES = int(os.environ.get("MRECORD_MAX_CHUNK_BYTES", str(2 << 30)))
@@ -169,6 +175,29 @@ class _IndexedHead(DecodedVarChunk):
     in the wrong places."""
 
 
+def uniform_page_rows(page_rows: np.ndarray) -> int:
+    """The rows of every page but the last when they are all the same (a shard of
+    fixed-width rows), else 0: then a row's page is a division (:func:`locate_rows`)."""
+    if not len(page_rows) or int(page_rows[0]) <= 0:
+        return 0
+    first = int(page_rows[0])
+    return first if bool((page_rows[:-1] == first).all()) else 0
+
+
+def locate_rows(
+    page_starts: np.ndarray, uniform: int, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(pages, slots)`` of a shard's ``rows`` (each in ``[0, page_starts[-1])``):
+    ``uniform`` (:func:`uniform_page_rows`) nonzero divides, else a search over the
+    page starts (~60 ns a row; a division is ~1: a random read of 8,192 rows over
+    580 pages spent 0.5 ms on the search)."""
+    if uniform:
+        pages = np.minimum(rows // uniform, len(page_starts) - 2)
+    else:
+        pages = np.searchsorted(page_starts, rows, side="right") - 1
+    return pages, rows - page_starts[pages]
+
+
 def _by_page(table: np.ndarray) -> list[tuple[int, ...]]:
     """A ``(pages, columns)`` table as a list of per-page tuples of ints. Tuples, not
     lists: the collector stops tracking a tuple of ints the first time it sees one, so a
@@ -210,6 +239,7 @@ class ShardFile:
         self.page_starts = np.zeros(self.meta.num_pages + 1, dtype=np.int64)
         np.cumsum(self.meta.page_rows, out=self.page_starts[1:])
         self.page_starts_list: list[int] = self.page_starts.tolist()
+        self.uniform_page_rows = uniform_page_rows(self.meta.page_rows)
         # Shared with every reader of these same committed bytes in this process.
         self._verified = shared_verified(self._file_key(), self.meta.chunks.shape)
         # Local files under "once": a background thread checksums ahead of the readers.
