@@ -251,8 +251,8 @@ def _stack_run(rows: Block, k: int) -> Iterator[Block]:
     rows where every column is an array (each batch a view of it, ``(k, size, *shape)``),
     else a block a batch (:func:`_stack` checks and stacks each)."""
     size = len(rows) // k
-    arrays = {name: v for name, v in rows.columns.items() if isinstance(v, np.ndarray)}
-    if k == 1 or any(type(v) is not np.ndarray for v in rows.columns.values()):
+    arrays = {name: v for name, v in rows.columns.items() if type(v) is np.ndarray}
+    if k == 1 or len(arrays) < len(rows.columns):
         for i in range(k):
             batch = rows.slice(i * size, (i + 1) * size)
             yield _stack(batch.columns, batch)
