@@ -345,6 +345,7 @@ def test_a_block_shuffle_stops_announcing_once_its_windows_need_no_hint(
         window_blocks=4,
         num_parallel_workers=2,
     )
+    ds._block_rows = 8192  # several blocks in this epoch (24-byte rows come 65,536 to one)
     got = [
         int(x)
         for x, v in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)

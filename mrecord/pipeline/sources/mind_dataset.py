@@ -48,6 +48,12 @@ _TARGET_VIEWED_BYTES = 64 << 20
 _MIN_VIEWED_BLOCK_ROWS = 16
 _VIEW_BYTES = 96  # a uint8 array viewing one bytes value of the map
 _MAX_IN_FLIGHT = 8
+_BUDGET_PER_COPIED_BLOCK = 128
+"""A block's copied values are at most this fraction of the memory budget (see
+``_block_rows``)..."""
+_BUDGET_BLOCK_ROWS = 8192
+"""...unless that leaves fewer rows than this, the bound before blocks of small rows
+grew to 4 MiB (2026-11-28): under a budget, blocks are never smaller than they were."""
 ROWS_IN_FLIGHT = 64
 """Rows whose blocks a ``MindDataset`` keeps reading at once when its blocks are small
 (big values, little memory): twice the queue depth the device's random-read limit is
@@ -285,6 +291,17 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
     not on a core): a cold block waits for a few round trips to the disk (chunk heads,
     fixed columns, values), so ``num_parallel_workers`` blocks of a few dozen rows keep
     the device's queue mostly empty.
+
+    A block's copied values are at most ``1 / _BUDGET_PER_COPIED_BLOCK`` of the budget.
+    Measured in a 100 MB memory group (a file-order epoch of 72-byte rows, then a read of
+    variable-shape rows through the map in the same process, the test in
+    tests/storage/test_beyond_ram.py): blocks of 4 MiB (58K rows) raised the epoch's peak
+    from 57 to 92 MB and got the reader OOM-killed; blocks of a 64th of the budget (17.5K
+    rows) left 5-8 MB more resident after the epoch, and the variable-shape read, already
+    at the group's edge, slowed to a crawl in 2 of 6 runs; a 128th (8.7K rows there, as the
+    8,192-row bound gave before) in none of 3. In a 200 MB group a 128th is 19K tabular
+    rows. Never fewer than ``_BUDGET_BLOCK_ROWS`` for it (variable-shape rows of ~420
+    bytes in a 266 MB group keep their 8,192).
     """
     copied = viewed = 0
     for shard in reader.shards:
@@ -299,13 +316,16 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
                         copied += raw
     rows = max(1, reader.num_rows)
     budget = memory_budget()  # None: not known (not Linux)
-    by_copies = block_rows_for(copied // rows)
+    copied_per_row = max(1, copied // rows)
     viewed_per_row = max(1, viewed // rows)
 
     def block(in_flight: int) -> int:
         target = _TARGET_VIEWED_BYTES
+        by_copies = block_rows_for(copied_per_row)
         if budget is not None:
             target = min(target, budget // (8 * (in_flight + 2)))
+            within = budget // _BUDGET_PER_COPIED_BLOCK // copied_per_row
+            by_copies = min(by_copies, max(_BUDGET_BLOCK_ROWS, within))
         return min(by_copies, max(_MIN_VIEWED_BLOCK_ROWS, target // viewed_per_row))
 
     in_flight = workers
