@@ -60,7 +60,7 @@ from mrecord.storage.readahead import (
     read_into,
     stream_ahead,
 )
-from mrecord.storage.shard import ShardFile, locate_rows
+from mrecord.storage.shard import ShardFile, locate_rows, rows_by_page
 
 __all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
 
@@ -843,7 +843,7 @@ class DatasetReader:
         variable-shape one's copied as writeable arrays."""
         shard = self.shards[s]
         buffers = self._buffers()
-        order, bounds, unique = _page_runs(pages)
+        order, bounds, unique = rows_by_page(pages)
         slots_in_order = slots[order]
         # Lists for the variable-size columns' Python loops only (~80 bytes a row: a
         # sweep's window of fixed-width rows has no use for them).
@@ -1657,7 +1657,7 @@ def _by_page(pages: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     if len(pages) == 1:
         yield int(pages[0]), np.zeros(1, dtype=np.int64)
         return
-    order, bounds, page_list = _page_runs(pages)
+    order, bounds, page_list = rows_by_page(pages)
     for page, start, stop in zip(page_list, bounds[:-1], bounds[1:], strict=True):
         yield page, order[start:stop]
 
@@ -1675,19 +1675,6 @@ def _consecutive_rows(shard: ShardFile, pages: np.ndarray, slots: np.ndarray) ->
         return False
     rows = starts[pages] + slots
     return bool((rows[1:] - rows[:-1] == 1).all())
-
-
-def _page_runs(pages: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
-    """``(order, bounds, distinct)``: ``order`` sorts ``pages`` stably, and the positions
-    ``order[bounds[k]:bounds[k + 1]]`` are those of page ``distinct[k]`` (ascending);
-    ``pages`` not empty (every caller has a row to read)."""
-    # numpy sorts 16-bit keys stably by radix, 64-bit ones by merging: 78 us against
-    # 473 us for a read of 8,192 rows over a few hundred pages (a Shuffle.BLOCK read).
-    small = int(pages.max()) < 1 << 16
-    order = np.argsort(pages.astype(np.uint16) if small else pages, kind="stable")
-    sorted_pages = pages[order]
-    bounds = [0, *(np.flatnonzero(np.diff(sorted_pages)) + 1).tolist(), len(pages)]
-    return order, bounds, sorted_pages[bounds[:-1]].tolist()
 
 
 def _reopenable(dataset_files: PathArg) -> str | list[str]:

@@ -47,7 +47,7 @@ from mrecord.format.schema import FieldKind
 from mrecord.storage.buffer_pool import aligned_buffer
 from mrecord.storage.failures import read_failure
 from mrecord.storage.kernel_aio import read_batch
-from mrecord.storage.shard import ShardFile
+from mrecord.storage.shard import ShardFile, rows_by_page
 
 __all__ = [
     "ARRIVAL_MAX_BYTES",
@@ -338,13 +338,11 @@ def _spans_by_page(
     far) for a read of many rows per page (file order, ``Shuffle.BLOCK``), a page at a
     time: the same ranges as its loop over rows, which was half of a reading thread's
     time in a file-order epoch of variable-shape rows beyond memory (py-spy)."""
-    order = np.argsort(pages, kind="stable")
-    sorted_pages = pages[order]
-    bounds = [0, *(np.flatnonzero(np.diff(sorted_pages)) + 1).tolist(), len(pages)]
+    order, bounds, distinct = rows_by_page(pages)
     starts = [np.array(out_starts, dtype=np.int64)]
     lengths = [np.array(out_lengths, dtype=np.int64)]
     # the distinct pages ascending: the k-th is unique_pages[k], whose flag is whole[k]
-    for k, page in enumerate(sorted_pages[bounds[:-1]].tolist()):
+    for k, page in enumerate(distinct):
         if whole[k]:
             continue
         head = heads(page)

@@ -70,6 +70,7 @@ __all__ = [
     "ShardFile",
     "locate_rows",
     "read_shard_metadata",
+    "rows_by_page",
     "uniform_page_rows",
 ]
 
@@ -182,6 +183,20 @@ def uniform_page_rows(page_rows: np.ndarray) -> int:
         return 0
     first = int(page_rows[0])
     return first if bool((page_rows[:-1] == first).all()) else 0
+
+
+def rows_by_page(pages: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
+    """A read's rows grouped by page, ``(order, bounds, distinct)``: ``order`` sorts
+    ``pages`` stably, and the positions ``order[bounds[k]:bounds[k + 1]]`` are those of
+    page ``distinct[k]`` (ascending); ``pages`` not empty (every caller has a row to
+    read)."""
+    # numpy sorts 16-bit keys stably by radix, 64-bit ones by merging: 78 us against
+    # 473 us for a read of 8,192 rows over a few hundred pages (a Shuffle.BLOCK read).
+    small = int(pages.max()) < 1 << 16
+    order = np.argsort(pages.astype(np.uint16) if small else pages, kind="stable")
+    sorted_pages = pages[order]
+    bounds = [0, *(np.flatnonzero(np.diff(sorted_pages)) + 1).tolist(), len(pages)]
+    return order, bounds, sorted_pages[bounds[:-1]].tolist()
 
 
 def locate_rows(

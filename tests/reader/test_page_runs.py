@@ -1,4 +1,4 @@
-"""``_page_runs`` groups a read's rows by page, keeping their order within each page:
+"""``rows_by_page`` groups a read's rows by page, keeping their order within each page:
 every gather from the chunk buffers and the map walks its pages with it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrecord.reader.dataset_reader import _page_runs
+from mrecord.storage.shard import rows_by_page
 
 
 @given(
@@ -19,7 +19,7 @@ from mrecord.reader.dataset_reader import _page_runs
 )
 def test_rows_grouped_by_page_in_their_order(pages: list[int]) -> None:
     array = np.array(pages, dtype=np.int64)
-    order, bounds, distinct = _page_runs(array)
+    order, bounds, distinct = rows_by_page(array)
     assert sorted(order.tolist()) == list(range(len(pages)))  # each row once
     assert distinct == sorted(set(pages))
     assert bounds[0] == 0 and bounds[-1] == len(pages)
