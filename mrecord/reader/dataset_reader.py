@@ -37,7 +37,7 @@ from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
-from mrecord.storage.allocator import keep_freed_memory
+from mrecord.storage.allocator import keep_freed_memory, return_idle_memory
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
@@ -203,6 +203,13 @@ class DatasetReader:
     def column_names(self) -> list[str]:
         """The columns this reader returns."""
         return list(self.columns)
+
+    def return_idle_memory(self) -> None:
+        """Where the process's memory budget is small, give back what reads keep for the
+        next ones: free read buffers and freed heap memory
+        (:func:`mrecord.storage.allocator.return_idle_memory`; a pipeline calls it when
+        its run ends). Nothing under a larger budget; the reader stays usable."""
+        return_idle_memory()
 
     def close(self) -> None:
         """Release the memory maps."""

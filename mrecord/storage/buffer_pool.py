@@ -29,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KEEP_MAX", "MAPPED_ROUND", "SLAB_ROUND", "BufferPool", "aligned_buffer", "pool"]
+__all__ = [
+    "KEEP_MAX",
+    "MAPPED_ROUND",
+    "SLAB_ROUND",
+    "BufferPool",
+    "aligned_buffer",
+    "pool",
+    "release_free_slabs",
+]
 
 _PAGE = mmap.PAGESIZE
 SLAB_ROUND = 1 << 20
@@ -57,6 +65,7 @@ class BufferPool:
         # suite run hung so). deque.append is atomic; the lock's holders sort them in.
         self._returned: deque[np.ndarray] = deque()
         self._lease_types: dict[int, Any] = {}
+        _pools.add(self)
 
     @property
     def free_bytes(self) -> int:
@@ -82,6 +91,14 @@ class BufferPool:
         lease = self._lease_type(len(slab)).from_buffer(slab)  # holds the slab
         weakref.finalize(lease, self._give_back, slab).atexit = False
         return np.frombuffer(lease, dtype=np.uint8, count=nbytes)
+
+    def release_free(self) -> int:
+        """Let go of every free slab (the next buffers are made anew); the bytes let go.
+        Slabs still viewed are not touched: they come back, and are kept, as before."""
+        with self._lock:
+            self._sort_returned()
+            freed, self._free, self._free_bytes = self._free_bytes, [], 0
+        return freed
 
     def _reuse(self, nbytes: int) -> np.ndarray | None:
         """The smallest free slab that holds ``nbytes`` and is at most four times that
@@ -131,6 +148,13 @@ class BufferPool:
 
 
 _keep: int | None = None
+_pools: weakref.WeakSet[BufferPool] = weakref.WeakSet()  # every pool of the process
+
+
+def release_free_slabs() -> int:
+    """Every pool of the process lets go of its free slabs (see
+    :meth:`BufferPool.release_free`); the bytes let go."""
+    return sum(one.release_free() for one in list(_pools))
 
 
 def keep_bytes() -> int:

@@ -37,7 +37,7 @@ def test_tiny_rows_are_bounded_in_count(row_bytes: int) -> None:
 
 
 def test_a_memory_budget_bounds_blocks_of_small_rows(tmp_path: Path, monkeypatch: Any) -> None:
-    """Under a memory budget a MindDataset's blocks of small rows hold at most a 128th of
+    """Under a memory budget a MindDataset's blocks of small rows hold at most a 32nd of
     it (4 MiB blocks got a reader in a 100 MB group OOM-killed), and never fewer rows
     than the 8,192 they held before blocks grew."""
     path = tmp_path / "small.mrecord"
@@ -52,7 +52,7 @@ def test_a_memory_budget_bounds_blocks_of_small_rows(tmp_path: Path, monkeypatch
 
     assert rows_under(None) == (4 * MIB) // 72  # nothing says: 4 MiB
     assert rows_under(1 << 40) == (4 * MIB) // 72
-    assert rows_under(185 << 20) * 72 <= (185 << 20) // 128  # a 200 MB group's budget
-    assert rows_under(185 << 20) > 8192
-    assert rows_under(80 << 20) == (80 << 20) // 128 // 72  # a 100 MB group's
-    assert rows_under(8 << 20) == 8192
+    assert rows_under(185 << 20) == (4 * MIB) // 72  # a 200 MB group's budget: 4 MiB
+    assert rows_under(80 << 20) == (80 << 20) // 32 // 72  # a 100 MB group's: 2.5 MB
+    assert rows_under(80 << 20) * 72 <= (80 << 20) // 32
+    assert rows_under(16 << 20) == 8192  # a 32nd is fewer rows: the floor

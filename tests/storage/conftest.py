@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Iterator
@@ -51,3 +52,43 @@ def preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     monkeypatch.setattr(os, "preadv", spy)
     monkeypatch.setattr(readahead, "read_batch", spy_batch)
     return seen
+
+
+class FakeGlibc:
+    """What the allocator asked of a fake glibc: ``mallopt`` calls as ``(param, value)``,
+    ``malloc_trim`` calls as their pad argument."""
+
+    def __init__(self) -> None:
+        self.mallopt_calls: list[tuple[int, int]] = []
+        self.trim_calls: list[int] = []
+        self.mallopt = self._Recorder(lambda *args: self.mallopt_calls.append(args))
+        self.malloc_trim = self._Recorder(lambda pad: self.trim_calls.append(pad))
+
+    class _Recorder:
+        argtypes: object = None
+        restype: object = None
+
+        def __init__(self, record: Any) -> None:
+            self._record = record
+
+        def __call__(self, *args: int) -> int:
+            self._record(*args)
+            return 1
+
+
+@pytest.fixture
+def fake_glibc(monkeypatch: pytest.MonkeyPatch) -> FakeGlibc:
+    """The C library is a :class:`FakeGlibc` (glibc 2.36), with none of the user's
+    ``MALLOC_*`` or ``MRECORD_KEEP_FREED_MEMORY`` settings; set the memory budget with
+    ``monkeypatch.setattr(probe, "memory_budget", ...)``."""
+    libc = FakeGlibc()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setattr(os, "confstr", lambda name: "glibc 2.36")
+    for name in (
+        "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_TOP_PAD_",
+        "MRECORD_KEEP_FREED_MEMORY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return libc

@@ -5,13 +5,13 @@ arena)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 
 import pytest
 
 import mrecord.storage.probe as probe
 from mrecord.storage import allocator
+from tests.storage.conftest import FakeGlibc
 
 
 @pytest.mark.parametrize(
@@ -33,12 +33,13 @@ def test_a_budget_under_1_gib_is_small(
 
 @pytest.mark.parametrize("budget", [100 << 20, 8 << 30])
 def test_keep_freed_memory_leaves_glibc_alone_under_a_small_budget(
-    monkeypatch: pytest.MonkeyPatch, budget: int
+    monkeypatch: pytest.MonkeyPatch, fake_glibc: FakeGlibc, budget: int
 ) -> None:
     """With a fake C library: a reader's setting makes no mallopt call under 1 GiB and
     keeps KEEP_BYTES above; a server's (return_freed_blocks) fixes the mmap threshold at
     RETURN_ABOVE under 1 GiB and does nothing above."""
-    calls = _fake_glibc(monkeypatch, budget)
+    monkeypatch.setattr(probe, "memory_budget", lambda: budget)
+    calls = fake_glibc.mallopt_calls
     applied = allocator._apply()
     if budget < 1 << 30:
         assert not applied and calls == []
@@ -52,41 +53,16 @@ def test_keep_freed_memory_leaves_glibc_alone_under_a_small_budget(
         assert not returned and calls == []
 
 
-def test_a_users_malloc_setting_stands_for_a_server_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _fake_glibc(monkeypatch, 100 << 20)
+def test_a_users_malloc_setting_stands_for_a_server_too(
+    monkeypatch: pytest.MonkeyPatch, fake_glibc: FakeGlibc
+) -> None:
+    monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
+    calls = fake_glibc.mallopt_calls
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
     assert not allocator.return_freed_blocks() and calls == []
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     monkeypatch.setenv("MRECORD_KEEP_FREED_MEMORY", "0")
     assert not allocator.return_freed_blocks() and calls == []
-
-
-def _fake_glibc(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[tuple[int, int]]:
-    """A fake glibc whose mallopt calls are recorded in the list returned."""
-    calls: list[tuple[int, int]] = []
-
-    class Mallopt:
-        argtypes: object = None
-        restype: object = None
-
-        def __call__(self, param: int, value: int) -> int:
-            calls.append((param, value))
-            return 1
-
-    class FakeLibc:
-        mallopt = Mallopt()
-
-    monkeypatch.setattr(probe, "memory_budget", lambda: budget)
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
-    monkeypatch.setattr(os, "confstr", lambda name: "glibc 2.36")
-    for name in (
-        "MALLOC_TRIM_THRESHOLD_",
-        "MALLOC_MMAP_THRESHOLD_",
-        "MALLOC_TOP_PAD_",
-        "MRECORD_KEEP_FREED_MEMORY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    return calls
 
 
 _BIG_BLOCKS = """

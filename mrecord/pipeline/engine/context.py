@@ -3,7 +3,8 @@
 An iterator builds one context: the settings read at creation time (seed,
 prefetch size, default worker count), every node's position, the offload plan,
 where nodes resume (:meth:`ExecContext.take_resume`), the stop event, and the worker
-pools, which live as long as the iterator and are shut down by :meth:`ExecContext.close`.
+pools, which live as long as the iterator and are shut down by :meth:`ExecContext.close`,
+and what nodes asked to run then (:meth:`ExecContext.at_close`).
 
 Resume positions live here, in the run, and never on the dataset's nodes: two
 iterators over one dataset each skip only what their own state says.
@@ -60,6 +61,7 @@ class ExecContext:
         # The iterator's epoch (repeats inside it do not count): BatchInfo.get_epoch_num().
         self.epoch = 0
         self._pools: dict[int, Any] = {}
+        self._at_close: dict[int, Callable[[], object]] = {}
         self._resume = dict(resume or {})
         self._lock = threading.Lock()
         self._closed = False
@@ -95,8 +97,17 @@ class ExecContext:
                 self._pools[id(node)] = pool
             return pool
 
+    def at_close(self, key: object, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once when the run ends, after its pools are shut down (a
+        source giving back memory its reads kept); a second call with the same ``key``
+        changes nothing, and nothing runs for a run already closed."""
+        with self._lock:
+            if not self._closed:
+                self._at_close.setdefault(id(key), callback)
+
     def close(self) -> None:
-        """Set stop and shut every pool down (idempotent)."""
+        """Set stop, shut every pool down, then run the callbacks of :meth:`at_close`
+        (idempotent)."""
         self.stop.set()
         with self._lock:
             if self._closed:
@@ -104,5 +115,9 @@ class ExecContext:
             self._closed = True
             pools = list(self._pools.values())
             self._pools.clear()
+            callbacks = list(self._at_close.values())
+            self._at_close.clear()
         for pool in reversed(pools):
             pool.shutdown()
+        for callback in callbacks:
+            callback()

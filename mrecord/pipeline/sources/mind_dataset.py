@@ -48,7 +48,7 @@ _TARGET_VIEWED_BYTES = 64 << 20
 _MIN_VIEWED_BLOCK_ROWS = 16
 _VIEW_BYTES = 96  # a uint8 array viewing one bytes value of the map
 _MAX_IN_FLIGHT = 8
-_BUDGET_PER_COPIED_BLOCK = 128
+_BUDGET_PER_COPIED_BLOCK = 32
 """A block's copied values are at most this fraction of the memory budget (see
 ``_block_rows``)..."""
 _BUDGET_BLOCK_ROWS = 8192
@@ -152,6 +152,12 @@ class MindDataset(RandomAccessSource):
 
     def _file_row_counts(self) -> list[int]:
         return self._reader.file_row_counts
+
+    def _run_ended(self) -> None:
+        # The next reader of the process (another run, an evaluation) gets back the
+        # memory this run's reads kept, where the budget is small (DatasetReader's
+        # return_idle_memory; docs/READING.md, "Memory given back when a run ends").
+        self._reader.return_idle_memory()
 
     def _read_rows(self, ids: np.ndarray) -> Block:
         if self._on_error == "raise":
@@ -296,12 +302,12 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
     Measured in a 100 MB memory group (a file-order epoch of 72-byte rows, then a read of
     variable-shape rows through the map in the same process, the test in
     tests/storage/test_beyond_ram.py): blocks of 4 MiB (58K rows) raised the epoch's peak
-    from 57 to 92 MB and got the reader OOM-killed; blocks of a 64th of the budget (17.5K
-    rows) left 5-8 MB more resident after the epoch, and the variable-shape read, already
-    at the group's edge, slowed to a crawl in 2 of 6 runs; a 128th (8.7K rows there, as the
-    8,192-row bound gave before) in none of 3. In a 200 MB group a 128th is 19K tabular
-    rows. Never fewer than ``_BUDGET_BLOCK_ROWS`` for it (variable-shape rows of ~420
-    bytes in a 266 MB group keep their 8,192).
+    from 57 to 92 MB and got the reader OOM-killed. Blocks of a 32nd of the budget (2.5
+    MB, 35K rows there) peak at 77-85 MB; they left 46 MB of anonymous memory behind
+    (against 33 MB with a 128th), and the variable-shape read after, which needs ~50 MB
+    of its own, crawled, until a run's end gave back what its reads kept
+    (``_run_ended``): 30 MB left, the read in 6-7 s. In a 200 MB group a 32nd holds a
+    whole 4 MiB block. Never fewer than ``_BUDGET_BLOCK_ROWS`` rows for it.
     """
     copied = viewed = 0
     for shard in reader.shards:

@@ -201,6 +201,10 @@ class RandomAccessSource(SourceDataset):
         ended early (``PoolStopped``) once ``stop`` is set."""
         return self._read_rows(ids)
 
+    def _run_ended(self) -> None:
+        """Called once when a run that read from this source ends (its iterator done or
+        stopped): a source may give back memory its reads kept. Default: nothing."""
+
     def _lookahead(self, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         """The row ids of the blocks to read, in order; a source may look ahead in them
         (``RemoteDataset`` tells its server the coming rows). Default: as they are."""
@@ -258,6 +262,7 @@ class RandomAccessSource(SourceDataset):
         return []  # a leaf: set_state's rows are positions of this epoch's order to skip
 
     def _iter_blocks(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
+        ctx.at_close(self, self._run_ended)
         order = self._order(ctx.seed, epoch)
         skip = ctx.take_resume(self, epoch)  # mid-epoch resume: start at this position
         size = self._block_rows
@@ -334,6 +339,7 @@ class RandomAccessSource(SourceDataset):
         self, ctx: ExecContext, epoch: int, start: int, stop: int
     ) -> Iterator[Block]:
         """Positions ``start:stop`` of this epoch's order (ConcatDataset.use_sampler)."""
+        ctx.at_close(self, self._run_ended)
         order = self._order(ctx.seed, epoch)
         for first in range(start, stop, self._block_rows):
             positions = np.arange(first, min(first + self._block_rows, stop), dtype=np.int64)
