@@ -52,7 +52,11 @@ TRANSPORTS = CHOICES
 _TARGET_BLOCK_BYTES = 16 << 20
 """Bytes per block request: big enough that a request costs little beside its copy."""
 _MIN_BLOCK_ROWS = 16
-_MAX_BLOCK_ROWS = 8192
+_MAX_BLOCK_ROWS = 65_536
+"""Rows per request at most: the server's default ``max_block_rows`` and a
+``MindDataset`` block's bound. Tabular rows (76 bytes) went 8,192 to a request before:
+0.87-0.95M rows/s in GLOBAL order over HTTP against 1.86-1.89M now, 4.15-4.19M in file
+order over the same-host transport against 5.68-5.86M (docs/SERVE.md)."""
 _LABEL_STEP = 65_536
 """Ids per request when the PKSampler's class column is fetched."""
 
@@ -348,7 +352,8 @@ def _schema(info: dict[str, Any]) -> StoredSchema:
 
 
 def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
-    """Rows per request: about 16 MiB of raw data (8192 rows at most), within server limits."""
+    """Rows per request: about 16 MiB of raw data (``_MAX_BLOCK_ROWS`` at most), within the
+    server's limits."""
     per_row = max(1.0, sum(float(info["row_bytes"][c]) for c in columns))
     limits = info.get("limits", {})
     rows = int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
