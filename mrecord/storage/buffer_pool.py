@@ -94,10 +94,18 @@ class BufferPool:
 
     def release_free(self) -> int:
         """Let go of every free slab (the next buffers are made anew); the bytes let go.
-        Slabs still viewed are not touched: they come back, and are kept, as before."""
-        with self._lock:
+        Slabs still viewed are not touched: they come back, and are kept, as before.
+
+        Nothing (0) while the lock is held: a run's end calls this, and a run can end in
+        a finalizer that the garbage collector runs in any thread, also in this pool's
+        code with the lock held (see ``_returned``); waiting there would never end."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
             self._sort_returned()
             freed, self._free, self._free_bytes = self._free_bytes, [], 0
+        finally:
+            self._lock.release()
         return freed
 
     def _reuse(self, nbytes: int) -> np.ndarray | None:

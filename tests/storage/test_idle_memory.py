@@ -47,6 +47,16 @@ def test_every_pool_lets_go_of_its_free_slabs_not_of_those_in_use() -> None:
     assert pool.free_bytes == SLAB_ROUND  # ...and comes back, kept, when let go
 
 
+def test_a_pool_busy_in_this_thread_is_left_as_it_is() -> None:
+    """A run can end in a finalizer the garbage collector runs inside the pool's own code,
+    its lock held by the same thread: the release gives nothing back there, and returns."""
+    pool = _pool_with_free_slabs()
+    with pool._lock:
+        assert pool.release_free() == 0
+    assert pool.free_bytes == 3 * SLAB_ROUND
+    assert pool.release_free() == 3 * SLAB_ROUND and pool.free_bytes == 0
+
+
 def test_idle_memory_goes_back_under_a_small_budget_only(
     monkeypatch: pytest.MonkeyPatch, fake_glibc: FakeGlibc
 ) -> None:
