@@ -402,6 +402,19 @@ def _written(path: Path, side: str) -> bool:
     return path.exists() and mark.exists() and mark.read_text() == _mark_text(side)
 
 
+def written_dataset(directory: Path, workload: str, quick: bool) -> tuple[Path, int]:
+    """mrecord's dataset of ``workload`` under ``directory`` (written now unless a finished
+    one is there) and its rows."""
+    rows = (_QUICK_ROWS if quick else _FULL_ROWS)[workload]
+    path = directory / f"{workload}{rows}.mrecord"
+    if not _written(path, "mrecord"):
+        print(f"writing {rows:,} {workload} rows with mrecord ...", flush=True)
+        failed = _write(sys.executable, "mrecord", workload, rows, path)
+        if failed:
+            raise SystemExit(f"mrecord's writer failed: {failed}")
+    return path, rows
+
+
 def _mindspore_python(option: str | None) -> tuple[str | None, str]:
     from benchmarks.run import find_mindspore
 
@@ -569,14 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     me += ["--verify", args.verify]
     timeout = 4 * seconds + 120
     for workload in workloads:
-        rows = (_QUICK_ROWS if args.quick else _FULL_ROWS)[workload]
-        ours = args.dir / f"{workload}{rows}.mrecord"
+        ours, rows = written_dataset(args.dir, workload, args.quick)
         theirs = args.dir / f"{workload}{rows}.mindrecord"
-        if not _written(ours, "mrecord"):
-            print(f"writing {rows:,} {workload} rows with mrecord ...", flush=True)
-            failed = _write(sys.executable, "mrecord", workload, rows, ours)
-            if failed:
-                raise SystemExit(f"mrecord's writer failed: {failed}")
         side_python = ms_python
         if side_python is not None and not _written(theirs, "mindspore"):
             print(f"writing {rows:,} {workload} rows with MindSpore (minutes) ...", flush=True)

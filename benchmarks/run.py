@@ -52,6 +52,7 @@ EXTRA_SUITES = {
     "torch": "benchmarks.bench_torch",
     "gpu": "benchmarks.bench_gpu",
     "beyond_ram": "benchmarks.bench_beyond_ram",
+    "serve_beyond_ram": "benchmarks.bench_serve_beyond_ram",
     "peers": "benchmarks.peers",
 }
 """Benchmarks written by others with their own output: run as ``python -m MODULE``."""

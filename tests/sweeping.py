@@ -3,6 +3,7 @@ buffers): make every reader's data beyond its memory and spy on what it reads.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import mrecord.reader.dataset_reader as dataset_reader
 import mrecord.storage.chunk_buffers as chunk_buffers
 import mrecord.storage.readahead as readahead
-from mrecord import DatasetReader
+from mrecord import DatasetReader, FileWriter
 from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
 
@@ -69,3 +70,39 @@ def column_bytes(reader: DatasetReader, columns: list[str]) -> int:
         for s in reader.shards
         for n in columns
     )
+
+
+SMALL_ROWS = 500
+"""Rows of :func:`write_small_rows`'s dataset."""
+
+SMALL_WINDOW_BUDGET = (
+    100 * dataset_reader._SWEEP_WINDOWS * (dataset_reader._SWEEP_ROW_BYTES + 8 + 12)
+)
+"""A memory budget that holds sweep windows of 100 of :func:`write_small_rows`'s rows
+(an int64 and a float32 [3] a row, ``_SWEEP_ROW_BYTES`` beside, eight windows)."""
+
+
+def write_small_rows(folder: Path) -> list[str]:
+    """A dataset of ``SMALL_ROWS`` small rows (``id``, and ``vec`` = three times the id)
+    in two shards of many 1 KiB pages; its shard files."""
+    with FileWriter(folder / "t.mrecord", shard_num=2) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "vec": {"type": "float32", "shape": [3]}})
+        writer.set_page_size(1 << 10)  # many chunks a shard
+        writer.write_raw_data(
+            [{"id": i, "vec": np.full(3, i, dtype=np.float32)} for i in range(SMALL_ROWS)]
+        )
+    return [str(f) for f in writer.files]
+
+
+def read_ids(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """The ids of every ``DatasetReader.read_rows`` call made after this call (a server's
+    reads, when it runs in this process)."""
+    reads: list[np.ndarray] = []
+    real = DatasetReader.read_rows
+
+    def spy(self: DatasetReader, ids: Any, columns: Any = None, **kwargs: Any) -> Any:
+        reads.append(np.asarray(ids, dtype=np.int64).reshape(-1).copy())
+        return real(self, ids, columns, **kwargs)
+
+    monkeypatch.setattr(DatasetReader, "read_rows", spy)
+    return reads

@@ -10,7 +10,11 @@ rows are read in file order, so no two tasks decode the same page); each range i
 2. open just the shards its row ids fall in (``DatasetReader``, mmap),
 3. read ``rows_per_block`` ids at a time with the vectorized gather, convert them to an
    Arrow table (``mrecord.ray._arrow``) and yield it, halved until it fits the target
-   block size (``DataContext.target_max_block_size``, at most 128 MiB).
+   block size (``DataContext.target_max_block_size``, at most 128 MiB). A random order
+   over small rows beyond memory is read a window at a time instead, each window in one
+   pass over the files (``DatasetReader.sweep_rows``, as ``MindDataset`` does; over a
+   served dataset the window's rows asked for in ascending order,
+   ``RemoteDataset.sweep_rows``), and yielded ``rows_per_block`` rows at a time.
 
 Only the requested columns are ever gathered (``columns=``, or Ray's projection pushdown
 from ``ds.select_columns``).
@@ -27,7 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,10 +41,11 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
 from mrecord import DatasetReader, Shuffle, config
+from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.format.schema import StoredSchema
 from mrecord.ray._arrow import block_to_table
-from mrecord.sampling import shuffle_order
+from mrecord.sampling import scattered_ids, shuffle_order
 from mrecord.serve.client.served import ServedSpec, served_spec
 from mrecord.serve.client.served import read_rows as read_served_rows
 
@@ -49,6 +54,9 @@ __all__ = ["DEFAULT_BLOCK_BYTES", "MRecordDatasource", "read_mrecord"]
 DEFAULT_BLOCK_BYTES = 128 << 20
 """Upper bound on the size of a block a read task yields (Ray's default target)."""
 _MIN_BLOCK_BYTES = 1 << 10
+_SCATTER_SAMPLE = 4096
+"""A read task's first ids that tell whether its order is scattered enough to sweep
+(``RandomAccessSource``'s rule)."""
 
 
 class MRecordDatasource(Datasource):  # type: ignore[misc]
@@ -285,9 +293,12 @@ def _read_range(
         shift = np.zeros(len(counts), dtype=np.int64)
         shift[touched] = reader.file_starts[:-1] - file_starts[touched]
         local = ids + shift[shard_of]
-        for a in range(0, len(local), rows_per_block):
-            block = reader.read_rows(local[a : a + rows_per_block])
-            yield from _bounded(block_to_table(block, reader.schema, columns), max_block_bytes)
+        window = _sweep_window(reader.sweep_rows, columns, local, rows_per_block)
+        step = window or rows_per_block
+        for a in range(0, len(local), step):
+            whole = reader.read_rows(local[a : a + step], sweep=bool(window))
+            for block in _cut(whole, rows_per_block):
+                yield from _bounded(block_to_table(block, reader.schema, columns), max_block_bytes)
 
 
 def _read_served_range(
@@ -309,11 +320,39 @@ def _read_served_range(
     ids = order.take(np.arange(start, stop, dtype=np.int64))
     ds = spec.open(columns)
     try:
-        for a in range(0, len(ids), rows_per_block):
-            block = read_served_rows(ds, ids[a : a + rows_per_block], columns)
-            yield from _bounded(block_to_table(block, schema, columns), max_block_bytes)
+        window = _sweep_window(ds.sweep_rows, columns, ids, rows_per_block)
+        step = window or rows_per_block
+        for a in range(0, len(ids), step):
+            whole = read_served_rows(ds, ids[a : a + step], columns, sweep=bool(window))
+            for block in _cut(whole, rows_per_block):
+                yield from _bounded(block_to_table(block, schema, columns), max_block_bytes)
     finally:
         ds.close()
+
+
+def _sweep_window(
+    sweep_rows: Callable[[list[str], int], int],
+    columns: Sequence[str],
+    ids: np.ndarray,
+    rows_per_block: int,
+) -> int:
+    """Rows a read task reads at once: a sweep's window where its ids are a random order
+    and the reader says a window is read fastest in one pass (small rows beyond memory);
+    0 otherwise (``rows_per_block`` at a time). File order never asks (asking measures
+    the device)."""
+    if not scattered_ids(ids[:_SCATTER_SAMPLE]):
+        return 0
+    window = sweep_rows(list(columns), len(ids))
+    return window if window > rows_per_block else 0
+
+
+def _cut(block: Block, rows: int) -> Iterator[Block]:
+    """``block`` in pieces of ``rows`` rows (a window read at once, yielded as blocks)."""
+    if len(block) <= rows:
+        yield block
+        return
+    for a in range(0, len(block), rows):
+        yield block.slice(a, a + rows)
 
 
 def _bounded(table: pa.Table, max_bytes: int) -> Iterator[pa.Table]:

@@ -701,7 +701,13 @@ class DatasetReader:
         requests = sum(len(pages) for _, _, pages, _ in groups) * columns
         return profile.pass_seconds(nbytes) * _PASS_SPEEDUP <= profile.requests_seconds(requests)
 
-    def sweep_rows(self, columns: Sequence[str] | None = None, rows: int | None = None) -> int:
+    def sweep_rows(
+        self,
+        columns: Sequence[str] | None = None,
+        rows: int | None = None,
+        *,
+        budget: int | None = None,
+    ) -> int:
         """Rows per window in which a random order over these files is read fastest, or
         0 where rows are read as they come.
 
@@ -723,6 +729,11 @@ class DatasetReader:
 
         ``rows``: how many rows the order holds at most (an epoch of a few rows spread over
         every chunk is cheaper as requests: the rule weighs the window it would read).
+        ``budget``: the bytes the window is cut from, where the window is held by another
+        process than this one (a ``RemoteDataset`` client of ``mrecord serve``, which
+        reads its window's rows from the server in ascending order and puts them back in
+        its own memory); default this process's memory budget. Whether the files are
+        beyond memory is always this process's question: it is the one reading them.
 
         0 unless the files are local, larger than the memory this process may fill, and
         every column is a fixed-width or variable-shape one stored uncompressed (a bytes
@@ -730,7 +741,7 @@ class DatasetReader:
         chunks keep the map's path).
         """
         names = self.columns if columns is None else _check_columns(self.schema, columns)
-        budget = self._memory_budget()
+        budget = self._memory_budget() if budget is None else budget
         if not CHUNK_BUFFERS or not names or budget is None or not self._beyond_memory():
             return 0
         per_row = _SWEEP_ROW_BYTES

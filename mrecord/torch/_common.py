@@ -149,18 +149,20 @@ class ServedReader:
         sweep: bool = False,
     ) -> Block:
         """The rows at global ``ids`` (as many requests as the server's limits need;
-        ``sweep`` is the server's business: ignored)."""
+        ``sweep``: a window of :meth:`sweep_rows` rows, asked for in ascending order and
+        put back in order here, ``RemoteDataset.read_rows(sweep=True)``)."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        self._hint_next(ids)
+        # A sweep's requests tell the server their own next rows; the next window's,
+        # spread over every file, would only make it read at random.
+        self._hint_next(ids, announce=not sweep)
         chosen = self._columns if columns is None else list(columns)
-        return read_served_rows(
-            self._ds, np.asarray(ids, dtype=np.int64), chosen, bytes_as_arrays=bytes_as_arrays
-        )
+        return read_served_rows(self._ds, ids, chosen, bytes_as_arrays=bytes_as_arrays, sweep=sweep)
 
     def sweep_rows(self, columns: Sequence[str] | None = None, rows: int | None = None) -> int:
-        """0: a served dataset's reads are the server's (it reads its files as it sees
-        fit); the client asks for rows as they come."""
-        return 0
+        """Rows per window in which a random order is read fastest from the server, each
+        window's rows asked for in ascending order (``RemoteDataset.sweep_rows``: the
+        server weighs its files, memory and device for this process's memory), or 0."""
+        return self._ds.sweep_rows(self._columns if columns is None else columns, rows)
 
     def plan_reads(self, order_of: Callable[[int], np.ndarray], epoch: int) -> None:
         """Remember this pass's ids in read order: each read then tells the server the
@@ -169,13 +171,13 @@ class ServedReader:
         self._coming = np.asarray(order_of(epoch), dtype=np.int64).reshape(-1)
         self._at = 0
 
-    def _hint_next(self, ids: np.ndarray) -> None:
+    def _hint_next(self, ids: np.ndarray, announce: bool = True) -> None:
         coming, at, n = self._coming, self._at, len(ids)
         if coming is None or not np.array_equal(coming[at : at + n], ids):
             return  # not the planned order (a skip after damage): no guess
         self._at = at + n
         following = coming[at + n : at + 2 * n]
-        if len(following):
+        if announce and len(following):
             self._ds.hint(following)
 
 

@@ -4,12 +4,10 @@ exactly the batches it yields reading them as they come; file order never sweeps
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-import mrecord.reader.dataset_reader as dataset_reader
-from mrecord import FileWriter, Shuffle
-from tests.sweeping import sweeping
+from mrecord import Shuffle
+from tests.sweeping import SMALL_ROWS, SMALL_WINDOW_BUDGET, sweeping, write_small_rows
 
 torch = pytest.importorskip("torch")
 
@@ -17,19 +15,12 @@ from mrecord.torch import StreamingDataLoader, StreamingDataset  # noqa: E402
 
 pytestmark = [pytest.mark.torch]
 
-ROWS = 500
+ROWS = SMALL_ROWS
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("sweep")
-    with FileWriter(folder / "t.mrecord", shard_num=2) as writer:
-        writer.add_schema({"id": {"type": "int64"}, "vec": {"type": "float32", "shape": [3]}})
-        writer.set_page_size(1 << 10)  # many chunks a shard
-        writer.write_raw_data(
-            [{"id": i, "vec": np.full(3, i, dtype=np.float32)} for i in range(ROWS)]
-        )
-    return str(writer.files[0])
+    return write_small_rows(tmp_path_factory.mktemp("sweep"))[0]
 
 
 def _batches(files: str, shuffle: Shuffle | bool, rank: int = 0) -> list[list[int]]:
@@ -41,8 +32,7 @@ def _batches(files: str, shuffle: Shuffle | bool, rank: int = 0) -> list[list[in
     return out
 
 
-# a window of 100 rows: (8 + 12 bytes of values + 64 a row) x 8 windows in the budget
-BUDGET = 100 * dataset_reader._SWEEP_WINDOWS * (8 + 12 + dataset_reader._SWEEP_ROW_BYTES)
+BUDGET = SMALL_WINDOW_BUDGET  # windows of 100 rows
 
 
 @pytest.mark.parametrize("rank", [0, 1])

@@ -9,7 +9,8 @@ needed, the measured storage under the files, by the rules of
 Sizes measured in one process may differ in the next (a restarted job): for a resume
 that must be exact across restarts, pass ``block_rows`` and ``window_blocks``
 (``ds.block_layout`` shows the sizes chosen). :func:`plan_layout_from` plans from facts
-gathered elsewhere: ``RemoteDataset`` gets them from its server.
+gathered elsewhere: ``RemoteDataset`` gets them from its server, and this process's
+``memory_budget`` from here (it holds its sweep windows, ``serve/client/sweep.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mrecord.sampling.shuffle.block import BlockLayout, Measure, choose_layout
 __all__ = [
     "DatasetLayout",
     "check_block_sizes",
+    "memory_budget",
     "mode_and_shards",
     "plan_layout",
     "plan_layout_from",

@@ -120,14 +120,20 @@ def read_rows(
     columns: Sequence[str],
     *,
     bytes_as_arrays: bool = False,
+    sweep: bool = False,
 ) -> Block:
     """Rows ``ids`` of ``ds`` as ``DatasetReader.read_rows`` gives them, in as many
     requests as the server's limits need. Bytes values come as ``bytes`` unless
-    ``bytes_as_arrays`` (then read-only ``uint8`` arrays, as the reader's)."""
+    ``bytes_as_arrays`` (then read-only ``uint8`` arrays, as the reader's). ``sweep``:
+    a window of ``ds.sweep_rows`` rows, asked for in ascending order
+    (``RemoteDataset.read_rows(sweep=True)``)."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     step = max(1, ds.block_rows)
-    starts = range(0, len(ids), step) if len(ids) else range(1)
-    block = Block.concat([ds.read_rows(ids[i : i + step], columns) for i in starts])
+    if sweep:
+        block = ds.read_rows(ids, columns, sweep=True)
+    else:
+        starts = range(0, len(ids), step) if len(ids) else range(1)
+        block = Block.concat([ds.read_rows(ids[i : i + step], columns) for i in starts])
     if not bytes_as_arrays:
         for name, values in block.columns.items():
             if _holds_byte_arrays(values):

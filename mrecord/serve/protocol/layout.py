@@ -25,10 +25,26 @@ Both answers travel over HTTP, also for a reader whose blocks come through the
 same-host socket. A server older than this protocol answers ``not_found`` for both:
 a reader then refuses ``Shuffle.BLOCK`` with an error that says so (it would read
 another order than ``MindDataset``) and reads ``Shuffle.ADAPTIVE`` without BLOCK.
+
+A random order over small rows beyond the server's memory is read fastest a window at a
+time, the window's rows asked for in ascending order (the server's reads then pass over
+its files once a window instead of jumping for every row) and put back in the order by
+the reader (``RemoteDataset``'s sweep, ``DatasetReader.sweep_rows``'s rule, weighed
+where the files are)::
+
+    GET /api/datasets/{name}/sweep?columns=a,b&rows=R&budget=M  ->  {"window": W}
+
+- ``budget``: the bytes the *reader* may fill, which hold its windows; ``rows``: how many
+  rows its order holds (the window is never more);
+- ``window``: rows per window, 0 where rows are best asked for as they come (the files
+  fit the server's memory, or its device serves requests about as fast as a pass). A
+  server older than this answer: ``not_found``, and the reader asks as rows come.
 """
 
 from __future__ import annotations
 
+import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +53,23 @@ import numpy.typing as npt
 
 from mrecord.errors import DatasetServerError
 
-__all__ = ["LAYOUT", "STORAGE", "LayoutAnswer", "storage_from_json", "storage_to_json"]
+__all__ = [
+    "LAYOUT",
+    "STORAGE",
+    "SWEEP",
+    "LayoutAnswer",
+    "storage_from_json",
+    "storage_to_json",
+    "sweep_query",
+    "sweep_window",
+]
 
 LAYOUT = "layout"
 """The path under ``/api/datasets/{name}/`` of the layout answer."""
 STORAGE = "storage"
 """The path under ``/api/datasets/{name}/`` of the storage answer."""
+SWEEP = "sweep"
+"""The path under ``/api/datasets/{name}/`` of the sweep answer."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,11 +132,27 @@ def storage_from_json(obj: Any, where: str) -> tuple[float, float] | None:
     return float(iops), float(bandwidth)
 
 
-def _count(value: Any, name: str, where: str) -> int:
+def sweep_query(columns: Sequence[str], rows: int, budget: int) -> str:
+    """The path and query of a ``sweep`` question (module docstring)."""
+    query = urllib.parse.urlencode(
+        {"columns": ",".join(columns), "rows": int(rows), "budget": int(budget)}
+    )
+    return f"{SWEEP}?{query}"
+
+
+def sweep_window(obj: Any, where: str) -> int:
+    """The rows per window of a ``sweep`` answer (0: no sweep); DatasetServerError
+    naming ``where`` when malformed."""
+    if not isinstance(obj, dict):
+        raise _bad(where, f"expected a map, got {type(obj).__name__}", "sweep")
+    return _count(obj.get("window"), "window", where, answer="sweep")
+
+
+def _count(value: Any, name: str, where: str, answer: str = "block layout") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _bad(where, f'"{name}" must be an int >= 0, got {value!r}')
+        raise _bad(where, f'"{name}" must be an int >= 0, got {value!r}', answer)
     return value
 
 
-def _bad(where: str, why: str) -> DatasetServerError:
-    return DatasetServerError(f"{where}: malformed block layout answer: {why}")
+def _bad(where: str, why: str, answer: str = "block layout") -> DatasetServerError:
+    return DatasetServerError(f"{where}: malformed {answer} answer: {why}")

@@ -28,7 +28,7 @@ from mrecord.block import Block
 from mrecord.errors import SlowClientError
 from mrecord.serve.buffers import BufferPool
 from mrecord.serve.protocol.errors import ERROR_CODES
-from mrecord.serve.protocol.layout import LAYOUT, STORAGE
+from mrecord.serve.protocol.layout import LAYOUT, STORAGE, SWEEP
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import is_loopback
 from mrecord.serve.protocol.wire import decode_request, encode_block
@@ -135,6 +135,7 @@ def create_app(
         Route("/api/datasets/{name}/stats", api.stats, methods=["GET"]),
         Route(f"/api/datasets/{{name}}/{LAYOUT}", api.layout, methods=["GET"]),
         Route(f"/api/datasets/{{name}}/{STORAGE}", api.storage, methods=["GET"]),
+        Route(f"/api/datasets/{{name}}/{SWEEP}", api.sweep, methods=["GET"]),
         Route("/api/datasets/{name}/blocks", api.blocks, methods=["POST"]),
         Route("/api/datasets/{name}/hint", api.hint, methods=["POST"]),
     ]
@@ -365,6 +366,20 @@ class _Api:
     async def storage(self, request: Request) -> Response:
         ds = self._dataset(request)
         return starlette.responses.JSONResponse(_finite(await self._run(ds.storage)))
+
+    @_answers
+    async def sweep(self, request: Request) -> Response:
+        """Rows per window in which a reader holding ``budget`` bytes reads a random order
+        of ``rows`` rows of ``columns`` fastest, asking for each window's rows in
+        ascending order (``serve/protocol/layout.py``); 0: as they come."""
+        ds = self._dataset(request)
+        q = request.query_params
+        columns = _columns_param(q, ds)
+        rows = _int_param(q, "rows", ds.reader.num_rows, low=0)
+        budget = _int_param(q, "budget", 0, low=0)
+        return starlette.responses.JSONResponse(
+            {"window": await self._run(ds.sweep_window, columns, rows, budget)}
+        )
 
     @_answers
     async def rows(self, request: Request) -> Response:

@@ -182,6 +182,12 @@ class ServedDataset:
         (``mrecord.storage.probe``; about half a second of direct I/O the first time)."""
         return storage_to_json(measured_numbers(self.reader))
 
+    def sweep_window(self, columns: list[str], rows: int, budget: int) -> int:
+        """Rows per window of a reader's sweep (``GET .../sweep``): the reader's rule
+        (``DatasetReader.sweep_rows``) for its ``budget`` bytes and ``rows`` rows, weighed
+        against this server's files, memory and device (measured once, the first time)."""
+        return self.reader.sweep_rows(columns, rows, budget=budget)
+
     def stats(self) -> dict[str, Any]:
         """``mrecord stats --json``'s content (every row read once, then kept)."""
         with self._stats_lock:
