@@ -90,7 +90,9 @@ def test_a_read_task_over_a_served_dataset_asks_for_windows_in_ascending_order(
 ) -> None:
     counts = _counts(files)
     spec = ServedSpec((server.url,), "t")
-    schema = client_dataset.RemoteDataset(server.url, "t").schema
+    described = client_dataset.RemoteDataset(server.url, "t")
+    schema = described.schema
+    described.close()
 
     def task() -> list[int]:
         tables = _read_served_range(

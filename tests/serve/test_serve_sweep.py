@@ -20,9 +20,9 @@ import pytest
 
 import mrecord.reader.dataset_reader as dataset_reader
 import mrecord.serve.client.dataset as client_dataset
-from mrecord import MindDataset, Shuffle, config
+from mrecord import DatasetReader, MindDataset, Shuffle, config
 from mrecord.block import Block
-from mrecord.errors import DatasetServerError
+from mrecord.errors import CorruptFileError, DatasetServerError
 from mrecord.pool import PoolStopped
 from mrecord.serve.client.sweep import read_ascending
 from mrecord.serve.client.transports.base import NotOffered
@@ -98,10 +98,23 @@ def test_a_global_order_is_read_in_ascending_windows_with_the_same_rows(
     assert restarts >= len(want) // 100 - 1
 
 
+_OPENED: list[Any] = []
+"""The RemoteDatasets a test opened (closed after it: their connections)."""
+
+
+@pytest.fixture(autouse=True)
+def _close_remotes() -> Iterator[None]:
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def _remote(server: ServerThread, transport: str, **kwargs: Any) -> Any:
-    return client_dataset.RemoteDataset(
+    ds = client_dataset.RemoteDataset(
         server.url, "t", shuffle=Shuffle.GLOBAL, transport=transport, **kwargs
     )
+    _OPENED.append(ds)
+    return ds
 
 
 def test_file_order_and_a_server_within_its_memory_never_sweep(
@@ -112,6 +125,7 @@ def test_file_order_and_a_server_within_its_memory_never_sweep(
     asked = _sweep_questions(monkeypatch)
     reads = _beyond_memory(monkeypatch)
     ordered = client_dataset.RemoteDataset(server.url, "t", shuffle=False)
+    _OPENED.append(ordered)
     ids = [row for row, _ in _rows(ordered, epochs=1)]
     assert ids == list(range(ROWS))
     # blocks of the order as it goes (several in flight), no window of it read at once
@@ -155,7 +169,10 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
         with urllib.request.urlopen(url, timeout=30) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        try:
+            return exc.code, json.loads(exc.read())
+        finally:
+            exc.close()  # its socket, else closed by the garbage collector, with a warning
 
 
 def test_the_sweep_answer(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,3 +268,55 @@ def test_an_order_that_fits_one_window_is_read_in_two(
     monkeypatch.undo()
     assert got == _rows(MindDataset(files, shuffle=Shuffle.GLOBAL), epochs=1)
     assert windows == [ROWS // 2, ROWS // 2]
+
+
+@pytest.mark.parametrize("k", [1, 99, 250, 401])
+def test_a_resume_inside_a_window_yields_the_rest_of_the_epoch(
+    server: ServerThread, files: Path, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = [row for row, _ in _rows(_remote(server, "http"), epochs=1)]
+    reads = _beyond_memory(monkeypatch)
+    config.set_seed(SEED)
+    it = _remote(server, "http").create_tuple_iterator(num_epochs=1, output_numpy=True)
+    head = [int(row[0]) for _, row in zip(range(k), it, strict=False)]
+    state = json.loads(json.dumps(it.state_dict()))
+    it.stop()
+    resumed = _remote(server, "http").create_tuple_iterator(num_epochs=1, output_numpy=True)
+    resumed.load_state_dict(state)
+    rest = [int(row[0]) for row in resumed]
+    assert head + rest == full
+    assert reads and all(bool(np.all(np.diff(ids) > 0)) for ids in reads)  # it swept
+
+
+def test_a_damaged_chunk_on_the_server_fails_where_block_reads_do(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window that meets a damaged chunk is read again block by block: the rows before
+    the damage come out, never a row of the damaged chunk, then the error."""
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    for part in files.parent.iterdir():
+        if part.name.startswith("t.mrecord") and part.is_file():
+            (folder / part.name).write_bytes(part.read_bytes())
+    path = folder / files.name
+    with DatasetReader.open(path) as reader:
+        shard = reader.shards[0]
+        offset, length, _ = shard.chunk_place(3, shard.field_index("vec"))
+        starts = shard.page_starts_list
+        lost = set(range(starts[3], starts[4]))
+    with open(path, "r+b") as f:
+        f.seek(offset + length // 2)
+        byte = f.read(1)
+        f.seek(offset + length // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    order = [row for row, _ in _rows(MindDataset(files, shuffle=Shuffle.GLOBAL), epochs=1)]
+    _beyond_memory(monkeypatch)
+    got: list[int] = []
+    with ServerThread({"t": path}, limits=Limits(max_block_rows=STEP)) as srv:
+        config.set_seed(SEED)
+        remote = _remote(srv, "http")
+        assert remote.sweep_rows(rows=ROWS) == 100
+        with pytest.raises(CorruptFileError, match=r"page 3, field 'vec'"):
+            for row in remote.create_tuple_iterator(num_epochs=1, output_numpy=True):
+                got.append(int(row[0]))
+    assert got == order[: len(got)] and not lost & set(got)
