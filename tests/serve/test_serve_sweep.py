@@ -205,14 +205,19 @@ def test_read_ascending_asks_in_ascending_order_and_puts_rows_back() -> None:
             asked.append(ids.tolist())
         return Block({"x": ids * 10}, ids.copy())
 
-    ids = np.random.default_rng(3).integers(0, 1000, 700)  # repeats too
-    for in_flight in (1, 3):
-        asked.clear()
-        block = read_ascending(read, ids, step=64, in_flight=in_flight)
-        np.testing.assert_array_equal(block.row_ids, ids)
-        np.testing.assert_array_equal(np.asarray(block.columns["x"]), ids * 10)
-        assert sorted(v for part in asked for v in part) == sorted(ids.tolist())
-        assert all(len(part) <= 64 and part == sorted(part) for part in asked)
+    rng = np.random.default_rng(3)
+    dense = rng.integers(0, 1000, 700)  # repeats too; ordered by a table of the range
+    thin = rng.integers(0, 10**9, 700)  # spread thin: ordered by sorting
+    for ids in (dense, thin):
+        for in_flight in (1, 3):
+            asked.clear()
+            block = read_ascending(read, ids, step=64, in_flight=in_flight)
+            np.testing.assert_array_equal(block.row_ids, ids)
+            np.testing.assert_array_equal(np.asarray(block.columns["x"]), ids * 10)
+            # every distinct id asked for once, in requests of ascending ids
+            # (requests in flight together may be recorded in any order)
+            assert [v for part in sorted(asked) for v in part] == sorted(set(ids.tolist()))
+            assert all(len(part) <= 64 and part == sorted(set(part)) for part in asked)
     stop = threading.Event()
     stop.set()
     with pytest.raises(PoolStopped):

@@ -29,6 +29,10 @@ from mrecord.pool import PoolStopped, ThreadPool, ordered_map
 
 __all__ = ["read_ascending"]
 
+_DENSE_SPAN = 8
+"""Ids spread over at most this many times their number are ordered by a table of their
+range (9 bytes a slot, 72 a row at most), more thinly spread ones by sorting."""
+
 Lookahead = Callable[[Iterator[np.ndarray]], Iterator[np.ndarray]]
 """What a reader does with the coming requests' ids before they are asked for (tell the
 server, ``RemoteDataset._lookahead``); yields them unchanged."""
@@ -45,12 +49,12 @@ def read_ascending(
 ) -> Block:
     """The rows ``ids`` (any order, repeats allowed) as one block in that order, asked
     for by ``read`` (one request of at most ``step`` ids) in ascending id order, up to
-    ``in_flight`` requests at once. ``PoolStopped`` once ``stop`` is set."""
+    ``in_flight`` requests at once (a repeated id asked for once). ``PoolStopped``
+    once ``stop`` is set."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     if len(ids) <= step:
         return read(ids)  # one request: the server sorts its own reads
-    order = np.argsort(ids, kind="stable")
-    ascending = ids[order]
+    ascending, place = _ascending(ids)
     pieces: Iterator[np.ndarray] = (
         ascending[lo : lo + step] for lo in range(0, len(ascending), step)
     )
@@ -67,6 +71,25 @@ def read_ascending(
             parts = [block for _, block in ordered_map(pool, pieces, in_flight, stop)]
     merged = Block.concat(parts)
     del parts  # the window once, not twice, while it is put back in order
-    place = np.empty(len(ids), dtype=np.int64)
-    place[order] = np.arange(len(ids), dtype=np.int64)
     return merged.take(place)
+
+
+def _ascending(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``ids`` in ascending order, and where each of ``ids`` is among them
+    (``ascending[place] == ids``). Where the ids cover a good share of their range (a
+    window of a random order) by marking them in a table of the range, else by sorting:
+    4M ids of 8M in 0.45 s against 1.1 s for ``argsort`` here (a repeated id is asked
+    for once either way). A tabular GLOBAL epoch from a server beyond its memory, three
+    alternating pairs against ``argsort``: 0.97-1.08x (median 1.06x) the rate, the
+    client's CPU 6.4-7.3 s against 7.2-8.1 s."""
+    low = int(ids.min())
+    span = int(ids.max()) - low + 1
+    if span > _DENSE_SPAN * len(ids):
+        ascending, place = np.unique(ids, return_inverse=True)
+        return ascending, place.reshape(-1)
+    present = np.zeros(span, dtype=bool)
+    present[ids - low] = True
+    ascending = np.flatnonzero(present) + low
+    rank = np.cumsum(present, dtype=np.int64)
+    rank -= 1
+    return ascending.astype(np.int64, copy=False), rank[ids - low]
