@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from mrecord.block import Block
-from mrecord.pool import PoolStopped, ThreadPool, ordered_map
+from mrecord.pool import ThreadPool, ordered_map
 
 __all__ = ["read_ascending"]
 
@@ -60,15 +60,9 @@ def read_ascending(
     )
     if lookahead is not None:
         pieces = lookahead(pieces)
-    if in_flight <= 1:
-        parts = []
-        for piece in pieces:
-            if stop is not None and stop.is_set():
-                raise PoolStopped("the run stopped during a sweep")
-            parts.append(read(piece))
-    else:
-        with ThreadPool(read, in_flight, "mrecord-sweep-read") as pool:
-            parts = [block for _, block in ordered_map(pool, pieces, in_flight, stop)]
+    workers = max(1, in_flight)
+    with ThreadPool(read, workers, "mrecord-sweep-read") as pool:
+        parts = [block for _, block in ordered_map(pool, pieces, workers, stop)]
     merged = Block.concat(parts)
     del parts  # the window once, not twice, while it is put back in order
     return merged.take(place)
