@@ -45,7 +45,7 @@ from mrecord.block import Block
 from mrecord.errors import ArgumentError
 from mrecord.format.schema import StoredSchema
 from mrecord.ray._arrow import block_to_table
-from mrecord.sampling import scattered_ids, shuffle_order
+from mrecord.sampling import SCATTER_SAMPLE, scattered_ids, shuffle_order
 from mrecord.serve.client.served import ServedSpec, served_spec
 from mrecord.serve.client.served import read_rows as read_served_rows
 
@@ -54,9 +54,6 @@ __all__ = ["DEFAULT_BLOCK_BYTES", "MRecordDatasource", "read_mrecord"]
 DEFAULT_BLOCK_BYTES = 128 << 20
 """Upper bound on the size of a block a read task yields (Ray's default target)."""
 _MIN_BLOCK_BYTES = 1 << 10
-_SCATTER_SAMPLE = 4096
-"""A read task's first ids that tell whether its order is scattered enough to sweep
-(``RandomAccessSource``'s rule)."""
 
 
 class MRecordDatasource(Datasource):  # type: ignore[misc]
@@ -293,12 +290,12 @@ def _read_range(
         shift = np.zeros(len(counts), dtype=np.int64)
         shift[touched] = reader.file_starts[:-1] - file_starts[touched]
         local = ids + shift[shard_of]
-        window = _sweep_window(reader.sweep_rows, columns, local, rows_per_block)
-        step = window or rows_per_block
-        for a in range(0, len(local), step):
-            whole = reader.read_rows(local[a : a + step], sweep=bool(window))
-            for block in _cut(whole, rows_per_block):
-                yield from _bounded(block_to_table(block, reader.schema, columns), max_block_bytes)
+
+        def read(part: np.ndarray, sweep: bool) -> Block:
+            return reader.read_rows(part, sweep=sweep)
+
+        for block in _task_blocks(read, reader.sweep_rows, columns, local, rows_per_block):
+            yield from _bounded(block_to_table(block, reader.schema, columns), max_block_bytes)
 
 
 def _read_served_range(
@@ -320,39 +317,36 @@ def _read_served_range(
     ids = order.take(np.arange(start, stop, dtype=np.int64))
     ds = spec.open(columns)
     try:
-        window = _sweep_window(ds.sweep_rows, columns, ids, rows_per_block)
-        step = window or rows_per_block
-        for a in range(0, len(ids), step):
-            whole = read_served_rows(ds, ids[a : a + step], columns, sweep=bool(window))
-            for block in _cut(whole, rows_per_block):
-                yield from _bounded(block_to_table(block, schema, columns), max_block_bytes)
+
+        def read(part: np.ndarray, sweep: bool) -> Block:
+            return read_served_rows(ds, part, columns, sweep=sweep)
+
+        for block in _task_blocks(read, ds.sweep_rows, columns, ids, rows_per_block):
+            yield from _bounded(block_to_table(block, schema, columns), max_block_bytes)
     finally:
         ds.close()
 
 
-def _sweep_window(
+def _task_blocks(
+    read: Callable[[np.ndarray, bool], Block],
     sweep_rows: Callable[[list[str], int], int],
     columns: Sequence[str],
     ids: np.ndarray,
     rows_per_block: int,
-) -> int:
-    """Rows a read task reads at once: a sweep's window where its ids are a random order
-    and the reader says a window is read fastest in one pass (small rows beyond memory);
-    0 otherwise (``rows_per_block`` at a time). File order never asks (asking measures
-    the device)."""
-    if not scattered_ids(ids[:_SCATTER_SAMPLE]):
-        return 0
-    window = sweep_rows(list(columns), len(ids))
-    return window if window > rows_per_block else 0
-
-
-def _cut(block: Block, rows: int) -> Iterator[Block]:
-    """``block`` in pieces of ``rows`` rows (a window read at once, yielded as blocks)."""
-    if len(block) <= rows:
-        yield block
-        return
-    for a in range(0, len(block), rows):
-        yield block.slice(a, a + rows)
+) -> Iterator[Block]:
+    """A read task's rows ``ids`` in blocks of ``rows_per_block``, read by ``read(ids,
+    sweep)``: a sweep's window at a time where the ids are a random order and the reader
+    says a window is read fastest in one pass (``sweep_rows``: small rows beyond memory),
+    else a block at a time. File order never asks (asking measures the device)."""
+    window = 0
+    if scattered_ids(ids[:SCATTER_SAMPLE]):
+        window = sweep_rows(list(columns), len(ids))
+        window = window if window > rows_per_block else 0
+    step = window or rows_per_block
+    for a in range(0, len(ids), step):
+        whole = read(ids[a : a + step], bool(window))
+        for b in range(0, len(whole), rows_per_block):
+            yield whole.slice(b, b + rows_per_block)
 
 
 def _bounded(table: pa.Table, max_bytes: int) -> Iterator[pa.Table]:

@@ -22,7 +22,7 @@ the submodules are the implementation. See ``docs/SHUFFLE_AND_SAMPLERS.md``.
 from __future__ import annotations
 
 from mrecord.sampling.arguments import sampler_from_args
-from mrecord.sampling.order import Order, scattered_ids
+from mrecord.sampling.order import SCATTER_SAMPLE, Order, scattered_ids
 from mrecord.sampling.permutation import derive_key
 from mrecord.sampling.samplers import (
     DatasetSampler,
@@ -40,6 +40,7 @@ from mrecord.sampling.sharding import concat_shard_positions, shard_order
 from mrecord.sampling.shuffle import SHUFFLES, Shuffle, parse_shuffle, shuffle_order
 
 __all__ = [
+    "SCATTER_SAMPLE",
     "SHUFFLES",
     "DatasetSampler",
     "DistributedSampler",

@@ -47,6 +47,7 @@ from mrecord.sampling.permutation import (
 
 __all__ = [
     "SCATTERED",
+    "SCATTER_SAMPLE",
     "ArrayOrder",
     "ComposedOrder",
     "IdArray",
@@ -504,6 +505,12 @@ SCATTERED = 16
 """Ids are scattered (:func:`scattered_ids`) when at least one in this many comes before
 the one ahead of it: a random order, one in two; file order, none; files in a random
 order, one a file."""
+
+
+SCATTER_SAMPLE = 4096
+"""The first ids of an order (an epoch's, a read task's) that tell whether it is scattered
+enough to sweep (:func:`scattered_ids`); told before a reader is asked for a window,
+since asking measures the device."""
 
 
 def scattered_ids(ids: IdArray) -> bool:

@@ -42,6 +42,7 @@ from mrecord.format.schema import StoredSchema
 from mrecord.pipeline.sources.base import SourceDataset
 from mrecord.pool import ThreadPool, ordered_map
 from mrecord.sampling import (
+    SCATTER_SAMPLE,
     Order,
     PKSampler,
     Sampler,
@@ -66,8 +67,6 @@ __all__ = [
 
 _TARGET_BLOCK_BYTES = 4 << 20
 _MIN_BLOCK_ROWS = 16
-_SCATTER_SAMPLE = 4096
-"""An epoch's first rows that tell whether its order is scattered enough to sweep."""
 _MAX_BLOCK_ROWS = 65536
 """Rows of 64 bytes or more fill their 4 MiB (a ``MindDataset`` under a small memory
 budget takes fewer: ``mind_dataset._block_rows``). Each block costs a read's fixed work
@@ -270,9 +269,7 @@ class RandomAccessSource(SourceDataset):
         # ones before the reader is asked for a window: its answer measures the device
         # (half a second of reads, 8% of a file-order epoch of 8M tabular rows on a
         # throttled volume, and a share of the throttle) for a sweep they never take.
-        sample = order.take(
-            np.arange(skip, min(skip + _SCATTER_SAMPLE, len(order)), dtype=np.int64)
-        )
+        sample = order.take(np.arange(skip, min(skip + SCATTER_SAMPLE, len(order)), dtype=np.int64))
         window = self._sweep_rows(len(order) - skip) if scattered_ids(sample) else 0
         if window > 1 and len(order) - skip > 1:
             opening = order.take(np.arange(skip, min(skip + window, len(order)), dtype=np.int64))
