@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrecord.block import ColumnValues
-from mrecord.errors import ArgumentError, DatasetServerError
+from mrecord.errors import ArgumentError, DatasetServerError, FormatError
 from mrecord.serve.protocol.wire import decode_block, decode_request, encode_block, encode_request
 
 KINDS = {
@@ -83,3 +83,34 @@ def test_json_values_are_plain_and_finite() -> None:
     assert value_json(np.bool_(True)) is True and value_json("ü") == "ü"
     assert value_json(b"\x00\xff") == {"base64": "AP8="}
     assert value_json(b"\x00\xff", summary=True) == {"bytes": 2}
+
+
+def test_many_variable_shape_values_round_trip_as_their_own_arrays() -> None:
+    """Hundreds of values of a few shapes (decoded a shape at a time), some big (views)."""
+    rng = np.random.default_rng(7)
+    n = 300
+    values = [rng.integers(0, 60000, (int(k), 2)).astype(np.uint16) for k in rng.integers(0, 5, n)]
+    values[17] = rng.integers(0, 60000, (3000, 2)).astype(np.uint16)  # 12 KB: sent as a view
+    body = b"".join(bytes(memoryview(b)) for b in encode_block({"v": values}, KINDS, n))
+    rows, got = decode_block(bytearray(body))
+    assert rows == n
+    for a, b in zip(got["v"], values, strict=True):  # type: ignore[call-overload]
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    got["v"][0][...] = 1  # type: ignore[index]  # each value is its own writeable array
+    np.testing.assert_array_equal(got["v"][1], values[1])  # type: ignore[index]
+
+
+def test_a_variable_shape_column_whose_shapes_do_not_match_its_bytes_is_a_remote_error() -> None:
+    values = [np.ones((2, 2), dtype=np.uint16), np.ones((1, 2), dtype=np.uint16)]
+    parts = encode_block({"v": values}, KINDS, 2)
+    body = bytearray(b"".join(bytes(memoryview(b)) for b in parts))
+    shapes_at = body.index(np.array([[2, 2], [1, 2]], dtype="<i8").tobytes())
+    body[shapes_at : shapes_at + 8] = np.array([3], dtype="<i8").tobytes()  # 3x2 in 8 bytes
+    with pytest.raises(DatasetServerError, match="do not match"):
+        decode_block(body)
+
+
+def test_a_value_of_the_wrong_rank_is_not_encoded() -> None:
+    with pytest.raises(FormatError, match="dimensions"):
+        encode_block({"v": [np.ones(3, dtype=np.uint16)]}, KINDS, 1)

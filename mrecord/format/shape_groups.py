@@ -1,0 +1,108 @@
+"""Many variable-shape values cut out of one buffer at once, grouped by shape.
+
+A variable-shape column is handed out as one numpy array per value. Cut one at a time
+(a slice, a ``frombuffer``, a reshape and maybe a copy per value, in Python) that costs
+microseconds a value: more than the bytes. Here the values are grouped by shape and each
+group is gathered with one fancy index into one new ``(rows, *shape)`` array; the values
+are its rows (views, writeable, not sharing memory with each other or with the buffer).
+A value kept alive keeps its group's array alive (at most one call's values of that
+shape, of at most :data:`GROUP_MAX_BYTES` each). Bigger values are cut one by one: the
+copy is their cost there, and an index entry per byte would not be.
+
+Used by the reader (``reader/ragged.py``: values from a shard's pages) and by the
+reader service's block format (``serve/protocol/wire.py``: values from a response body).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import MutableSequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+__all__ = ["GROUP_MAX_BYTES", "GROUP_MIN_ROWS", "shape_keys", "values_by_shape"]
+
+GROUP_MAX_BYTES = 4096
+"""Values up to this size are gathered in groups; bigger ones one by one."""
+
+GROUP_MIN_ROWS = 8
+"""A shape with fewer values is cut one by one (an index costs more than the copies)."""
+
+
+def values_by_shape(
+    data: np.ndarray,
+    starts: np.ndarray,
+    shapes: np.ndarray,
+    dtype: np.dtype[Any],
+    where: np.ndarray,
+    result: MutableSequence[Any],
+    *,
+    copy_big: bool = True,
+) -> None:
+    """Put value ``i`` at ``result[where[i]]``.
+
+    Value ``i`` is ``dtype`` items of shape ``shapes[i]`` (``shapes``: ``(n, ndim)``)
+    starting at byte ``starts[i]`` of ``data`` (a ``uint8`` array). The caller has checked
+    that every value lies inside ``data``. Values bigger than :data:`GROUP_MAX_BYTES` are
+    copies, or with ``copy_big=False`` views of ``data``.
+    """
+    if not len(starts):
+        return
+    shapes = shapes.astype(np.int64, copy=False)
+    sizes = np.prod(shapes, axis=1) * dtype.itemsize
+
+    def cut_rows(rows: list[int], copy: bool) -> None:  # one value at a time
+        for row in rows:
+            a, n = int(starts[row]), int(sizes[row])
+            value = data[a : a + n].view(dtype).reshape(tuple(shapes[row].tolist()))
+            result[int(where[row])] = value.copy() if copy else value
+
+    big = sizes > GROUP_MAX_BYTES
+    cut_rows(np.flatnonzero(big).tolist(), copy_big)
+    small = np.flatnonzero(~big)
+    if not len(small):
+        return
+    key = shape_keys(shapes[small])
+    by_key = np.argsort(key, kind="stable")
+    order, sorted_key = small[by_key], key[by_key]
+    bounds = [0, *(np.flatnonzero(np.diff(sorted_key)) + 1).tolist(), len(order)]
+    for lo, hi in itertools.pairwise(bounds):
+        rows = order[lo:hi]
+        shape = tuple(shapes[rows[0]].tolist())
+        if 0 < len(rows) < GROUP_MIN_ROWS:
+            cut_rows(rows.tolist(), True)
+            continue
+        group = _gather_rows(data, starts[rows], int(sizes[rows[0]])).view(dtype)
+        group = group.reshape((len(rows), *shape))
+        for pos, value in zip(where[rows].tolist(), group, strict=True):
+            result[pos] = value
+
+
+def shape_keys(shapes: np.ndarray) -> np.ndarray:
+    """One int64 per row, equal exactly when the shapes are equal."""
+    if shapes.shape[1] == 0:
+        return np.zeros(len(shapes), dtype=np.int64)
+    dims = shapes.max(axis=0) + 1
+    if float(np.prod(dims.astype(np.float64))) < 2.0**62:
+        keys = np.ravel_multi_index(tuple(shapes.T), tuple(dims.tolist()))
+        return np.asarray(keys, dtype=np.int64)
+    _, inverse = np.unique(shapes, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _gather_rows(data: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """A new ``(len(starts), size)`` uint8 array: row ``i`` is ``data[starts[i]:][:size]``.
+
+    One index entry a row, not a byte: ``data`` seen as every ``size``-byte window of
+    itself (a strided view, no memory), indexed by the starts; numpy copies each row
+    whole (80 ns a 384-byte row here, against 1.6 us with an index entry per byte).
+    """
+    if size == 0:
+        return np.empty((len(starts), 0), dtype=np.uint8)
+    windows = as_strided(
+        data, shape=(len(data) - size + 1, size), strides=(data.strides[0],) * 2, writeable=False
+    )
+    rows: np.ndarray = windows[starts]  # indexing: np.take is far slower on this view
+    return rows

@@ -1,0 +1,70 @@
+"""Variable-shape values cut out of one buffer by shape (``format/shape_groups.py``): the
+reader's and the reader service's way to make many small arrays. Each value equals the
+bytes it was cut from, at its place in the result, whatever the starts (unaligned,
+repeated, overlapping), the shapes (empty, one of a kind, big) and the dtype; small
+values are writeable arrays sharing memory with nothing else, big ones copies or, when
+asked, views of the buffer."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrecord.format.shape_groups import GROUP_MAX_BYTES, GROUP_MIN_ROWS, values_by_shape
+
+DTYPES = ["uint8", "int16", "float32", "float64"]
+
+
+@st.composite
+def cuts(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype, np.ndarray]:
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    # few distinct shapes, so that groups of GROUP_MIN_ROWS and more happen
+    kinds = draw(
+        st.lists(
+            st.tuples(st.integers(0, 6), st.sampled_from([0, 1, 3, 700])), min_size=1, max_size=4
+        )
+    )
+    n = draw(st.integers(0, 4 * GROUP_MIN_ROWS))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shapes = np.array([kinds[i] for i in rng.integers(0, len(kinds), n)], dtype=np.int64)
+    shapes = shapes.reshape(n, 2)
+    sizes = shapes.prod(axis=1) * dtype.itemsize
+    data = rng.integers(0, 256, int(sizes.max(initial=0)) + 64, dtype=np.uint8)
+    starts = np.array([rng.integers(0, len(data) - s + 1) for s in sizes], dtype=np.int64)
+    return data, starts, shapes, dtype, rng.permutation(n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=cuts(), copy_big=st.booleans())
+def test_every_value_is_its_bytes_at_its_place(
+    cut: tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype, np.ndarray], copy_big: bool
+) -> None:
+    data, starts, shapes, dtype, where = cut
+    result: list[object] = [None] * len(starts)
+    values_by_shape(data, starts, shapes, dtype, where, result, copy_big=copy_big)
+    for i, (start, shape) in enumerate(zip(starts.tolist(), shapes.tolist(), strict=True)):
+        value = result[where[i]]
+        size = int(np.prod(shape)) * dtype.itemsize
+        want = np.frombuffer(data[start : start + size].tobytes(), dtype=dtype).reshape(shape)
+        assert isinstance(value, np.ndarray)
+        assert value.dtype == dtype and value.shape == tuple(shape)
+        np.testing.assert_array_equal(value, want)
+        if size > GROUP_MAX_BYTES and not copy_big:
+            assert np.shares_memory(value, data)  # a view of the buffer, as asked
+        else:
+            assert not np.shares_memory(value, data)
+            assert value.flags.writeable
+
+
+def test_values_of_one_group_share_no_memory_with_each_other() -> None:
+    data = np.arange(4096, dtype=np.uint8)
+    n = 4 * GROUP_MIN_ROWS
+    starts = np.arange(n, dtype=np.int64) * 7  # unaligned, overlapping windows of 12 bytes
+    shapes = np.full((n, 2), [1, 3], dtype=np.int64)
+    result: list[np.ndarray] = [np.empty(0)] * n
+    values_by_shape(data, starts, shapes, np.dtype("float32"), np.arange(n), result)
+    result[0][...] = -1.0  # writing one value changes no other and not the buffer
+    assert all(not np.any(v == -1.0) for v in result[1:])
+    assert np.array_equal(data, np.arange(4096, dtype=np.uint8))
+    assert result[3].tobytes() == data[21:33].tobytes()
