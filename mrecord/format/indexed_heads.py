@@ -17,6 +17,7 @@ import numpy as np
 
 from mrecord.format.chunks import ARRAY_OFFSETS_FROM, kept_offsets
 from mrecord.format.compression import checksums
+from mrecord.format.shape_groups import gather_spans
 from mrecord.format.value_crcs import table_length
 
 __all__ = ["parse_heads"]
@@ -38,8 +39,10 @@ def parse_heads(
     table, head = table_length(rows), 8 * (rows + 1)
     if not len(starts):
         return []
-    places = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(table + head)
-    both = np.frombuffer(index, dtype=np.uint8)[places]  # (chunks, table + head), a copy
+    # (chunks, table + head), a copy: one index entry a chunk, not a byte
+    both = gather_spans(
+        np.frombuffer(index, dtype=np.uint8), np.asarray(starts, dtype=np.int64), table + head
+    )
     crcs = np.ascontiguousarray(both[:, :table]).view("<u4")
     heads = np.ascontiguousarray(both[:, table:])
     offsets = heads.view("<u8")

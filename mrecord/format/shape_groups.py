@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-__all__ = ["GROUP_MAX_BYTES", "GROUP_MIN_ROWS", "shape_keys", "values_by_shape"]
+__all__ = ["GROUP_MAX_BYTES", "GROUP_MIN_ROWS", "gather_spans", "shape_keys", "values_by_shape"]
 
 GROUP_MAX_BYTES = 4096
 """Values up to this size are gathered in groups; bigger ones one by one."""
@@ -74,7 +74,7 @@ def values_by_shape(
         if 0 < len(rows) < GROUP_MIN_ROWS:
             cut_rows(rows.tolist(), True)
             continue
-        group = _gather_rows(data, starts[rows], int(sizes[rows[0]])).view(dtype)
+        group = gather_spans(data, starts[rows], int(sizes[rows[0]])).view(dtype)
         group = group.reshape((len(rows), *shape))
         for pos, value in zip(where[rows].tolist(), group, strict=True):
             result[pos] = value
@@ -92,8 +92,9 @@ def shape_keys(shapes: np.ndarray) -> np.ndarray:
     return inverse.reshape(-1).astype(np.int64)
 
 
-def _gather_rows(data: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
-    """A new ``(len(starts), size)`` uint8 array: row ``i`` is ``data[starts[i]:][:size]``.
+def gather_spans(data: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """A new ``(len(starts), size)`` uint8 array: row ``i`` is ``data[starts[i]:][:size]``
+    (every span inside ``data``: the caller checks).
 
     One index entry a row, not a byte: ``data`` seen as every ``size``-byte window of
     itself (a strided view, no memory), indexed by the starts; numpy copies each row
