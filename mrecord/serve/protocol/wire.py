@@ -303,15 +303,14 @@ def _column_parts(
 
 def _vararray_parts(values: Any, dtype: np.dtype[Any], ndim: int) -> list[list[bytes | memoryview]]:
     """A variable-shape column's offsets, shapes and data, without a Python step per
-    value beyond its ``ascontiguousarray`` (6 us a row to encode, 1.5 after)."""
+    value beyond its ``ascontiguousarray`` (6.1 us a row to encode, 1.2 after)."""
     arrays = [np.ascontiguousarray(v, dtype=dtype) for v in values]
     if any(a.ndim != ndim for a in arrays):
         raise FormatError(f"a value's dimensions differ from the column's {ndim}")
     shapes = np.fromiter(
         itertools.chain.from_iterable(map(_SHAPE, arrays)), dtype="<i8", count=len(arrays) * ndim
     ).reshape(len(arrays), ndim)
-    offsets = np.zeros(len(arrays) + 1, dtype="<i8")
-    np.cumsum(np.prod(shapes, axis=1) * dtype.itemsize, out=offsets[1:])
+    offsets = _offsets(np.prod(shapes, axis=1) * dtype.itemsize)
     # C-contiguous arrays are bytes-like: one join, no memoryview made per value
     return [[offsets.tobytes()], [shapes.tobytes()], [b"".join(arrays)]]  # type: ignore[arg-type]
 
