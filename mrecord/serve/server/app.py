@@ -350,8 +350,6 @@ class _Api:
         client = request.client
         if self.local_socket and client is not None and is_loopback(client.host):
             info["local_socket"] = self.local_socket  # same-host readers only
-            # reads the socket answers at once: beyond memory each waits on the device
-            info["local_reads"] = self.limits.read_threads if ds.beyond_memory() else 1
         return starlette.responses.JSONResponse(_finite(info))
 
     @_answers

@@ -25,7 +25,6 @@ import itertools
 import logging
 import mmap
 import os
-import queue
 import secrets
 import selectors
 import socket
@@ -41,7 +40,6 @@ import numpy as np
 
 from mrecord.block import ColumnValues
 from mrecord.errors import ArgumentError, DatasetServerError
-from mrecord.pool import ThreadPool
 from mrecord.serve.protocol.errors import ErrorCode
 from mrecord.serve.protocol.limits import Limits
 from mrecord.serve.protocol.local import VERSION, Inbox, encode, send_fds_with
@@ -72,9 +70,6 @@ _ACCEPT_PAUSE_S = 0.5
 """Accepting stops this long when the process is out of descriptors."""
 _counter = itertools.count()
 
-_Job = tuple["_Connection", dict[str, Any], list[int]]
-"""A message a read thread answers: its connection, the message, its descriptors."""
-
 
 def default_socket_path() -> Path:
     """A fresh socket path in this user's private folder.
@@ -101,10 +96,7 @@ class LocalServer:
     """Serve ``datasets`` to same-host readers on the Unix socket ``path``, in threads.
 
     One thread accepts and answers every connection, a message at a time (at most
-    ``max_connections`` connections; more are told ``busy`` and closed), except reads of a
-    dataset larger than the server's memory: those wait on the device, and are answered
-    on ``limits.read_threads`` threads, several at once, while the loop serves the other
-    connections (:meth:`_in_thread`). ``metrics``:
+    ``max_connections`` connections; more are told ``busy`` and closed). ``metrics``:
     where the blocks it answers are counted (the HTTP app's, so ``GET /metrics`` shows
     both transports): rows, and the bytes of the values delivered (:func:`_value_bytes`).
     """
@@ -134,12 +126,6 @@ class LocalServer:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._wake: tuple[socket.socket, socket.socket] | None = None
-        self._readers: ThreadPool[_Job, None] | None = None
-        self._answered: queue.SimpleQueue[tuple[_Connection, dict[str, Any], tuple[int, ...]]]
-        self._answered = queue.SimpleQueue()
-        """Answers made on the read threads, for the loop to send."""
-        self._pending: set[_Connection] = set()
-        """Connections whose message a read thread is answering (out of the selector)."""
         self.instance = secrets.token_hex(8)
         """Told to every client in hello: a reader that sees a new one (a restarted server)
         forgets the shard files it mapped from the old one."""
@@ -170,11 +156,6 @@ class LocalServer:
         listener.setblocking(False)
         self._listener = listener
         self._wake = socket.socketpair()
-        for end in self._wake:
-            end.setblocking(False)
-        self._readers = ThreadPool(
-            self._answer_in_thread, max(1, self._limits.read_threads), "mrecord-local-read"
-        )
         self._thread = threading.Thread(target=self._loop, name="mrecord-local", daemon=True)
         self._thread.start()
         return self
@@ -204,11 +185,6 @@ class LocalServer:
                 self._wake[1].send(b"x")  # the loop is in select(): wake it
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if self._readers is not None:
-            self._readers.shutdown()  # the reads under way end; the queued ones do not start
-        for conn in list(self._pending):  # out of the loop's selector: closed here
-            self._pending.discard(conn)
-            self._drop(conn)
         if self._listener is not None:
             self._listener.close()
             with contextlib.suppress(FileNotFoundError):
@@ -257,8 +233,7 @@ class LocalServer:
             while not self._stopping:
                 for key, events in selector.select(timeout=self._next_check()):
                     if key.data == "wake":
-                        self._take_answers(selector)
-                        continue
+                        break
                     if key.data is None:
                         if not self._accept(listener, selector):
                             # Out of descriptors: stop asking until some are freed, instead
@@ -267,15 +242,13 @@ class LocalServer:
                             paused_until = time.monotonic() + _ACCEPT_PAUSE_S
                         continue
                     conn = key.data
-                    if not self._service(conn, events):
-                        selector.unregister(conn.sock)
-                        self._drop(conn)
-                    elif conn in self._pending:  # a read thread has it until its answer
-                        selector.unregister(conn.sock)
-                    else:
+                    if self._service(conn, events):
                         wanted = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ
                         if wanted != key.events:
                             selector.modify(conn.sock, wanted, conn)
+                    else:
+                        selector.unregister(conn.sock)
+                        self._drop(conn)
                 now = time.monotonic()
                 if paused_until is not None and now >= paused_until:
                     selector.register(listener, selectors.EVENT_READ, None)
@@ -289,57 +262,6 @@ class LocalServer:
                 if isinstance(key.data, _Connection):
                     self._drop(key.data)
             selector.close()
-
-    def _take_answers(self, selector: selectors.BaseSelector) -> None:
-        """Send the answers the read threads have made (woken by them, or by stop())."""
-        assert self._wake is not None
-        with contextlib.suppress(OSError):
-            while self._wake[0].recv(4096):
-                pass
-        while True:
-            try:
-                conn, reply, give = self._answered.get_nowait()
-            except queue.Empty:
-                return
-            self._pending.discard(conn)
-            try:
-                conn.queue(reply, give)
-                alive = self._service(conn, 0)  # whole messages already received, if any
-            except OSError:
-                alive = False
-            if not alive:
-                self._drop(conn)
-            elif conn not in self._pending:
-                wanted = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ
-                selector.register(conn.sock, wanted, conn)
-
-    def _in_thread(self, conn: _Connection, message: dict[str, Any]) -> bool:
-        """Whether to answer ``message`` on a read thread: a block read of a dataset
-        larger than the server's memory. Answered in the loop, a read beyond memory
-        held every other same-host reader for its device time, one read at a time (8M
-        tabular rows in a 200 MB group on a 3,000 IOPS volume, GLOBAL as the order
-        comes: 23.7K rows/s through the socket, 48.2K over HTTP's read threads); reads
-        of data in memory stay in the loop (no thread hand-off: module docstring)."""
-        return (
-            self._readers is not None
-            and message.get("op") == "read"
-            and conn.dataset is not None
-            and conn.dataset.beyond_memory()
-        )
-
-    def _answer_in_thread(self, job: _Job) -> None:
-        """On a read thread: answer the message and hand the answer to the loop."""
-        conn, message, fds = job
-        unanswered = {"code": ErrorCode.INTERNAL.value, "message": "not answered"}
-        reply: dict[str, Any] = {"error": unanswered}
-        give: tuple[int, ...] = ()
-        try:
-            reply, give = self._reply(conn, message, fds)
-        finally:
-            self._answered.put((conn, reply, give))
-            if self._wake is not None:
-                with contextlib.suppress(OSError):  # full: the loop has wake-ups to read
-                    self._wake[1].send(b"a")
 
     def _next_check(self) -> float:
         """Seconds until the loop must look at its connections' deadlines again."""
@@ -403,10 +325,6 @@ class LocalServer:
                 if got is None:
                     break
                 message, fds = got
-                if self._in_thread(conn, message) and self._readers is not None:
-                    self._pending.add(conn)  # nothing more read from it until answered
-                    self._readers.submit((conn, message, fds))
-                    break
                 reply, give = self._reply(conn, message, fds)
                 conn.queue(reply, give)
             return not (conn.closing and not conn.outbox)

@@ -83,7 +83,6 @@ class ServedDataset:
     _categories: dict[str, dict[str, Any]] = field(default_factory=dict)
     _row_bytes: dict[str, float] = field(default_factory=dict)
     _verify_state: dict[str, Any] = field(default_factory=lambda: {"state": "not started"})
-    _beyond_memory: bool | None = None
 
     @classmethod
     def open(cls, name: str, path: Path) -> ServedDataset:
@@ -177,16 +176,6 @@ class ServedDataset:
                     facts.num_rows, facts.data_bytes, facts.page_starts, memory_budget()
                 )
             return self._layout.to_json()
-
-    def beyond_memory(self) -> bool:
-        """Whether the files are larger than this process's memory budget (taken once):
-        then a read mostly waits on the device, and reads are best answered several at
-        once (the same-host socket's read threads, ``local.py``)."""
-        if self._beyond_memory is None:
-            budget = memory_budget()
-            size = sum(shard.size for shard in self.reader.shards)
-            self._beyond_memory = budget is not None and size > budget
-        return self._beyond_memory
 
     def storage(self) -> dict[str, float | None]:
         """The ``storage`` answer: the device under the files, measured once per device

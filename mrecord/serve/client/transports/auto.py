@@ -114,9 +114,7 @@ class AutoTransport(Transport):
             path, self._http.dataset, self._http.token, rows, connections, timeout
         )
         row_bytes = {str(k): float(v) for k, v in info.get("row_bytes", {}).items()}
-        reads = info.get("local_reads")  # absent from servers older than it: one at a time
-        reads = reads if isinstance(reads, int) and not isinstance(reads, bool) else 1
-        self._local = LocalTransport(link, row_bytes, self.where, server_reads=reads)
+        self._local = LocalTransport(link, row_bytes, self.where)
 
     def read(self, ids: np.ndarray, columns: list[str]) -> tuple[int, dict[str, ColumnValues]]:
         local = self._local

@@ -394,23 +394,17 @@ class LocalTransport(Transport):
     def name(self) -> str:
         return "local"
 
-    def __init__(
-        self, link: LocalLink, row_bytes: dict[str, float], where: str, *, server_reads: int = 1
-    ) -> None:
+    def __init__(self, link: LocalLink, row_bytes: dict[str, float], where: str) -> None:
         self._link = link
         self._row_bytes = row_bytes
         self._where = where
-        self._server_reads = server_reads
 
     @property
     def in_flight(self) -> int:
-        # A same-host answer from memory takes a fraction of a millisecond: more requests
-        # in flight only add threads that contend for the GIL (4 in flight read fewer
-        # rows/s than 2; docs/SERVE.md, "Same-host readers"). A server whose dataset is
-        # larger than its memory answers reads on several threads (``local_reads`` in its
-        # info): as many in flight, each waiting on the device (8M tabular rows beyond a
-        # 200 MB group, GLOBAL as the order comes: 30K rows/s with 2 in flight, 60K with 4).
-        return max(2, self._server_reads)
+        # A same-host answer takes a fraction of a millisecond: more requests in flight
+        # only add threads that contend for the GIL (4 in flight read fewer rows/s than 2;
+        # docs/SERVE.md, "Same-host readers").
+        return 2
 
     def read(self, ids: np.ndarray, columns: list[str]) -> tuple[int, dict[str, Any]]:
         return self._link.read(ids, columns, self._block_bytes(len(ids), columns), self._where)
