@@ -820,6 +820,11 @@ class DatasetReader:
             )
             for field in fields:
                 got = taken[field.name] if taken is not None else None
+                if got is not None and positions is None:
+                    # the read's one group, in its order, in arrays and lists made for
+                    # this read: they are the answer (no copy into ``out``)
+                    out[field.name] = got
+                    continue
                 if got is None:
                     group = [(s, None, pages, slots)]
                     if field.kind is FieldKind.FIXED:

@@ -607,3 +607,40 @@ def test_minddataset_marks_its_block_shuffle_reads_as_windows(
     got = sorted(int(r[0]) for r in ds.create_tuple_iterator(num_epochs=1, output_numpy=True))
     assert got == list(range(ROWS))
     assert marks and set(marks) == {shuffle is Shuffle.BLOCK}
+
+
+@pytest.fixture(scope="module")
+def one_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The rows in a single shard: a read is one group, in the read's order."""
+    folder = tmp_path_factory.mktemp("one")
+    with FileWriter(folder / "t.mrecord") as writer:
+        writer.add_schema(SCHEMA)
+        writer.set_page_size(MIN_PAGE)
+        writer.write_raw_data([_row(i) for i in range(ROWS)])
+    return str(writer.files[0])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    ids=st.one_of(WINDOWS, st.lists(st.integers(0, ROWS - 1), min_size=2, max_size=300)),
+    as_arrays=st.booleans(),
+)
+def test_a_single_files_reads_from_the_buffers_are_the_rows_and_their_own(
+    one_file: str, ids: list[int], as_arrays: bool
+) -> None:
+    """A read of one file is answered with the arrays and lists made for it from the
+    buffers (no copy into place): the rows, and nothing shared with the next read."""
+    clear_verified()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _beyond_memory(monkeypatch)
+        with DatasetReader.open(one_file) as reader:
+            first = reader.read_rows(ids, bytes_as_arrays=as_arrays)
+            second = reader.read_rows(ids, bytes_as_arrays=as_arrays)
+    for block in (first, second):
+        for name, values in block.columns.items():
+            assert _same(name, values, ids), name
+    for name in ("id", "vec", "flag", "label"):
+        a, b = first.columns[name], second.columns[name]
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+        assert a.flags.writeable and not np.shares_memory(a, b)
+    assert first.columns["pts"] is not second.columns["pts"]
