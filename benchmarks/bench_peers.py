@@ -18,9 +18,12 @@ Metrics (rows/s):
   Streaming row dicts, HF an Arrow table), and its modules are imported before the timing
   (a process pays that once), so the time is the system's write, not the harness's
   conversion or the imports;
-- ``read_seq``: a sequential scan, the system's batch API (1,024 rows a call);
+- ``read_seq``: a sequential scan, the system's batch API (1,024 rows a call; mrecord
+  reads a variable-shape column with ``read_ragged``, one buffer and offsets, as Lance
+  and HF hand out a ragged column, since 2026-11-28; one array a value before);
 - ``read_row``: one row per call, ids in a random order;
-- ``read_batch256``: 256 random ids per call (``take`` / ``read(ids)`` / ``ds[ids]``;
+- ``read_batch256``: 256 random ids per call (``take`` / ``read(ids)`` / ``ds[ids]``,
+  mrecord's ``read_rows`` with ``read_ragged`` as above;
   Streaming has no batch call: 256 ``get_item`` calls);
 - ``read_epoch``: one shuffled epoch through the system's own shuffling reader
   (mrecord: ``MindDataset(shuffle=True).batch(256)``, varshape padded to [64, 3] in a
@@ -104,15 +107,26 @@ class _Mrecord:
 
         self.path = path
         self.reader = DatasetReader.open(str(path))
+        # Variable-shape columns in one buffer (read_ragged), as Lance and HF hand out a
+        # ragged column; the others as read_rows gives them.
+        schema = self.reader.schema
+        self.ragged = [n for n in self.reader.columns if -1 in (schema[n].shape or ())]
+        self.plain = [n for n in self.reader.columns if n not in self.ragged]
+
+    def _rows(self, ids: np.ndarray) -> Any:
+        columns: dict[str, Any] = dict(self.reader.read_rows(ids, self.plain).columns)
+        for name in self.ragged:
+            columns[name] = self.reader.read_ragged(ids, name)
+        return columns
 
     def seq(self, start: int, stop: int) -> Any:
-        return self.reader.read_rows(np.arange(start, stop)).columns
+        return self._rows(np.arange(start, stop))
 
     def row(self, i: int) -> Any:
         return self.reader.read_row(i)
 
     def batch(self, ids: np.ndarray) -> Any:
-        return self.reader.read_rows(ids).columns
+        return self._rows(ids)
 
     def epoch(self, seed: int) -> Iterator[tuple[int, Any]]:
         import mrecord

@@ -284,6 +284,8 @@ def touch(value: Any) -> int:
         return sum(touch(v) for v in value)
     if isinstance(value, np.ndarray) and value.dtype == object:
         return sum(touch(v) for v in value.ravel().tolist())
+    if type(value).__name__ == "RaggedColumn":  # mrecord's read_ragged: its three arrays
+        return touch([value.values, value.offsets, value.shapes])
     columns = getattr(value, "columns", None)  # pyarrow Table / RecordBatch
     if columns is not None and hasattr(value, "num_rows") and not isinstance(value, np.ndarray):
         return sum(touch(c) for c in columns)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         uint64,
     )
     from mrecord.errors import MrecordError
+    from mrecord.format.ragged_column import RaggedColumn
     from mrecord.hf import from_hf, to_hf
     from mrecord.maintenance.reindex import reindex
     from mrecord.maintenance.verify import verify_dataset
@@ -112,6 +113,7 @@ __all__ = [
     "MrecordError",
     "NumpySlicesDataset",
     "PKSampler",
+    "RaggedColumn",
     "RandomSampler",
     "RemoteDataset",
     "RunContext",
@@ -160,6 +162,7 @@ _SUBMODULES = frozenset({"config", "dtype", "errors", "train", "transforms", "vi
 # Every other public name and the module that defines it.
 _WHERE: dict[str, str] = {
     "Block": "mrecord.block",
+    "RaggedColumn": "mrecord.format.ragged_column",
     "bool_": "mrecord.dtype",
     "float16": "mrecord.dtype",
     "float32": "mrecord.dtype",

@@ -30,6 +30,7 @@ EXPECTED = {
     "MrecordError",
     "NumpySlicesDataset",
     "PKSampler",
+    "RaggedColumn",
     "RandomSampler",
     "RemoteDataset",
     "Sampler",
