@@ -170,3 +170,36 @@ def test_empty_dataset_round_trips(tmp_path: Path) -> None:
         assert reader.num_rows == 0
         assert reader.file_row_counts == [0, 0]
         assert len(reader.read_rows(np.zeros(0, dtype=np.int64))) == 0
+
+
+@given(
+    layout=st.sampled_from(["plain", "strided", "fortran", "subclass", "mixed"]),
+    sizes=st.lists(st.integers(0, 9), min_size=1, max_size=40),
+)
+def test_variable_shape_values_of_any_layout_round_trip(layout: str, sizes: list[int]) -> None:
+    """Variable-shape values checked and joined as they are when they are plain arrays of
+    the field's dtype (``columnize.arrays_match``, ``chunks._plain_arrays``), one by one
+    otherwise: strided views, Fortran order, numpy subclasses, a mix. Same rows back."""
+    rng = np.random.default_rng(len(sizes))
+    base = [rng.random((k, 6)).astype(np.float32) for k in sizes]
+    if layout == "strided":
+        values = [v[:, ::2] for v in base]  # (k, 3), not contiguous
+    elif layout == "fortran":
+        values = [np.asfortranarray(v[:, :3]) for v in base]
+    elif layout == "subclass":
+        values = [np.ascontiguousarray(v[:, :3]).view(np.memmap) for v in base]
+    elif layout == "mixed":
+        values = [v[:, :3] if i % 2 else np.ascontiguousarray(v[:, :3]) for i, v in enumerate(base)]
+    else:
+        values = [np.ascontiguousarray(v[:, :3]) for v in base]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ds"
+        with FileWriter(path) as writer:
+            writer.add_schema({"a": {"type": "float32", "shape": [-1, 3]}})
+            writer.set_page_size(1024)
+            writer.write_raw_data({"a": values})
+        with DatasetReader.open(path) as reader:
+            got = reader.read_rows(np.arange(len(values))).columns["a"]
+    for value, want in zip(got, values, strict=True):
+        assert value.shape == want.shape
+        np.testing.assert_array_equal(value, np.asarray(want))
