@@ -21,7 +21,8 @@ peak resident memory during that step):
   training job's first epoch;
 - ``read_batch256``: ``DatasetReader.read_rows`` of 256 random ids at a time;
 - ``read_batch256_iter``: ``MindDataset(shuffle=True).batch(256)`` iterator (varshape:
-  padded to [64, 3] by a ``per_batch_map``, as MindSpore's side uses ``padded_batch``);
+  ``padded_batch(256, pad_info={"points": ([64, 3], 0)})``, as MindSpore's side; before
+  2026-11-28 a ``per_batch_map`` padding, :func:`pad_points`);
 - ``read_4shards``: ``MindDataset(shuffle=True, num_shards=4, shard_id=0)`` iterator.
 
 A step that fails (e.g. a layer not written yet) is recorded with its error and the
@@ -55,6 +56,7 @@ from benchmarks.measure import (
 
 __all__ = [
     "PAGE_SIZE",
+    "POINTS_PAD_INFO",
     "main",
     "mrecord_version",
     "pad_points",
@@ -134,11 +136,16 @@ def _dataset_reader() -> Any:
     return found
 
 
+POINTS_PAD_INFO = {"points": ([64, 3], 0)}
+"""``padded_batch``'s padding of the varshape workload: [k, 3] points to [64, 3] with 0."""
+
+
 def pad_points(points: list[np.ndarray], label: np.ndarray, info: Any) -> tuple[Any, ...]:
     """``per_batch_map`` padding a batch of [k, 3] arrays to [64, 3] with zeros.
 
-    mrecord has no ``padded_batch`` (MindSpore's way, used on its side), so the varshape
-    ``batch(256)`` iterator pads here, once per batch.
+    The varshape ``batch(256)`` iterators padded so until 2026-11-28; they now use
+    ``padded_batch`` with :data:`POINTS_PAD_INFO`, as MindSpore's side does (the same
+    output). Kept for a user's comparison of the two.
     """
     out = np.zeros((len(points), 64, 3), dtype=np.float32)
     for i, p in enumerate(points):
@@ -210,7 +217,7 @@ def run_format(name: str, scale: float, out_dir: Path, max_seconds: float) -> li
     def batched_dataset() -> Any:
         ds = mind_dataset(shuffle=True)
         if name == "varshape":
-            return ds.batch(BATCH, per_batch_map=pad_points, input_columns=["points", "label"])
+            return ds.padded_batch(BATCH, pad_info=POINTS_PAD_INFO)
         return ds.batch(BATCH)
 
     plans: list[tuple[str, Callable[[], Iterator[int]]]] = [

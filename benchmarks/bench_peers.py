@@ -26,10 +26,11 @@ Metrics (rows/s):
   mrecord's ``read_rows`` with ``read_ragged`` as above;
   Streaming has no batch call: 256 ``get_item`` calls);
 - ``read_epoch``: one shuffled epoch through the system's own shuffling reader
-  (mrecord: ``MindDataset(shuffle=True).batch(256)``, varshape padded to [64, 3] in a
-  ``per_batch_map`` as in ``bench_format``; Lance: ``take`` of a permutation,
-  1,024 ids a call; ArrayRecord: ``read`` of a permutation, 1,024 ids a call; HF:
-  ``ds.shuffle(seed).iter(batch_size=256)``; Streaming: ``StreamingDataset(shuffle=True)``).
+  (mrecord: ``MindDataset(shuffle=True).batch(256)``, varshape ``padded_batch`` to
+  [64, 3] as in ``bench_format`` (a ``per_batch_map`` before 2026-11-28); Lance:
+  ``take`` of a permutation, 1,024 ids a call; ArrayRecord: ``read`` of a permutation,
+  1,024 ids a call; HF: ``ds.shuffle(seed).iter(batch_size=256)``; Streaming:
+  ``StreamingDataset(shuffle=True)``).
 
 Every read returns decoded values: numpy arrays (or bytes for blobs) per row or per
 column, as each system gives them (Lance and HF: Arrow / numpy, never Python objects);
@@ -134,9 +135,9 @@ class _Mrecord:
         mrecord.config.set_seed(seed)
         ds: Any = mrecord.MindDataset(str(self.path), shuffle=True)
         if "points" in ds.get_col_names():  # variable shapes: padded, as bench_format does
-            from benchmarks.bench_format import pad_points
+            from benchmarks.bench_format import POINTS_PAD_INFO
 
-            ds = ds.batch(BATCH, per_batch_map=pad_points, input_columns=["points", "label"])
+            ds = ds.padded_batch(BATCH, pad_info=POINTS_PAD_INFO)
         else:
             ds = ds.batch(BATCH)
         for item in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
