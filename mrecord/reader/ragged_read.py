@@ -37,7 +37,7 @@ def read_ragged_column(
         order, bounds, distinct = rows_by_page(pages)
         # A random read's values of the shard's plain chunks: one piece over the whole
         # file, so that they are packed a length at a time across pages, not page by page
-        # (a few values a page: 4.6 against 1.5 us a row).
+        # (100,000 random rows of 2M: 4.6 against ~2 us a row).
         scattered: list[tuple[np.ndarray, np.ndarray]] = []
         for k, page in enumerate(distinct):
             members = order[bounds[k] : bounds[k + 1]]
