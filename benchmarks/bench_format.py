@@ -78,7 +78,11 @@ def _dataset_files(path: Path) -> list[Path]:
 
 
 def write_mrecord(name: str, scale: float, path: Path, columnar: bool) -> Measurement:
-    """Write workload ``name`` at ``scale`` with mrecord's FileWriter; time only the writer."""
+    """Write workload ``name`` at ``scale`` with mrecord's FileWriter; time only the writer
+    (its modules imported first: mrecord's package imports lazily, and a process pays
+    that once, as MindSpore's side imports ``mindspore.mindrecord`` before its timing)."""
+    import mrecord.storage.index_db
+    import mrecord.storage.transaction  # noqa: F401
     from mrecord import FileWriter
 
     w = W.get(name)
