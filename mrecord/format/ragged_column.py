@@ -22,6 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mrecord.errors import RowIndexError, WrongTypeError
+from mrecord.format.columnize import value_shapes
 from mrecord.format.shape_groups import GROUP_MAX_BYTES, GROUP_MIN_ROWS, gather_spans
 
 __all__ = ["RaggedColumn", "pack_spans", "ragged_from_arrays", "runs_in_order"]
@@ -80,7 +81,7 @@ def ragged_from_arrays(
 ) -> RaggedColumn:
     """A :class:`RaggedColumn` of ``arrays`` (each of ``dtype`` with ``ndim`` dimensions),
     their items copied into one buffer."""
-    shapes = np.array([a.shape for a in arrays], dtype=np.int64).reshape(len(arrays), ndim)
+    shapes = value_shapes(arrays, ndim)
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum(np.prod(shapes, axis=1), out=offsets[1:])
     if arrays:

@@ -319,12 +319,7 @@ class DatasetReader:
         the first: a caller that wants a long read (a sweep's pass) to end early raises
         there, and the read ends with that exception.
         """
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
-            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
-            raise RowIndexError(
-                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
-            )
+        ids = self._checked_ids(ids)
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         groups = self._group(ids)
         streaming = self._stream(ids, groups, names)
@@ -381,12 +376,7 @@ class DatasetReader:
             ragged.values.sum()         # every value's items in one pass
             ragged[3].shape             # value 3, a view: e.g. (17, 3)
         """
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
-            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
-            raise RowIndexError(
-                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
-            )
+        ids = self._checked_ids(ids)
         if not isinstance(column, str):
             raise WrongTypeError(f"read_ragged takes one column name, got {column!r}")
         _check_columns(self.schema, [column])
@@ -399,8 +389,9 @@ class DatasetReader:
         groups = self._group(ids)
         self._hint(groups, [column])
         with reading_rows(self.shards, groups, [column]):
-            pages = sum(len(sorted_unique(group[2])) for group in groups)
-            if len(ids) >= _RAGGED_PAGE_ROWS * pages:
+            # the pages each shard's rows span: at least the pages they touch, no sort
+            span = sum(int(pages.max()) - int(pages.min()) + 1 for _, _, pages, _ in groups)
+            if len(ids) >= _RAGGED_PAGE_ROWS * span:
                 return read_ragged_column(self.shards, field, groups, len(ids))
             # A few rows a page (a small random read): cut page by page, each page's
             # numpy steps cost more than its rows; the values as read_rows takes them,
@@ -539,6 +530,17 @@ class DatasetReader:
             hint_heads(self.shards[s], pages, names)
         return True
 
+    def _checked_ids(self, ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """``ids`` as a flat int64 array; a :class:`RowIndexError` naming the first one
+        out of range."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
+            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
+            raise RowIndexError(
+                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
+            )
+        return ids
+
     def _hinted_rows(
         self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None
     ) -> tuple[np.ndarray, list[Any], list[str]]:
@@ -573,12 +575,7 @@ class DatasetReader:
         would: the places handed out hold checked bytes. For a reader in another process
         that maps the same files (``mrecord serve``'s same-host readers).
         """
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_rows):
-            bad = ids[(ids < 0) | (ids >= self.num_rows)][0]
-            raise RowIndexError(
-                f"row id {int(bad)} is out of range: the dataset has {self.num_rows} rows"
-            )
+        ids = self._checked_ids(ids)
         field = self.schema[_check_columns(self.schema, [column])[0]]
         if field.kind is not FieldKind.BYTES:
             raise SchemaError(f"column {column!r} is {field.kind.value}, not bytes")
@@ -1190,8 +1187,8 @@ _STREAMED_SHARE = 0.5
 share of the rows between its first and last."""
 
 _RAGGED_PAGE_ROWS = 8
-"""``read_ragged`` cuts values page by page when a read takes at least this many rows of
-each page it touches on average (a scan: 10x its rows as arrays), else joins the arrays
+"""``read_ragged`` cuts values page by page when a read takes at least this many rows a
+page of the pages its rows span (a scan: 10x its rows as arrays), else joins the arrays
 ``read_rows`` makes."""
 
 _BUFFERED_ROWS_PER_CHUNK = 4
