@@ -23,9 +23,31 @@ shapes = st.lists(
 )
 
 
+@st.composite
+def column_shapes(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]]]:
+    """A column's schema shape and its rows' shapes: rank 1 to 3, the dimensions after the
+    first fixed by the schema (every row alike: each value is a run of rows of one array
+    over the page) or free (rows differ after the first dimension too)."""
+    rank = draw(st.integers(1, 3))
+    fixed = draw(st.booleans())
+    trailing = st.lists(st.sampled_from([0, 1, 2, 3, 5]), min_size=rank - 1, max_size=rank - 1)
+    common = tuple(draw(trailing))
+    rows = draw(
+        st.lists(
+            st.tuples(st.integers(0, 40), trailing if not fixed else st.just(list(common))),
+            min_size=1,
+            max_size=60,
+        )
+    )
+    schema_shape = [-1, *common] if fixed else [-1] * rank
+    return schema_shape, [(k, *rest) for k, rest in rows]
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    row_shapes=shapes,
+    column=st.one_of(
+        shapes.map(lambda rows: ([-1, -1], [tuple(r) for r in rows])), column_shapes()
+    ),
     dtype=st.sampled_from(["float32", "int64", "uint8", "float64"]),
     compression=st.sampled_from([None, "zstd"]),
     grouped_from=st.sampled_from([1, ragged.GROUPED_MIN_ROWS]),
@@ -33,18 +55,20 @@ shapes = st.lists(
 )
 def test_read_rows_gives_every_value_as_its_own_array(
     tmp_path_factory: pytest.TempPathFactory,
-    row_shapes: list[tuple[int, int]],
+    column: tuple[list[int], list[tuple[int, ...]]],
     dtype: str,
     compression: str | None,
     grouped_from: int,
     data: st.DataObject,
 ) -> None:
     """``grouped_from=1`` lets even small calls gather their sparse pages by shape (a
-    real reader does so from GROUPED_MIN_ROWS rows on); the default keeps them row by row."""
+    real reader does so from GROUPED_MIN_ROWS rows on); the default keeps them row by row.
+    Columns of rank 1 to 3, their later dimensions fixed by the schema or free."""
+    schema_shape, row_shapes = column
     path = tmp_path_factory.mktemp("ragged") / "ds"
     rng = np.random.default_rng(len(row_shapes))
     values = [(rng.random(s) * 100).astype(dtype) for s in row_shapes]
-    field: dict[str, object] = {"type": dtype, "shape": [-1, -1]}
+    field: dict[str, object] = {"type": dtype, "shape": schema_shape}
     if compression:
         field["compression"] = compression
     with FileWriter(path) as writer:
