@@ -22,7 +22,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import numpy as np
 
@@ -193,8 +193,15 @@ class BlockIterator:
         self.stop()
 
 
-class _RowIterator:
-    """Rows of a pipeline: a ``for`` loop per epoch; ``stop()`` / ``with`` end it."""
+_Row = TypeVar("_Row")
+
+
+class _RowIterator(Generic[_Row]):
+    """Rows of a pipeline: a ``for`` loop per epoch; ``stop()`` / ``with`` end it.
+
+    ``__next__`` is this class's alone (subclasses give ``_make_rows``): a subclass's
+    ``__next__`` calling it was a second Python frame a row, ~0.25 us of a per-row
+    consumer's ~1 us here."""
 
     def __init__(self, dataset: Dataset, num_epochs: int, output_numpy: bool) -> None:
         self._names = dataset.get_col_names()
@@ -204,18 +211,18 @@ class _RowIterator:
         resume = dataset._pending_positions()
         self._blocks = BlockIterator(dataset, num_epochs, resume=resume)
         dataset._pending_positions(clear=True)
-        self._rows: Iterator[Any] = iter(())
+        self._rows: Iterator[_Row] = iter(())
         self.output_numpy = output_numpy
         self._epoch = 0
         self._delivered = 0  # rows of the current epoch handed out
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Self:
         return self
 
-    def _make_rows(self, block: Block) -> Iterator[Any]:
+    def _make_rows(self, block: Block) -> Iterator[_Row]:
         raise NotImplementedError
 
-    def __next__(self) -> Any:
+    def __next__(self) -> _Row:
         try:
             while True:
                 row = next(self._rows, None)
@@ -306,7 +313,7 @@ def _column_rows(values: Any, wrap: Callable[[Any], Any]) -> list[Any]:
     return list(map(wrap, row_values(values)))
 
 
-class DictIterator(_RowIterator):
+class DictIterator(_RowIterator[dict[str, Any]]):
     """Rows as ``{column: value}`` (``create_dict_iterator``).
 
     Values are :class:`~mrecord.pipeline.engine.tensor.Tensor` (a numpy array with ``asnumpy()``)
@@ -321,14 +328,8 @@ class DictIterator(_RowIterator):
             return ({} for _ in range(len(block)))
         return (dict(zip(names, row, strict=True)) for row in zip(*values, strict=True))
 
-    def __next__(self) -> dict[str, Any]:
-        return super().__next__()  # type: ignore[no-any-return]
 
-    def __iter__(self) -> DictIterator:
-        return self
-
-
-class TupleIterator(_RowIterator):
+class TupleIterator(_RowIterator[list[Any]]):
     """Rows as lists of values in column order (``create_tuple_iterator``); values as in
     :class:`DictIterator`."""
 
@@ -356,12 +357,6 @@ class TupleIterator(_RowIterator):
         if not values:
             return ([] for _ in range(len(block)))
         return map(list, zip(*values, strict=True))
-
-    def __next__(self) -> list[Any]:
-        return super().__next__()  # type: ignore[no-any-return]
-
-    def __iter__(self) -> TupleIterator:
-        return self
 
 
 def first_row(root: Dataset) -> list[Any]:
