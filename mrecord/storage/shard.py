@@ -62,6 +62,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, checked_value_crcs, table_length
 from mrecord.storage.failures import read_failure, storage_error, unreadable_error
+from mrecord.storage.value_index import ValueIndex, build_value_index
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
 from mrecord.storage.verify_ahead import VerifyAhead
 
@@ -289,6 +290,9 @@ class ShardFile:
         self._heads = shared_heads(self._file_key())
         self._lock = threading.Lock()
         self._fd_lock = threading.Lock()  # opening read_fd / direct_fd
+        # Variable-shape columns' value indexes (value_index), built once each.
+        self._value_indexes: dict[int, ValueIndex | None] = {}
+        self._index_lock = threading.Lock()
         self._field_index = {f.name: i for i, f in enumerate(self.meta.schema.fields)}
         # Set by the first will_need: an order-aware reader now says what comes, so the
         # kernel's read-around on faults (up to read_ahead_kb per fault) only costs.
@@ -970,6 +974,21 @@ class ShardFile:
         for page in pending.tolist():
             self.check_chunk(page, col)
 
+    def value_index(self, col: int) -> ValueIndex | None:
+        """Where every row's value of variable-shape column ``col`` lies
+        (:mod:`mrecord.storage.value_index`), built on the first call after every chunk of
+        the column was checked (policy ``once``; ``never`` at once; ``always`` never: each
+        read checks its chunks) and kept; None where none serves (a chunk compressed or
+        not in a local map, an index too large for its column), or not yet checked."""
+        if col in self._value_indexes:
+            return self._value_indexes[col]
+        if not self.all_verified(col):
+            return None
+        with self._index_lock:
+            if col not in self._value_indexes:
+                self._value_indexes[col] = build_value_index(self, col)
+            return self._value_indexes[col]
+
     def all_verified(self, col: int) -> bool:
         """True when no read of column ``col`` needs a checksum any more (policy ``never``,
         or ``once`` with every chunk of the column checked)."""
@@ -1119,6 +1138,7 @@ class ShardFile:
         if self._ahead is not None:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
+        self._value_indexes.clear()
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

@@ -4,6 +4,8 @@ any ids (repeats, any order), any shapes (empty, big), plain and compressed chun
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrecord import FileWriter
+from mrecord.format import shape_groups
 from mrecord.format.chunks import DecodedVarChunk
 from mrecord.format.schema import parse_schema
 from mrecord.reader import dataset_reader, ragged
@@ -41,6 +44,17 @@ def column_shapes(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]]]:
     )
     schema_shape = [-1, *common] if fixed else [-1] * rank
     return schema_shape, [(k, *rest) for k, rest in rows]
+
+
+def _counting_gathers() -> tuple[list[int], Callable[..., None]]:
+    """A stand-in for the reader's by-shape gather that counts its calls."""
+    calls: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        shape_groups.values_by_shape(*args, **kwargs)
+
+    return calls, counting
 
 
 @settings(max_examples=40, deadline=None)
@@ -128,15 +142,9 @@ def test_close_releases_the_map_after_a_grouped_read(
     with FileWriter(path) as writer:
         writer.add_schema({"a": {"type": "float32", "shape": [-1, 3]}})
         writer.write_raw_data({"a": [np.zeros((i % 5 + 1, 3), np.float32) for i in range(6000)]})
-    calls: list[int] = []
-    original = ragged.gather_by_shape
-
-    def counting(*args: object) -> None:
-        calls.append(1)
-        original(*args)  # type: ignore[arg-type]
-
+    calls, counting = _counting_gathers()
     reader = DatasetReader.open(path)
-    with mock.patch.object(dataset_reader, "gather_by_shape", counting):
+    with mock.patch.object(dataset_reader, "values_by_shape", counting):
         # kept: the values must not pin the map
         values = reader.read_rows(np.arange(0, 6000, 5)).columns["a"]
     assert calls, "the grouped (by-shape) gather was not used"
@@ -160,15 +168,9 @@ def test_a_big_sparse_read_is_gathered_by_shape(
         writer.write_raw_data({"a": values})
     ids = rng.integers(0, 6000, 1100)
     ids[:50] = ids[50:100]  # some rows asked twice
-    calls: list[int] = []
-    original = ragged.gather_by_shape
-
-    def counting(*args: object) -> None:
-        calls.append(1)
-        original(*args)  # type: ignore[arg-type]
-
+    calls, counting = _counting_gathers()
     with (
-        mock.patch.object(dataset_reader, "gather_by_shape", counting),
+        mock.patch.object(dataset_reader, "values_by_shape", counting),
         DatasetReader.open(path) as reader,
     ):
         got = reader.read_rows(ids).columns["a"]
@@ -179,3 +181,32 @@ def test_a_big_sparse_read_is_gathered_by_shape(
         assert value.flags.writeable
     for k in range(50):  # the same row asked twice: two arrays
         assert not np.shares_memory(got[k], got[k + 50])
+
+
+def test_a_big_read_of_mostly_whole_pages_copies_its_few_other_rows_one_by_one(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A read of many rows (over the grouped minimum) where most pages are wanted whole and
+    a few other pages give a row or two: those few rows are copied one by one (too few
+    to group by shape), each value as written, its own writeable array."""
+    path = tmp_path_factory.mktemp("dense") / "ds"
+    rng = np.random.default_rng(3)
+    values = [rng.random((int(k), 3)).astype(np.float32) for k in rng.integers(0, 9, 6000)]
+    with FileWriter(path) as writer:
+        writer.add_schema({"a": {"type": "float32", "shape": [-1, 3]}})
+        writer.set_page_size(4096)  # many pages
+        writer.write_raw_data({"a": values})
+    ids = np.concatenate([np.arange(0, 3000), [4000, 5500, 5999, 4000]])[::-1].copy()
+    calls, counting = _counting_gathers()
+    with (
+        mock.patch.object(dataset_reader, "values_by_shape", counting),
+        DatasetReader.open(path) as reader,
+    ):
+        assert reader.shards[0].meta.num_pages > 10
+        got = reader.read_rows(ids).columns["a"]
+    assert not calls, "a few sparse rows were grouped by shape"
+    assert isinstance(got, list)
+    for i, value in zip(ids.tolist(), got, strict=True):
+        np.testing.assert_array_equal(value, values[i])
+        assert value.flags.writeable
+    assert not np.shares_memory(got[0], got[3])  # row 4000 asked twice: two arrays
