@@ -1193,17 +1193,20 @@ def _gather_indexed(
     result: list[Any],
 ) -> None:
     """``_gather_arrays_by_page`` with the shard's value index (every chunk of the column
-    checked already): the rows of pages of which a read wants many (``_LEADING_ROWS_MIN``
-    or more, or a quarter) a page at a time (``_gather_arrays``: slices of one array of
-    the page's rows), every other row's value located through the index and gathered by
-    shape at once (a value a shape or two is cut on its own: 2.5 us a value at 256 values
-    of 64 shapes, where a page's slices take under one)."""
+    checked already): the rows of pages a read wants a quarter of a page at a time
+    (``_gather_arrays``: slices of one array of the page's rows), and in a read of fewer
+    than ``GROUPED_MIN_ROWS`` rows those of pages it wants ``_LEADING_ROWS_MIN`` rows of
+    too (its shapes' groups are small, and a value cut on its own costs ~1.7 us against
+    under one as a slice); every other row's value located through the index and gathered
+    by shape at once (10,000 random ids of 2M rows: ~12 a page, 156 a shape)."""
     edges = np.asarray(bounds, dtype=np.int64)
     counts = edges[1:] - edges[:-1]
     first = order[bounds[:-1]]
     distinct = pages[first]
     page_rows = shard.page_starts[distinct + 1] - shard.page_starts[distinct]
-    whole = (counts >= _LEADING_ROWS_MIN) | (4 * counts >= page_rows)
+    whole = 4 * counts >= page_rows
+    if len(order) < GROUPED_MIN_ROWS:  # its shapes' groups small: values cut one by one
+        whole |= counts >= _LEADING_ROWS_MIN
     sparse = order[np.repeat(~whole, counts)]
     if len(sparse):
         rows = shard.page_starts[pages[sparse]] + slots[sparse]
