@@ -1053,9 +1053,11 @@ class DatasetReader:
             # in memory (built from every page's head: beyond memory those would be reads
             # of their own); else many rows with pages stored plain of which few rows are
             # wanted gathered by shape together; fewer page by page, below.
-            if kind is FieldKind.VARARRAY:
+            if kind is FieldKind.VARARRAY and len(pages) >= min(
+                _INDEXED_MIN_ROWS, GROUPED_MIN_ROWS
+            ):
                 index = None if self._beyond_memory() else shard.value_index(col)
-                if len(pages) >= (_INDEXED_MIN_ROWS if index is not None else GROUPED_MIN_ROWS):
+                if index is not None or len(pages) >= GROUPED_MIN_ROWS:
                     _gather_arrays_by_page(
                         shard, field, col, positions, pages, slots, result, index
                     )
@@ -1844,12 +1846,13 @@ def _gather_arrays(
         # One array a value, straight over the copy: a slice and a reshape made two
         # (~480 against ~880 ns a row).
         array_over = np.ndarray
-        seen: set[int] = set()
-        for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
-            value = array_over(shape, dtype, data, offsets[slot])
-            # A row asked twice gets two arrays: writing to one must not change the other.
-            result[pos] = value.copy() if slot in seen else value
-            seen.add(slot)
+        values = [
+            array_over(shape, dtype, data, offsets[slot])
+            for slot, shape in zip(slot_list, shapes, strict=True)
+        ]
+        if len(set(slot_list)) < len(slot_list):
+            values = _copies_of_repeats(values, slot_list)
+        _put(result, pos_list, values)
         return
     flat = np.frombuffer(raw, dtype=dtype, count=offsets[-1] // itemsize, offset=start)
     for pos, slot, shape in zip(pos_list, slot_list, shapes, strict=True):
