@@ -1128,8 +1128,9 @@ def _gather_arrays_by_page(
     result: list[Any],
     index: ValueIndex | None = None,
 ) -> None:
-    """Variable-shape values of many rows (``GROUPED_MIN_ROWS`` or more) of one shard into
-    ``result``: the pages of which a quarter or more is wanted copied whole
+    """Variable-shape values of many rows of one shard (``GROUPED_MIN_ROWS`` or more, or
+    ``_INDEXED_MIN_ROWS`` with ``index``) into ``result``: the pages of which a quarter or
+    more is wanted copied whole
     (``_gather_arrays``), the wanted rows of the other plain pages gathered by shape
     together (``values_by_shape``: one fancy index a shape).
 
@@ -1139,7 +1140,9 @@ def _gather_arrays_by_page(
     where its rows start (the general loop's work a page was most of such a read)."""
     order, bounds, page_list = rows_by_page(pages)
     if index is not None and len(page_list) >= _INDEXED_MIN_PAGES:
-        _gather_indexed(shard, field, index, positions, pages, slots, order, bounds, result)
+        _gather_indexed(
+            shard, field, index, positions, pages, slots, (order, bounds, page_list), result
+        )
         return
     sorted_slots = slots[order]
     sorted_pos = order if positions is None else positions[order]
@@ -1190,21 +1193,21 @@ def _gather_indexed(
     positions: np.ndarray | None,
     pages: np.ndarray,
     slots: np.ndarray,
-    order: np.ndarray,
-    bounds: list[int],
+    by_page: tuple[np.ndarray, list[int], list[int]],
     result: list[Any],
 ) -> None:
     """``_gather_arrays_by_page`` with the shard's value index (every chunk of the column
-    checked already): the rows of pages a read wants a quarter of a page at a time
-    (``_gather_arrays``: slices of one array of the page's rows), and in a read of fewer
-    than ``GROUPED_MIN_ROWS`` rows those of pages it wants ``_LEADING_ROWS_MIN`` rows of
-    too (its shapes' groups are small, and a value cut on its own costs ~1.7 us against
-    under one as a slice); every other row's value located through the index and gathered
-    by shape at once (10,000 random ids of 2M rows: ~12 a page, 156 a shape)."""
+    checked already; ``by_page``: the read's rows grouped by page, ``rows_by_page``): the
+    rows of pages a read wants a quarter of a page at a time (``_gather_arrays``: slices
+    of one array of the page's rows), and in a read of fewer than ``GROUPED_MIN_ROWS``
+    rows those of pages it wants ``_LEADING_ROWS_MIN`` rows of too (its shapes' groups are
+    small, and a value cut on its own costs ~1.7 us against under one as a slice); every
+    other row's value located through the index and gathered by shape at once (10,000
+    random ids of 2M rows: ~12 a page, 156 a shape)."""
+    order, bounds, page_list = by_page
     edges = np.asarray(bounds, dtype=np.int64)
     counts = edges[1:] - edges[:-1]
-    first = order[bounds[:-1]]
-    distinct = pages[first]
+    distinct = np.asarray(page_list, dtype=np.int64)
     page_rows = shard.page_starts[distinct + 1] - shard.page_starts[distinct]
     whole = 4 * counts >= page_rows
     if len(order) < GROUPED_MIN_ROWS:  # its shapes' groups small: values cut one by one
@@ -1222,7 +1225,7 @@ def _gather_indexed(
         )
     for k in np.flatnonzero(whole).tolist():
         members = order[bounds[k] : bounds[k + 1]]
-        head, raw = shard.var_page(int(distinct[k]), field)
+        head, raw = shard.var_page(page_list[k], field)
         where = members if positions is None else positions[members]
         _gather_arrays(field, head, raw, where.tolist(), slots[members].tolist(), result)
 
@@ -1820,15 +1823,16 @@ def _gather_arrays(
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
     data = bytearray(raw[start : start + offsets[-1]]) if copy_page else None
     source, base = (data, 0) if data is not None else (raw, start)
+    value_starts = head.offsets_array[slot_list] if len(slot_list) >= _LEADING_ROWS_MIN else None
     rows = (
-        _leading_rows(dtype, source, base, offsets[-1], head, slot_list, wanted_shapes)
-        if len(slot_list) >= _LEADING_ROWS_MIN
+        _leading_rows(dtype, source, base, offsets[-1], value_starts, wanted_shapes)
+        if value_starts is not None
         else None
     )
-    if rows is not None:
+    if rows is not None and value_starts is not None:
         # Every wanted value is a run of rows of one array over the region: one slice a
         # value (~0.5 against ~1.2 us a value for an array built from its shape).
-        first_rows = head.offsets_array[slot_list] // rows.strides[0]
+        first_rows = value_starts // rows.strides[0]
         firsts = first_rows.tolist()
         lasts = (first_rows + wanted_shapes[:, 0].astype(np.int64)).tolist()
         if data is None:
@@ -1882,22 +1886,21 @@ def _leading_rows(
     source: Any,
     base: int,
     length: int,
-    head: Any,
-    slot_list: list[int],
+    value_starts: np.ndarray,
     wanted_shapes: np.ndarray,
 ) -> np.ndarray | None:
     """The data region ``source[base : base + length]`` as one array whose rows are the
     wanted values' leading dimension, when every wanted value is a whole run of its rows:
     their shapes differ in the first dimension alone (a ``[-1, 3]`` column's always do)
     and each starts on a row. ``None`` otherwise (the caller builds each from its shape)."""
-    if not slot_list or wanted_shapes.ndim != 2 or wanted_shapes.shape[1] == 0:
+    if not len(value_starts) or wanted_shapes.ndim != 2 or wanted_shapes.shape[1] == 0:
         return None
     trailing = wanted_shapes[0, 1:]
     if len(trailing) and not (wanted_shapes[:, 1:] == trailing).all():
         return None
     row_shape = tuple(int(d) for d in trailing)
     row_bytes = dtype.itemsize * math.prod(row_shape)
-    if row_bytes == 0 or (head.offsets_array[slot_list] % row_bytes).any():
+    if row_bytes == 0 or (value_starts % row_bytes).any():
         return None
     count = length // row_bytes
     flat = np.frombuffer(
