@@ -35,6 +35,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+# Every test's device probe measures (the suite's fake devices must never be kept for the
+# real disk, nor a kept profile answer a test): tests/storage/test_device_profiles.py
+# turns the kept profiles on with a file of its own. Set here so child processes inherit it.
+os.environ["MRECORD_DEVICE_PROFILES"] = "off"
+
 
 @pytest.fixture
 def without_head_index(monkeypatch: pytest.MonkeyPatch) -> None:
