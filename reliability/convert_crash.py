@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mrecord.writer.resume import RESUME_SUFFIX
+
 __all__ = [
     "DATASET_ID",
     "dataset_bytes",
@@ -159,12 +161,15 @@ def visible_files(dst: Path) -> list[str]:
     )
 
 
-def dataset_bytes(dst: Path) -> dict[str, bytes]:
+def dataset_bytes(dst: Path, *, checkpoint_left: bool = False) -> dict[str, bytes]:
     """Every file the dataset ``dst`` consists of, by name, with its bytes; fails on
-    leftovers (partial files, the resume sidecar)."""
+    leftovers (partial files, the resume sidecar unless ``checkpoint_left``: a kill after
+    the publish and before the process removed it)."""
     folder = dst.parent
     names = sorted(p.name for p in folder.iterdir() if p.name.startswith(dst.name))
     allowed = {*visible_files(dst), f"{dst.name}.mrecord-lock"}
+    if checkpoint_left:
+        allowed.add(f"{dst.name}{RESUME_SUFFIX}")
     leftovers = [n for n in names if n not in allowed]
     if leftovers:
         raise AssertionError(f"leftover files next to {dst}: {leftovers}")

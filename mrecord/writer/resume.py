@@ -511,4 +511,5 @@ class Checkpointer:
 
     def discard(self) -> None:
         """Remove the sidecar (after the commit, or when the write is abandoned)."""
+        crash_hook("discard")  # tests: killed after the publish, the sidecar still there
         remove_resume_state(self._writer._dir / self._writer._dataset_name)

@@ -67,7 +67,9 @@ def kill_and_resume(
         if visible and delay is not None and clean is not None:
             publishing = journal_path(dst.parent, dst.name).exists()
             finished = not publishing and read_resume_state(dst) is None
-            assert publishing or cc.dataset_bytes(dst) == clean, (
+            # after the publish, before the process removed its checkpoint: the whole
+            # dataset beside the sidecar, which --resume removes (as after commit:published)
+            assert publishing or cc.dataset_bytes(dst, checkpoint_left=True) == clean, (
                 f"half-done files visible after {delay:.2f} s"
             )
             if finished:  # killed as it exited: nothing to resume, and --resume says so
@@ -114,6 +116,24 @@ def test_kill_then_resume_with_worker_processes(
     code, _ = kill_and_resume(images, tmp_path / "x.mrecord", kill, workers=2)
     assert code == -9
     assert cc.dataset_bytes(tmp_path / "x.mrecord") == clean[0]
+
+
+def test_a_kill_after_the_publish_leaves_the_whole_dataset_and_resume_removes_the_checkpoint(
+    tmp_path: Path, images: Path, clean: tuple[dict[str, bytes], float]
+) -> None:
+    """Killed after the commit published, before the process removed its checkpoint (a
+    random kill landed there in CI): the dataset is whole beside the sidecar, and
+    ``--resume`` finishes by removing the sidecar."""
+    dst = tmp_path / "x.mrecord"
+    killed = cc.run_worker("imagefolder", images, dst, kill="step:discard:1")
+    assert killed.returncode == -9
+    assert not journal_path(dst.parent, dst.name).exists()
+    assert read_resume_state(dst) is not None
+    assert cc.dataset_bytes(dst, checkpoint_left=True) == clean[0]
+    resumed = cc.run_worker("imagefolder", images, dst, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert cc.dataset_bytes(dst) == clean[0]
+    assert not resume_dir(dst).exists()
 
 
 def test_random_kills_then_resume_equal_clean(
