@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from mrecord.errors import RowIndexError, WrongTypeError
 from mrecord.format.columnize import value_shapes
@@ -145,7 +144,9 @@ def _scatter_by_length(
             for a, b in zip(starts[rows].tolist(), dst[rows].tolist(), strict=True):
                 out[b : b + size] = data[a : a + size]
             continue
-        # every size-byte window of ``out`` (a writeable strided view: the spans written
-        # never overlap one another), indexed by the destinations
-        windows: Any = as_strided(out, shape=(len(out) - size + 1, size), strides=(1, 1))
-        windows[dst[rows]] = gather_spans(data, starts[rows], size)
+        # every size-byte window of ``out`` as an item of a void dtype (a writeable view:
+        # the spans written never overlap one another), indexed by the destinations; as
+        # rows of an ``as_strided`` view, 2-2.5x slower (``gather_spans``)
+        item = np.dtype((np.void, size))
+        windows = np.ndarray((len(out) - size + 1,), item, out, 0, (1,))
+        windows[dst[rows]] = gather_spans(data, starts[rows], size).view(item).reshape(-1)
