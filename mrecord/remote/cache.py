@@ -46,6 +46,7 @@ from typing import Any
 from mrecord.errors import ArgumentError, CorruptFileError
 from mrecord.remote.fs import RemoteFile
 from mrecord.remote.urls import url_basename
+from mrecord.storage.cache_folder import cache_root
 from mrecord.storage.locking import lock, try_lock, unlock
 
 __all__ = ["DEFAULT_CACHE_BYTES", "STALE_POLICIES", "CacheSession", "RemoteCache"]
@@ -56,13 +57,6 @@ _RECORD = ".mrecord-cache"
 _LOCK = ".mrecord-cache-lock"
 _PARTIAL = ".mrecord-cache-partial"
 _WHY = "caching remote files"
-
-
-def _default_root() -> Path:
-    if os.environ.get("MRECORD_CACHE_DIR"):
-        return Path(os.environ["MRECORD_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mrecord"
 
 
 def _default_bytes() -> int:
@@ -85,7 +79,7 @@ class RemoteCache:
         max_bytes: int | None = None,
         stale: str | None = None,
     ):
-        self.root = Path(root) if root is not None else _default_root()
+        self.root = Path(root) if root is not None else cache_root()
         self.max_bytes = max_bytes if max_bytes is not None else _default_bytes()
         self.stale = stale if stale is not None else os.environ.get("MRECORD_STALE_CACHE", "warn")
         if self.stale not in STALE_POLICIES:

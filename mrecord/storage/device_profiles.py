@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mrecord.errors import UnsupportedPlatformError
+from mrecord.storage.cache_folder import cache_root
 from mrecord.storage.locking import try_lock, unlock
 
 __all__ = ["LOCK_WAIT_SECONDS", "MAX_AGE_SECONDS", "Numbers", "profiles_path", "remembered"]
@@ -51,11 +52,7 @@ def profiles_path() -> Path | None:
     chosen = os.environ.get(_ENV)
     if chosen is not None:
         return None if chosen.strip().lower() in _OFF else Path(chosen)
-    root = os.environ.get("MRECORD_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "mrecord")
-    return Path(root) / "device-profiles.json"
+    return cache_root() / "device-profiles.json"
 
 
 def remembered(key: str, measure: Callable[[], Numbers | None]) -> Numbers | None:
