@@ -153,6 +153,15 @@ def _kept_or_measured(path: Path, dev: int, size: int, seconds: float) -> Storag
         f"read_bps={min(bps_limits, default=0)} boot={boot}"
     )
     numbers = remembered(key, measure)
+    profile = _profile_of(numbers)
+    if numbers is not None and profile is None:  # a damaged entry: measure again, capped
+        profile = _profile_of(measure())
+    return profile
+
+
+def _profile_of(numbers: Numbers | None) -> StorageProfile | None:
+    """The profile ``numbers`` hold, or None when there are none or they are not a
+    profile's (missing, not numbers, not positive rates)."""
     if numbers is None:
         return None
     try:
@@ -163,10 +172,8 @@ def _kept_or_measured(path: Path, dev: int, size: int, seconds: float) -> Storag
             seconds=float(numbers["seconds"]),
         )
     except (KeyError, TypeError, ValueError):
-        profile = None
-    if profile is None or not (profile.iops > 0 and profile.bandwidth > 0):
-        return _measure(path, dev, size, seconds)  # a damaged entry: measure again
-    return profile
+        return None
+    return profile if profile.iops > 0 and profile.bandwidth > 0 else None
 
 
 def _measure(path: Path, dev: int, size: int, seconds: float) -> StorageProfile | None:

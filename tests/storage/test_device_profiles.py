@@ -211,3 +211,24 @@ def test_a_read_throttle_caps_what_a_short_measurement_read_in_its_burst(
     unthrottled = probe_storage(data)
     assert unthrottled is not None
     assert (unthrottled.iops, unthrottled.bandwidth) == (3947.0, 596e6)
+
+
+def test_a_damaged_kept_entry_is_measured_again_and_capped_as_a_fresh_one(
+    kept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry under the key whose numbers are not numbers: measured again, and the
+    throttle caps that measurement as it caps any other."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"\0" * 8192)
+    measured = StorageProfile(device="254:0", iops=3947.0, bandwidth=596e6, seconds=0.4)
+    monkeypatch.setattr(probe, "_measure", lambda *args: measured)
+    monkeypatch.setattr(probe, "_throttle_limits", lambda *args: ([3000], [262144000]))
+    probe_storage(data)
+    entries = json.loads(kept.read_text())
+    (key,) = entries
+    entries[key]["iops"] = "not a number"
+    kept.write_text(json.dumps(entries))
+    probe.clear_probe_cache()
+    profile = probe_storage(data)
+    assert profile is not None
+    assert (profile.iops, profile.bandwidth) == (3000.0, 262144000.0)
