@@ -37,7 +37,7 @@ from mrecord.format.ids import sorted_unique
 from mrecord.format.ragged_column import RaggedColumn, ragged_from_arrays
 from mrecord.format.schema import Field, FieldKind, StoredSchema
 from mrecord.format.shape_groups import values_by_shape
-from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape
+from mrecord.reader.ragged import GROUPED_MIN_ROWS, PageRows, gather_by_shape, spanning_view
 from mrecord.reader.ragged_read import read_ragged_column
 from mrecord.remote.ranged import plan_reads, reading_rows
 from mrecord.remote.urls import is_remote
@@ -1351,9 +1351,6 @@ _SWEEP_ARRAY_BYTES = 112
 """Bytes of a numpy array object beside its data: a variable-shape value of a sweep's
 window is one (``sys.getsizeof(np.empty((0, 3)))``)."""
 
-_GROUPED_BYTES = 8 << 20
-"""Bytes of variable-shape chunks gathered together (``_gather_grouped``)."""
-
 _WAVE_SHARE = 0.25
 """A read over more chunks than the chunk buffers hold takes them a wave of this share of
 the buffers at a time (``DatasetReader._take_from_chunks``): each reading thread holds
@@ -1502,7 +1499,8 @@ def _var_from_chunks(
     Bytes as copies, or read-only views (``as_arrays``); arrays as writeable copies
     (``_gather_arrays``, as the map's path gives them)."""
     starts = shard.page_starts_list
-    heads = shard.cached_heads(shard.field_index(field.name))
+    col = shard.field_index(field.name)
+    heads = shard.cached_heads(col)
     grouped: list[tuple[int, Any]] = []
     grouped_rows = bounds[-1] - bounds[0] >= GROUPED_MIN_ROWS and field.kind is FieldKind.VARARRAY
     for k, (page, data) in enumerate(zip(pages, chunks, strict=True)):
@@ -1513,6 +1511,7 @@ def _var_from_chunks(
             except ChunkFormatError:
                 shard.var_page(page, field)  # raises naming the file, page and field
                 raise
+            head = shard.keep_head(page, col, head)  # a window's next reads take it again
         if grouped_rows:
             grouped.append((k, head))
             continue
@@ -1540,28 +1539,21 @@ def _gather_grouped(
 ) -> None:
     """Many variable-shape values from whole chunks at once (``gather_by_shape``: one
     fancy index per shape, where one slice, reshape and copy a row cost ~8 us in Python;
-    a sweep's window takes tens of thousands a pass). Chunks are laid end to end in one
-    array, each on an 8-byte boundary so that the values stay aligned for their dtype,
-    ``_GROUPED_BYTES`` of them at a time (a block shuffle's window of chunks laid whole
-    beside the buffers holding them got a reader in a 266 MB group OOM-killed).
+    a sweep's window takes tens of thousands a pass), indexed where the chunks lie in the
+    reader's buffers (``spanning_view``: no chunk copied; laid end to end, a
+    ``Shuffle.BLOCK`` read copied its whole window of chunks, 9x the dataset an epoch).
     ``heads``: (index into ``chunks``, its decoded head); chunk ``k``'s rows take slots
     ``slots_in_order[a:b]`` into places ``order[a:b]`` of ``got``, ``(a, b) = bounds[k],
     bounds[k + 1]``."""
     first, last = bounds[0], bounds[-1]
     where = np.asarray(order[first:last], dtype=np.int64)
     slots = np.asarray(slots_in_order[first:last], dtype=np.int64)
-    sizes = [-(-len(chunks[k]) // 8) * 8 for k, _ in heads]
-    for lo, hi in _waves(sizes, _GROUPED_BYTES):
-        laid = np.empty(sum(sizes[lo:hi]), dtype=np.uint8)
-        rows: list[PageRows] = []
-        at = 0
-        for (k, head), size in zip(heads[lo:hi], sizes[lo:hi], strict=True):
-            data = chunks[k]
-            laid[at : at + len(data)] = np.frombuffer(data, dtype=np.uint8)
-            a, b = bounds[k] - first, bounds[k + 1] - first
-            rows.append((at, head, where[a:b], slots[a:b]))
-            at += size
-        gather_by_shape(field, laid, rows, got)
+    span, offsets = spanning_view([chunks[k] for k, _ in heads])
+    rows: list[PageRows] = []
+    for (k, head), at in zip(heads, offsets, strict=True):
+        a, b = bounds[k] - first, bounds[k + 1] - first
+        rows.append((at, head, where[a:b], slots[a:b]))
+    gather_by_shape(field, span, rows, got)
 
 
 def _waves_ahead(

@@ -562,6 +562,18 @@ class ShardFile:
         get = self._heads.get
         return lambda page: get((page, col))
 
+    def keep_head(self, page: int, col: int, head: DecodedVarChunk) -> DecodedVarChunk:
+        """Cache ``head``, parsed by the caller from the whole stored bytes of chunk
+        (page, ``col``) (read into a buffer of its own and checked: ``ChunkBuffers``), for
+        the next reads of the chunk; what is cached holds no view of those bytes (its
+        shapes are copied). Returns the cached head. A ``Shuffle.BLOCK`` window's reads
+        come back to the same chunks: each parsed the head again (16 times a chunk an
+        epoch of small variable-shape rows), a fifth of the reader's time."""
+        if head.shapes is not None and head.shapes.base is not None:
+            head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+        self._heads.put((page, col), head)
+        return head
+
     def head_range(self, page: int, col: int) -> tuple[int, int]:
         """The ``(offset, length)`` of the head (value offsets and shapes) of the stored,
         uncompressed variable-size chunk (page, ``col``)."""

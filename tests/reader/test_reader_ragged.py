@@ -210,3 +210,57 @@ def test_a_big_read_of_mostly_whole_pages_copies_its_few_other_rows_one_by_one(
         np.testing.assert_array_equal(value, values[i])
         assert value.flags.writeable
     assert not np.shares_memory(got[0], got[3])  # row 4000 asked twice: two arrays
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chunk_rows=st.lists(
+        st.lists(st.integers(0, 5), min_size=1, max_size=12), min_size=1, max_size=6
+    ),
+    picks=st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000)), max_size=60),
+    reverse=st.booleans(),
+)
+def test_values_of_chunks_in_separate_buffers_are_gathered_through_one_spanning_view(
+    chunk_rows: list[list[int]], picks: list[tuple[int, int]], reverse: bool
+) -> None:
+    """``spanning_view`` over chunks that lie in buffers of their own (at any addresses,
+    in any order) gives the same values as the chunks read one by one: each chunk's bytes
+    at its offset in the view, the view shares their memory and copies nothing."""
+    field = parse_schema({"a": {"type": "int16", "shape": [-1, 3]}})["a"]
+    chunks: list[np.ndarray] = []
+    heads: list[DecodedVarChunk] = []
+    values: list[list[np.ndarray]] = []
+    for c, lengths in enumerate(chunk_rows):
+        rows = [
+            np.arange(3 * k, dtype=np.int16).reshape(k, 3) + 100 * c + 7 * i
+            for i, k in enumerate(lengths)
+        ]
+        padding = b"\xff" * (c % 3)  # data at an odd offset in some chunks
+        data = padding + b"".join(r.tobytes() for r in rows)
+        chunks.append(np.frombuffer(bytearray(data), dtype=np.uint8))  # a buffer of its own
+        offsets = np.cumsum([0, *(r.nbytes for r in rows)]).tolist()
+        heads.append(
+            DecodedVarChunk(
+                offsets, np.array([r.shape for r in rows], dtype=np.uint64), len(padding)
+            )
+        )
+        values.append(rows)
+    parts = chunks[::-1] if reverse else chunks
+    span, offsets = ragged.spanning_view(parts)
+    for part, at in zip(parts, offsets, strict=True):
+        np.testing.assert_array_equal(span[at : at + len(part)], part)
+        assert not len(part) or np.shares_memory(span[at : at + len(part)], part)
+    assert not span.flags.owndata and not span.flags.writeable
+    wanted = [(c % len(chunks), i) for c, i in picks]
+    wanted = [(c, i % len(values[c])) for c, i in wanted]
+    result: list[Any] = [None] * len(wanted)
+    by_part = {id(part): at for part, at in zip(parts, offsets, strict=True)}
+    pages = []
+    for c in range(len(chunks)):
+        mine = [k for k, (cc, _) in enumerate(wanted) if cc == c]
+        slots = np.array([wanted[k][1] for k in mine], dtype=np.int64)
+        pages.append((by_part[id(chunks[c])], heads[c], np.array(mine, dtype=np.int64), slots))
+    gather_by_shape(field, span, pages, result)
+    for (c, i), value in zip(wanted, result, strict=True):
+        np.testing.assert_array_equal(value, values[c][i])
+        assert value.flags.writeable and not np.shares_memory(value, chunks[c])

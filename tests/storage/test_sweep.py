@@ -31,6 +31,7 @@ import mrecord.reader.ragged as ragged
 import mrecord.storage.chunk_buffers as chunk_buffers
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
+from mrecord.format.chunks import decode_var
 from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
 from tests.sweeping import SLOW_REQUESTS, chunk_preads, column_bytes, profile, sweeping
@@ -360,30 +361,63 @@ def test_a_damaged_chunk_in_a_window_fails_or_skips_as_block_reads_do(
         assert swept == plain == [i for i in order if i not in lost]
 
 
-def test_variable_shape_chunks_are_laid_together_a_bounded_run_at_a_time(
+def test_variable_shape_values_are_gathered_where_their_chunks_lie(
     files: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The grouped gather lays at most ``_GROUPED_BYTES`` of chunks end to end at once (a
-    block shuffle's whole window of chunks laid beside the buffers holding them got a
-    reader in a 266 MB group OOM-killed), and the values are right across the runs."""
-    monkeypatch.setattr(dataset_reader, "_GROUPED_BYTES", 2048)
-    laid: list[int] = []
+    """The grouped gather indexes the chunks where the reader's buffers hold them: no
+    chunk is copied on the way (laid end to end, a block shuffle's read copied its whole
+    window of chunks, 9x the dataset an epoch; a reader in a 266 MB group was once
+    OOM-killed by it), and the values are right."""
+    seen: list[np.ndarray] = []
     real = ragged.gather_by_shape
 
     def spy(field: Any, file_bytes: np.ndarray, pages: Any, result: list[Any]) -> None:
-        laid.append(len(file_bytes))
+        seen.append(file_bytes)
         real(field, file_bytes, pages, result)
 
     monkeypatch.setattr(dataset_reader, "gather_by_shape", spy)
     ids = np.random.default_rng(11).integers(0, ROWS, 4000)
     sweeping(monkeypatch, budget=1 << 10)
     with DatasetReader.open(files) as reader:
-        biggest = max(
-            int(s.meta.chunks["length"][:, s.field_index("pts")].max()) for s in reader.shards
-        )
         values = reader.read_rows(ids, ["pts"], sweep=True).columns["pts"]
     assert _same("pts", values, ids.tolist())
-    assert len(laid) > 2 and max(laid) <= max(2048, -(-biggest // 8) * 8)
+    assert seen
+    # a view of the buffers' memory, never bytes of its own (a laid copy owns its data)
+    assert not any(view.flags.owndata or view.flags.writeable for view in seen)
+
+
+def test_a_window_s_next_reads_parse_no_head_again(
+    files: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heads a read of whole chunks parses are kept for the next reads of the same
+    chunks (a block shuffle's window is read in several reads over the same chunks: each
+    parsed every head again), and what is kept holds no view of the chunks' buffers."""
+    clear_verified()
+    parsed: list[int] = []
+    real = decode_var
+
+    def spy(field: Any, buf: Any, n_rows: int, length: int | None = None) -> Any:
+        parsed.append(n_rows)
+        return real(field, buf, n_rows, length)
+
+    monkeypatch.setattr(dataset_reader, "decode_var", spy)
+    rng = np.random.default_rng(3)
+    sweeping(monkeypatch, budget=1 << 10)
+    with DatasetReader.open(files) as reader:
+        first = rng.permutation(ROWS)[: ROWS // 2]
+        values = reader.read_rows(first, ["pts"], sweep=True).columns["pts"]
+        assert _same("pts", values, first.tolist())
+        assert parsed  # the first read parsed the heads of the chunks it took
+        parsed.clear()
+        again = rng.permutation(ROWS)[: ROWS // 2]
+        values = reader.read_rows(again, ["pts"], sweep=True).columns["pts"]
+        assert _same("pts", values, again.tolist())
+        assert parsed == []
+        for shard in reader.shards:
+            heads = shard.cached_heads(shard.field_index("pts"))
+            for page in range(shard.meta.num_pages):
+                head = heads(page)
+                assert head is not None and head.shapes.base is None
 
 
 def test_a_short_order_is_weighed_by_its_own_rows(
