@@ -1767,6 +1767,8 @@ class _FixedPlan:
         """The plan for ``field`` of ``shard``: from the head index's copies of its
         chunks when it holds them all (no read of the file for these values), else
         from the map, or None when chunks need the page path."""
+        if int(np.prod(field.row_shape, dtype=np.int64)) == 0:
+            return None  # rows of no items: nothing to gather (the page path's empty values)
         col = shard.field_index(field.name)
         column = shard.indexed_column(col)
         if column is not None:
