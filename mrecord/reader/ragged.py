@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.errors import ArgumentError
 from mrecord.format.chunks import DecodedVarChunk
 from mrecord.format.schema import Field
 from mrecord.format.shape_groups import values_by_shape
@@ -66,7 +67,7 @@ def spanning_view(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]]:
         return np.empty(0, dtype=np.uint8), []
     for part in parts:
         if part.dtype != np.uint8 or part.ndim != 1 or not part.flags.c_contiguous:
-            raise ValueError("spanning_view takes contiguous one-dimensional uint8 arrays")
+            raise ArgumentError("spanning_view takes contiguous one-dimensional uint8 arrays")
     addresses = [int(part.ctypes.data) for part in parts]
     lowest = min(range(len(parts)), key=addresses.__getitem__)
     base = addresses[lowest]
