@@ -134,3 +134,32 @@ def test_initial_step_needs_a_resumable_dataset() -> None:
     batches = [(np.zeros(2),)] * 4
     with pytest.raises(ArgumentError, match="cannot start at batch"):
         Model(lambda x: 0.0).train(2, batches, initial_step=1)
+
+
+@given(steps=st.lists(st.tuples(st.booleans(), st.integers(0, 9)), max_size=8))
+def test_next_and_for_loops_share_one_stream_of_rows_and_one_count(
+    files: str, steps: list[tuple[bool, int]]
+) -> None:
+    """``next()`` calls and ``for`` loops broken off anywhere (across blocks) take from the
+    same rows: together they give the epoch's rows in order, none twice, and
+    ``state_dict()["rows"]`` is always how many were taken this epoch."""
+    ds = MindDataset(files, shuffle=Shuffle.GLOBAL, num_parallel_workers=1)
+    whole = [int(row[0]) for row in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+    with ds.create_tuple_iterator(num_epochs=2, output_numpy=True) as it:
+        got: list[int] = []
+        ended = False
+        for use_next, count in steps:
+            for _ in range(count):
+                row = next(it, None) if use_next else next(iter(it), None)  # iter: a loop's
+                if row is None:
+                    ended = True
+                    break
+                got.append(int(row[0]))
+            state = it.state_dict()
+            # the count is this epoch's: the next one's (0) once the epoch has ended
+            assert (state["epoch"], state["rows"]) == ((1, 0) if ended else (0, len(got)))
+            if ended:
+                break
+        if not ended:
+            got.extend(int(row[0]) for row in it)
+    assert got == whole and sorted(whole) == list(range(23))
