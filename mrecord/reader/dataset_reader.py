@@ -661,8 +661,8 @@ class DatasetReader:
         chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its
         shards are cold and beyond memory; else none.
 
-        In file order (``shuffle=False``, ``Shuffle.INFILE``'s runs) a read of fixed-width
-        columns alone that takes several rows of each chunk does: each chunk is then read
+        In file order (``shuffle=False``, ``Shuffle.INFILE``'s runs) a read without a
+        bytes column that takes several rows of each chunk does: each chunk is then read
         once, checked as it arrives, and its pages leave the page cache at once; after the
         read only its last page's chunks stay held (``read_rows``). Through the map, the
         first epoch's check read each chunk, the gather faulted its pages in again, and
@@ -694,10 +694,15 @@ class DatasetReader:
         if not fields:
             return []
         in_file_order = bool(np.all(ids[1:] >= ids[:-1]))
-        if in_file_order and any(field.kind is not FieldKind.FIXED for field in fields):
-            # Bytes values stream through the map or come direct (_stream); variable-shape
-            # ones were no faster from the buffers (35.0-38.2K rows/s against 31.9-42.1K,
-            # 4 pairs) and a read_rows of 100,000 of them in a 100 MB group was OOM-killed.
+        if in_file_order and any(field.kind is FieldKind.BYTES for field in fields):
+            # Bytes values stream through the map or come direct (_stream). Variable-shape
+            # ones come from the buffers when the read's chunks fit in them (below), each
+            # page's as slices of one copy of its data (_var_from_chunks, a run): 2M rows
+            # of ~420 bytes in a 266 MB group on a 3,000 IOPS / 250 MB/s throttle,
+            # 266-331K -> 385-399K rows/s, memory.failcnt 182K -> 3.5K an epoch (through
+            # the map the group reclaimed the page cache on every allocation). Before
+            # values were taken a run at a time they were no faster so (35-38K rows/s
+            # against 32-42K, 2026-11-27).
             return []
         with_var = any(field.kind is not FieldKind.FIXED for field in fields)
         rows_per_chunk = _SHARED_CHUNK_ROWS if with_var else _BUFFERED_ROWS_PER_CHUNK
@@ -724,6 +729,11 @@ class DatasetReader:
                 unchecked = unchecked or not shard.verified_chunks(unique, col).all()
         if sweep or ((window or not thin) and self._buffers().fits(total)):
             return [f.name for f in fields]
+        if in_file_order and with_var:
+            # Its values are copies beside the buffers, not page cache the group can
+            # reclaim: a read_rows of 100,000 such rows (42 MB) a wave at a time got a
+            # reader in a 100 MB group OOM-killed; through the map it thrashed, and ended.
+            return []
         if thin and with_var:
             return []  # a window wider than the buffers: as a random order
         if unchecked or self._one_pass_pays(groups, len(fields), total):
@@ -959,6 +969,7 @@ class DatasetReader:
                         order_list,
                         as_arrays,
                         var[field.name],
+                        run,
                     )
                     continue
                 taken, shape = fixed[field.name], field.row_shape
@@ -1492,17 +1503,23 @@ def _var_from_chunks(
     order: list[int],
     as_arrays: bool,
     got: list[Any],
+    run: bool = False,
 ) -> None:
     """The values of a bytes or variable-shape column from whole stored chunks (checked
     as they arrived): rows ``order[a:b]`` of the group take slots ``slots_in_order[a:b]``
     of ``pages[k]``'s chunk, for each ``(a, b)`` of consecutive ``bounds``, into ``got``.
     Bytes as copies, or read-only views (``as_arrays``); arrays as writeable copies
-    (``_gather_arrays``, as the map's path gives them)."""
+    (``_gather_arrays``, as the map's path gives them). Many rows of variable-shape
+    values are gathered by shape across the chunks, except in a ``run`` (consecutive
+    rows, file order): there each page's wanted data is one copy and its values slices
+    of it (``_gather_arrays``: ~0.5 us a value, no scatter)."""
     starts = shard.page_starts_list
     col = shard.field_index(field.name)
     heads = shard.cached_heads(col)
     grouped: list[tuple[int, Any]] = []
-    grouped_rows = bounds[-1] - bounds[0] >= GROUPED_MIN_ROWS and field.kind is FieldKind.VARARRAY
+    grouped_rows = (
+        not run and bounds[-1] - bounds[0] >= GROUPED_MIN_ROWS and field.kind is FieldKind.VARARRAY
+    )
     for k, (page, data) in enumerate(zip(pages, chunks, strict=True)):
         head = heads(page)
         if head is None:

@@ -6,10 +6,11 @@ reader's own buffers (mrecord.storage.chunk_buffers):
 - each chunk is read once however many threads need it at once, and what is held stays
   within the capacity;
 - a damaged chunk raises ChecksumError naming its page and field, never wrong values;
-- reads with a bytes or variable-shape column in file order, spread over their chunks (a
-  random order), or over more chunks than the buffers hold keep the map's path;
-  fixed-width columns in file order read each chunk whole once and hold only the last
-  page's for the next read.
+- reads with a bytes column in file order, spread over their chunks (a random order), or
+  over more chunks than the buffers hold keep the map's path; fixed-width and
+  variable-shape columns in file order read each chunk whole once and hold only the last
+  page's for the next read (variable-shape values: slices of one copy of each page's
+  data, never of the buffers).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import mrecord.storage.chunk_buffers as chunk_buffers
 import mrecord.storage.readahead as readahead
 from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
+from mrecord.reader.ragged import GROUPED_MIN_ROWS
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.probe import StorageProfile
 from mrecord.storage.verified import clear_verified
@@ -396,15 +398,59 @@ def test_a_read_in_file_order_keeps_only_its_last_page_for_the_next(
 def test_file_order_with_bytes_or_sparse_keeps_the_map(
     files: str, beyond: list[ChunkBuffers]
 ) -> None:
-    """In file order, a bytes column (streamed or read into its values directly), a
-    variable-shape one, or rows spread thin over their chunks keep the map's path."""
+    """In file order, a bytes column (streamed or read into its values directly) or rows
+    spread thin over their chunks keep the map's path; variable-shape ones take the
+    buffers."""
     with DatasetReader.open(files) as reader:
         ids = np.arange(ROWS)
         assert reader._buffered_columns(ids, reader._group(ids), FIXED) == FIXED
         assert reader._buffered_columns(ids, reader._group(ids), ["blob", "id"]) == []
+        assert reader._buffered_columns(ids, reader._group(ids), ["pts", "id"]) == ["pts", "id"]
+        # a read larger than the buffers: its values would be copies beside them, not page
+        # cache the memory group can reclaim (a 100 MB group was OOM-killed so)
+        reader._chunk_buffers = ChunkBuffers(4096)
         assert reader._buffered_columns(ids, reader._group(ids), ["pts", "id"]) == []
         sparse = ids[::16].copy()  # under one row a chunk
         assert reader._buffered_columns(sparse, reader._group(sparse), FIXED) == []
+
+
+@pytest.mark.parametrize("grouped_from", [1, GROUPED_MIN_ROWS])
+def test_variable_shape_rows_in_file_order_are_slices_of_page_copies(
+    files: str, beyond: list[ChunkBuffers], monkeypatch: pytest.MonkeyPatch, grouped_from: int
+) -> None:
+    """Variable-shape values of reads in file order come from the buffers, each page's as
+    slices of one copy of its data (not gathered by shape, however many rows): right,
+    writeable, independent of each other and of the buffers, which the next reads
+    reuse."""
+    monkeypatch.setattr(dataset_reader, "GROUPED_MIN_ROWS", grouped_from)
+    grouped: list[int] = []
+    real = dataset_reader._gather_grouped
+
+    def spy(*args: Any) -> None:
+        grouped.append(1)
+        real(*args)
+
+    monkeypatch.setattr(dataset_reader, "_gather_grouped", spy)
+    with DatasetReader.open(files) as reader:
+        got: list[np.ndarray] = []
+        for start in range(0, ROWS, 150):
+            ids = np.arange(start, start + 150)
+            values = reader.read_rows(ids, ["pts", "id"]).columns["pts"]
+            assert _same("pts", values, ids.tolist())
+            got.extend(values)
+        assert beyond and beyond[-1].kept_bytes > 0  # the buffers served them
+        assert not grouped
+        for i, value in enumerate(got):  # still right after the buffers were reused
+            np.testing.assert_array_equal(value, _pts(i))
+        held = [
+            chunk
+            for buffers in beyond
+            for chunk in buffers._kept.values()  # the chunks the buffers hold now
+        ]
+        for value in got[-150:]:
+            assert value.size == 0 or not any(np.shares_memory(value, c) for c in held)
+        got[1][...] = -1  # writing one value changes no other
+        np.testing.assert_array_equal(got[2], _pts(2))
 
 
 def _profile(iops: float, bandwidth: float) -> StorageProfile:
