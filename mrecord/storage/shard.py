@@ -563,10 +563,10 @@ class ShardFile:
         return lambda page: get((page, col))
 
     def keep_head(self, page: int, col: int, head: DecodedVarChunk) -> DecodedVarChunk:
-        """Cache ``head``, parsed by the caller from the whole stored bytes of chunk
-        (page, ``col``) (read into a buffer of its own and checked: ``ChunkBuffers``), for
-        the next reads of the chunk; what is cached holds no view of those bytes (its
-        shapes are copied). Returns the cached head. A ``Shuffle.BLOCK`` window's reads
+        """Cache ``head``, parsed from the stored bytes of chunk (page, ``col``) (the map's,
+        :meth:`parse_head`, or a buffer's of the reader's, ``ChunkBuffers``), for the next
+        reads of the chunk; what is cached holds no view of those bytes (its shapes are
+        copied). Returns the cached head. A ``Shuffle.BLOCK`` window's reads
         come back to the same chunks: each parsed the head again (16 times a chunk an
         epoch of small variable-shape rows), a fifth of the reader's time."""
         if head.shapes is not None and head.shapes.base is not None:
@@ -855,12 +855,9 @@ class ShardFile:
             )
         except (ChunkFormatError, ValueError):
             return None
-        if head.shapes is not None:
-            head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
         if self._tables[page][col] and self._value_table(page, col) is None:
             return None  # a damaged head (or table): read whole and checked, it says why
-        self._heads.put(key, head)
-        return head
+        return self.keep_head(page, col, head)
 
     def _value_table(self, page: int, col: int) -> np.ndarray | None:
         """The CRC-32C of each value of chunk (page, ``col``) from its value table (kept),
