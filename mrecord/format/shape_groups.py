@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GROUP_MAX_BYTES", "GROUP_MIN_ROWS", "gather_spans", "shape_keys", "values_by_shape"]
+__all__ = [
+    "GROUP_MAX_BYTES",
+    "GROUP_MIN_ROWS",
+    "byte_windows",
+    "gather_spans",
+    "shape_keys",
+    "values_by_shape",
+]
 
 GROUP_MAX_BYTES = 4096
 """Values up to this size are gathered in groups; bigger ones one by one."""
@@ -125,6 +132,15 @@ def gather_spans(data: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
     """
     if size == 0 or not len(starts):
         return np.empty((len(starts), size), dtype=np.uint8)
-    windows = np.ndarray((len(data) - size + 1,), np.dtype((np.void, size)), data, 0, (1,))
-    rows: np.ndarray = windows[starts].view(np.uint8).reshape(len(starts), size)
+    rows: np.ndarray = byte_windows(data, size)[starts].view(np.uint8).reshape(len(starts), size)
     return rows
+
+
+def byte_windows(buffer: np.ndarray, size: int) -> np.ndarray:
+    """Every ``size``-byte window of the contiguous ``uint8`` array ``buffer`` (``size`` >=
+    1, at most its length), window ``i`` starting at byte ``i``, as one item of a
+    ``size``-byte void dtype: a view, writeable where ``buffer`` is. Indexing it copies
+    each window whole (see :func:`gather_spans`); windows overlap, so a write through
+    it must not touch two that do."""
+    item = np.dtype((np.void, size))
+    return np.ndarray((len(buffer) - size + 1,), item, buffer, 0, (1,))
