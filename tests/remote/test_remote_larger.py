@@ -89,7 +89,12 @@ def test_epochs_fetch_about_dataset_minus_cache(
     """A GLOBAL shuffle over a dataset three times the cache: every epoch after the first
     fetches at most 1.1 x (dataset - cache) bytes (the order is known: the cache keeps the
     rows read soonest and fetches single rows); the first, with the open, about the
-    dataset once. The rows are exactly the local ones, in the same order."""
+    dataset once. The rows are exactly the local ones, in the same order.
+
+    The pipeline reads ahead across an epoch's end, so some of epoch k+1's bytes can be
+    counted in epoch k (once 7.36 MB against a bound of 7.10, with epochs 1 and 2 adding
+    up to the same total as every other run): the later epochs are held to the bound on
+    average, and each to it plus a tenth of an epoch's bytes shifted by the read-ahead."""
     first, server = served
     dataset = shard_bytes(first)
     cache = dataset // 3
@@ -117,8 +122,10 @@ def test_epochs_fetch_about_dataset_minus_cache(
             sent.append(proxy.sent - before)
     assert got == want
     assert opened + sent[0] <= 1.1 * dataset, (opened, sent, dataset)
+    later = 1.1 * (dataset - cache)
+    assert sum(sent[1:]) <= 2 * later, (sent, dataset, cache)
     for n in sent[1:]:
-        assert n <= 1.1 * (dataset - cache), (sent, dataset, cache)
+        assert n <= 1.1 * later, (sent, dataset, cache)
 
 
 def test_rows_through_range_reads_are_the_local_rows(
