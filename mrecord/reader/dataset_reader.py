@@ -10,6 +10,7 @@ one gather per shard and column over the whole memory map), then returns a
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 import mmap
 import os
@@ -99,6 +100,8 @@ class DatasetReader:
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
         self._chunk_buffers: ChunkBuffers | None = None  # made on first use
+        # (shard, page) of the last windows hinted (will_read_window)
+        self._window_hinted: collections.deque[set[tuple[int, int]]] = collections.deque(maxlen=2)
         self._request_bound: bool | None = None  # needs_large_requests, asked once
         self._row_reader_cache: list[list[tuple[str, Callable[[int, int], Any]]] | None] = [
             None
@@ -187,6 +190,7 @@ class DatasetReader:
         for name in ("_shards", "_fixed_plans", "_row_reader_cache", "_open_lock"):
             del state[name]
         state["_chunk_buffers"] = None  # the copy reads its own
+        state["_window_hinted"] = collections.deque(maxlen=2)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -500,6 +504,56 @@ class DatasetReader:
         """
         _, groups, names = self._hinted_rows(ids, columns)
         self._hint(groups, names)
+
+    def will_read_window(
+        self, ids: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> None:
+        """Hint: a block shuffle's ``window`` read of rows ``ids`` (:meth:`read_rows`)
+        comes a window from now; read the whole chunks it will take into the reader's
+        buffers now (those not held or on their way already), on the calling thread.
+        Never changes what a read returns; a damaged chunk raises here as the read would,
+        and is read (and raises) again by the read.
+
+        A window's first read takes every chunk of the window's pages at once, and
+        nothing asked for them before: the disk was idle while the window before was
+        handed out, and the first read waited for the whole window (measured on an
+        hdd-like volume, 150 MB/s: the disk busy about half the time in bursts, BLOCK
+        over 2M variable-shape rows at 47% of the sequential limit). The buffers hold
+        this window and the next one (up to a third of the memory budget); the page
+        cache would not (a memory group reclaims pages read ahead first, before they are
+        used). Nothing here where the read would not take its columns from the buffers
+        (data in memory, a remote shard, compressed chunks)."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if not len(ids) or not 0 <= int(ids[0]) < self.num_rows:
+            return
+        # Every read of a window takes rows of all its pages: once its first read is
+        # hinted, the others would find every page asked for (and cost a grouping each).
+        [(s, _, first_page, _)] = self._group(ids[:1])
+        if any((s, int(first_page[0])) in pages for pages in self._window_hinted):
+            return
+        wanted, groups, names = self._hinted_rows(ids, columns)
+        buffered = self._buffered_columns(wanted, groups, names, window=True)
+        budget = self._memory_budget()
+        if len(buffered) != len(names) or budget is None:
+            return
+        hinted: set[tuple[int, int]] = set()
+        self._window_hinted.append(hinted)  # the last two windows' pages are kept
+        wanted_chunks = []
+        window_bytes = 0
+        for s, _, pages, _slots in groups:
+            shard = self.shards[s]
+            cols = [shard.field_index(name) for name in buffered]
+            unique = np.unique(pages).tolist()
+            hinted.update((s, page) for page in unique)
+            window_bytes += int(shard.meta.chunks["length"][unique][:, cols].sum())
+            wanted_chunks.append((s, shard, cols, unique))
+        buffers = self._buffers()
+        if not buffers.make_room(2 * window_bytes + window_bytes // 8, budget // 3):
+            return
+        for s, shard, cols, unique in wanted_chunks:
+            missing = buffers.unheld_pages(s, cols, unique)
+            if missing:
+                buffers.chunks(s, shard, cols, missing, keep=True)
 
     def will_need_heads(
         self,
