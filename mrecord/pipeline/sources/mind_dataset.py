@@ -241,11 +241,17 @@ class MindDataset(RandomAccessSource):
         # 0.340 / 0.354 s and 0.326 / 0.346 s without and with.
         layout = self._layout[1] if self._reads_windows() and self._layout else None
         if layout is not None and self._reader.beyond_memory:
-            # A block shuffle's windows: each read a window ahead has the kernel start on
-            # the whole chunks of its pages (DatasetReader.will_read_window), so that the
-            # next window is coming in while this one is handed out.
-            window_rows = layout.block_rows * layout.window_blocks
-            ahead = -(-window_rows // max(1, self._block_rows)) + 1
+            # A block shuffle's windows: each read about a window ahead has the reader
+            # take the whole chunks of its pages into its buffers (will_read_window), so
+            # that the next window is coming in while this one is handed out. Not quite a
+            # window: the buffers hold two, and the reads still in flight (`in_flight`
+            # past the one handed out) of the window before must be done before its
+            # chunks give way. A whole window ahead, a fifth of BLOCK's first epoch of 2M
+            # variable-shape rows on the cloud throttle was read twice (1,015-1,028 MB of
+            # the disk for an 884 MB epoch, 245-262K rows/s; this way 884 MB and 290-330K,
+            # two alternating pairs; the hdd-like volume 305K either way).
+            window_reads = -(-layout.block_rows * layout.window_blocks // max(1, self._block_rows))
+            ahead = max(1, window_reads - self._in_flight)
             return hinting(chunks, ahead, self._hint_window)
         if (
             not self._reader.beyond_memory
