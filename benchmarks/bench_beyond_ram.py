@@ -30,7 +30,11 @@ there is none; MindSpore has no block mode, so BLOCK rows show "-" on its side):
   ``POSIX_FADV_RANDOM``, no place read twice) and a sequential read (1 MiB ``pread``s,
   32 in flight), each from a cold cache.
   GLOBAL and PARTIAL are compared with the random limit, BLOCK and ``shuffle=False``
-  with the sequential one (rows/s = MB/s / mean row bytes).
+  with the sequential one (rows/s = MB/s / mean row bytes);
+- the consumer alone, once a workload (``consumer_alone``): the same loop over rows held
+  in memory. On two cores small rows can cost this consumer more than the device's
+  limit allows a row (variable-shape rows on the cloud throttle): the table then also
+  gives each run against the lower of the two.
 
 Before each step ``sync; echo 1 > /proc/sys/vm/drop_caches``. Every consumer reads what it
 gets (:func:`benchmarks.measure.touch`: one byte per 4 KiB page of each value; a view
@@ -222,6 +226,43 @@ def _system_seconds() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
+_CONSUMER_BYTES = 256 << 20
+"""At most this much of the dataset is held in memory to time the consumer alone."""
+
+
+def consumer_alone(path: str, batched: bool, seconds: float) -> dict[str, float]:
+    """The consumer's own rate: the rows of the start of ``path`` (up to
+    ``_CONSUMER_BYTES``), read once in file order and held in a list, then handed to
+    ``_read`` by the loop ``_child`` runs, for about ``seconds``. No reader can hand
+    this consumer rows faster on this machine: where it is below the device's limit,
+    it is the limit a run can reach (the cores', not the device's)."""
+    ds = _dataset("mrecord", path, "none")
+    size = ds.get_dataset_size()
+    if batched:
+        ds = ds.batch(_BATCH)
+    keep = max(1, int(size * min(1.0, _CONSUMER_BYTES / max(1, Path(path).stat().st_size))))
+    items: list[Any] = []
+    held = 0
+    for item in ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
+        items.append(item)
+        held += len(item[0]) if batched else 1
+        if held >= keep:
+            break
+    rows = total = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        countdown = 0
+        for item in items:  # the loop of _child, clock and all
+            total += _read(item)
+            rows += len(item[0]) if batched else 1
+            countdown -= 1
+            if countdown > 0:
+                continue
+            countdown = 1 if batched else 64
+            time.perf_counter()
+    return {"consumer_rows_s": rows / (time.perf_counter() - start), "touched": float(total)}
+
+
 def _child(
     side: str, path: str, mode: str, batched: bool, seconds: float, verify: str = "once"
 ) -> dict[str, Any]:
@@ -309,9 +350,9 @@ _serial = iter(range(1 << 30))
 
 
 @contextmanager
-def groups(device: str, throttle: tuple[int, int] | None, memory: int | None) -> Iterator[
-    list[Path]
-]:
+def groups(
+    device: str, throttle: tuple[int, int] | None, memory: int | None
+) -> Iterator[list[Path]]:
     """Fresh cgroup v1 groups ``beyondram-<pid>-<n>`` (blkio with ``throttle`` on
     ``device``, memory of ``memory`` bytes; either may be absent): their directories,
     removed on the way out whatever happens (after their processes have gone)."""
@@ -368,8 +409,13 @@ def _run_child(argv: list[str], made: list[Path], timeout: float) -> dict[str, A
     drop_caches()
     try:
         proc = subprocess.run(
-            _in_groups(argv, made), cwd=REPO, env=env, capture_output=True, text=True,
-            check=False, timeout=timeout,
+            _in_groups(argv, made),
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return {"error": f"no answer in {timeout:.0f} s", **_memory_stats(made)}
@@ -389,8 +435,10 @@ def _run_child(argv: list[str], made: list[Path], timeout: float) -> dict[str, A
 def _write(python: str, side: str, workload: str, rows: int, path: Path) -> str | None:
     """Write ``rows`` rows of ``workload`` with ``side``'s FileWriter; None or why not."""
     scale = rows / W.get(workload).full_rows
-    module = "bench_format import write_mrecord" if side == "mrecord" else (
-        "mindspore_side import write_mindrecord as write_mrecord"
+    module = (
+        "bench_format import write_mrecord"
+        if side == "mrecord"
+        else ("mindspore_side import write_mindrecord as write_mrecord")
     )
     extra = ", True" if side == "mrecord" else ""
     code = (
@@ -486,20 +534,24 @@ def _print_table(report: dict[str, Any]) -> None:
         "second epoch likewise; disk MB = what the reader had read from storage; "
         "'limit' = the device's random-read limit of the row size "
         "for GLOBAL/PARTIAL, its sequential limit for BLOCK/none, under the same throttle; "
-        "every value read; cold cache before each run"
+        "'consumer alone' = the bench's consumer over rows held in memory (no reader can "
+        "go faster on these cores; where it is the lower one, the run is at the cores' "
+        "limit, not the device's); every value read; cold cache before each run"
     )
     head = (
         "| workload | device | memory | mode | mrecord 1st epoch | mrecord 2nd epoch "
         "| MindSpore 1st epoch | MindSpore 2nd epoch | limit | mrecord / limit "
+        "| consumer alone | mrecord / lower of the two "
         "| mrecord / MindSpore | mrecord disk MB 1st / 2nd | mrecord peak MB / failcnt |"
     )
     print(head)
-    print("| --- | --- | --- | --- |" + " ---: |" * 9)
+    print("| --- | --- | --- | --- |" + " ---: |" * 11)
     for run in report["runs"]:
         ours, theirs = run["mrecord"], run.get("mindspore")
         limits = run["limits"]
         key = "random_rows_s" if run["mode"] in _RANDOM_MODES else "sequential_rows_s"
         limit = float(limits.get(key, 0.0))
+        consumer = float(run.get("consumer_rows_s", 0.0))
         versus = "-"
         if theirs and not {"error", "hung"} & (set(theirs) | set(ours)):
             mine, other = ours["epochs"][0]["rows_s"], theirs["epochs"][0]["rows_s"]
@@ -510,12 +562,20 @@ def _print_table(report: dict[str, Any]) -> None:
             else:
                 versus = f"{mine / other:.2f}x"
         cells = [
-            run["workload"], run["device"], run["memory"], run["mode"],
+            run["workload"],
+            run["device"],
+            run["memory"],
+            run["mode"],
             f"{_rate(ours, 0, 'first4000_rows_s')} / {_rate(ours, 0, 'rows_s')}",
             f"{_rate(ours, 1, 'first4000_rows_s')} / {_rate(ours, 1, 'rows_s')}",
             f"{_rate(theirs, 0, 'first4000_rows_s')} / {_rate(theirs, 0, 'rows_s')}",
             f"{_rate(theirs, 1, 'first4000_rows_s')} / {_rate(theirs, 1, 'rows_s')}",
-            f"{limit:,.0f}", _share(ours, limit), versus, _disk(ours),
+            f"{limit:,.0f}",
+            _share(ours, limit),
+            f"{consumer:,.0f}" if consumer else "-",
+            _share(ours, min(limit, consumer) if consumer else limit),
+            versus,
+            _disk(ours),
             f"{ours.get('peak_mb', '-')} / {ours.get('failcnt', '-')}",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |")
@@ -540,17 +600,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller data, 4 s an epoch")
     parser.add_argument("--workloads", default="images,tabular,varshape")
     parser.add_argument(
-        "--modes", default=None,
+        "--modes",
+        default=None,
         help="default global,partial,block,none (--quick: global,block,none)",
     )
     parser.add_argument("--devices", default="local,cloud,hdd")
     parser.add_argument(
-        "--fits", action=argparse.BooleanOptionalAction, default=None,
+        "--fits",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="also read without a memory group on the local device (default: not --quick)",
     )
     parser.add_argument("--seconds", type=float, default=None, help="cap per epoch")
     parser.add_argument(
-        "--verify", default="once", choices=["once", "always", "never"],
+        "--verify",
+        default="once",
+        choices=["once", "always", "never"],
         help="mrecord's checksum policy (default once, the library's default)",
     )
     parser.add_argument("--no-mindspore", action="store_true")
@@ -559,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", choices=["mrecord", "mindspore"], help=argparse.SUPPRESS)
     parser.add_argument("--limits", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--consumer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
@@ -568,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.limits:
         print(json.dumps(device_limits(Path(args.path), args.row_bytes, min(seconds, 3.0))))
         return 0
+    if args.consumer:
+        print(json.dumps(consumer_alone(args.path, args.batched, min(seconds, 3.0))))
+        sys.stdout.flush()
+        os._exit(0)
     if args.child:
         out = _child(args.child, args.path, args.mode, args.batched, seconds, args.verify)
         print(json.dumps(out))
@@ -579,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         print("needs root and the cgroup v1 memory and blkio controllers under /sys/fs/cgroup")
         return 2
     workloads = args.workloads.split(",")
-    modes = (args.modes or ("global,block,none" if args.quick else "global,partial,block,none"))
+    modes = args.modes or ("global,block,none" if args.quick else "global,partial,block,none")
     modes = modes.split(",")
     fits = not args.quick if args.fits is None else args.fits
     devices = args.devices.split(",")
@@ -591,8 +661,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.dir.mkdir(parents=True, exist_ok=True)
     device = device_of(args.dir)
-    ms_python, ms_note = (None, "--no-mindspore") if args.no_mindspore else _mindspore_python(
-        args.mindspore_python
+    ms_python, ms_note = (
+        (None, "--no-mindspore") if args.no_mindspore else _mindspore_python(args.mindspore_python)
     )
     print(ms_note, flush=True)
     report: dict[str, Any] = {
@@ -623,8 +693,16 @@ def main(argv: list[str] | None = None) -> int:
         report["workloads"][workload] = {"rows": rows, "mb": size >> 20, "group_mb": memory >> 20}
         print(
             f"{workload}: {rows:,} rows, {size >> 20} MB, ~{row_bytes:,} B a row; "
-            f"memory group {memory >> 20} MB", flush=True,
+            f"memory group {memory >> 20} MB",
+            flush=True,
         )
+        alone_argv = [*me, "--consumer", "--path", str(ours)]
+        alone_argv += ["--batched"] if workload in _BATCHED else []
+        with groups(device, None, None) as made:
+            alone = _run_child(alone_argv, made, timeout)
+        consumer_rate = float(alone.get("consumer_rows_s", 0.0))
+        report["workloads"][workload]["consumer_rows_s"] = consumer_rate
+        print(f"the consumer alone (rows held in memory): {consumer_rate:,.0f} rows/s", flush=True)
         for device_name, capped in _situations(devices, fits):
             throttle = DEVICES[device_name]
             limit_argv = [*me, "--limits", "--path", str(ours), "--row-bytes", str(row_bytes)]
@@ -638,6 +716,7 @@ def main(argv: list[str] | None = None) -> int:
                     "memory": f"{memory >> 20} MB" if capped else "fits",
                     "mode": mode,
                     "limits": limits,
+                    "consumer_rows_s": consumer_rate,
                 }
                 batched = ["--batched"] if workload in _BATCHED else []
                 child = [*me, "--child", "mrecord", "--path", str(ours), "--mode", mode]
