@@ -510,7 +510,7 @@ class DatasetReader:
     ) -> None:
         """Hint: a block shuffle's ``window`` read of rows ``ids`` (:meth:`read_rows`)
         comes a window from now; read the whole chunks it will take into the reader's
-        buffers now (those not held or on their way already), on the calling thread.
+        buffers now (those not held already), on the calling thread.
         Never changes what a read returns; a damaged chunk raises here as the read would,
         and is read (and raises) again by the read.
 
@@ -551,9 +551,8 @@ class DatasetReader:
         if not buffers.make_room(2 * window_bytes + window_bytes // 8, budget // 3):
             return
         for s, shard, cols, unique in wanted_chunks:
-            missing = buffers.unheld_pages(s, cols, unique)
-            if missing:
-                buffers.chunks(s, shard, cols, missing, keep=True)
+            # those held already are only marked recent, those on their way waited for
+            buffers.chunks(s, shard, cols, unique, keep=True)
 
     def will_need_heads(
         self,

@@ -138,19 +138,6 @@ class ChunkBuffers:
             found[chunk] = data
         return [[found[page, col] for page in pages] for col in cols]
 
-    def unheld_pages(self, key: Hashable, cols: Sequence[int], pages: Sequence[int]) -> list[int]:
-        """Those of ``pages`` (distinct, in order) whose chunks of ``cols`` are not all
-        held or on their way: what a :meth:`chunks` call for them would read."""
-        with self._lock:
-            return [
-                page
-                for page in dict.fromkeys(pages)
-                if not all(
-                    (key, page, col) in self._kept or (key, page, col) in self._reading
-                    for col in cols
-                )
-            ]
-
     def make_room(self, nbytes: int, limit: int) -> bool:
         """Let the buffers hold ``nbytes`` (raising the capacity up to ``limit`` when it is
         less); whether they now may. For a reader that reads the next window of a block
