@@ -239,7 +239,7 @@ class MindDataset(RandomAccessSource):
         # the reading threads parse their own, ~1 ms a block. Images GLOBAL in a 763 MB
         # group, the first 4,000 rows of a cold epoch: 32 alternating pairs, medians
         # 0.340 / 0.354 s and 0.326 / 0.346 s without and with.
-        layout = self._layout[1] if self._reads_windows() and self._layout else None
+        layout = self._block_layout() if self._reads_windows() else None
         if layout is not None and self._reader.beyond_memory:
             # A block shuffle's windows: each read about a window ahead has the reader
             # take the whole chunks of its pages into its buffers (will_read_window), so
