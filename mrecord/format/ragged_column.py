@@ -13,7 +13,6 @@ read's order in the file, else one fancy index a value length): :func:`pack_span
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ import numpy as np
 
 from mrecord.errors import RowIndexError, WrongTypeError
 from mrecord.format.columnize import value_shapes
-from mrecord.format.shape_groups import GROUP_MAX_BYTES, GROUP_MIN_ROWS, byte_windows
+from mrecord.format.shape_groups import scatter_spans
 
 __all__ = ["RaggedColumn", "pack_spans", "ragged_from_arrays", "runs_in_order"]
 
@@ -118,33 +117,10 @@ def pack_spans(
             a, b = int(starts[0]), int(dst[0])
             out[b : b + size] = data[a : a + size]
             continue
-        _scatter_by_length(out, data, dst, starts, sizes)
+        scatter_spans(out, data, dst, starts, sizes)
     return out
 
 
 def runs_in_order(starts: np.ndarray, sizes: np.ndarray) -> bool:
     """Whether spans of ``sizes`` bytes at ``starts`` lie back to back, in that order."""
     return bool(np.array_equal(starts[1:], starts[:-1] + sizes[:-1]))
-
-
-def _scatter_by_length(
-    out: np.ndarray, data: np.ndarray, dst: np.ndarray, starts: np.ndarray, sizes: np.ndarray
-) -> None:
-    """Spans ``data[starts[i]:][:sizes[i]]`` into ``out[dst[i]:]``, a group of equal
-    lengths at a time."""
-    by_size = np.argsort(sizes, kind="stable")
-    sorted_sizes = sizes[by_size]
-    bounds = [0, *(np.flatnonzero(np.diff(sorted_sizes)) + 1).tolist(), len(by_size)]
-    for lo, hi in itertools.pairwise(bounds):
-        rows = by_size[lo:hi]
-        size = int(sorted_sizes[lo])
-        if size == 0:
-            continue
-        if size > GROUP_MAX_BYTES or len(rows) < GROUP_MIN_ROWS:
-            for a, b in zip(starts[rows].tolist(), dst[rows].tolist(), strict=True):
-                out[b : b + size] = data[a : a + size]
-            continue
-        # the spans as windows of ``data``, written to windows of ``out`` (the spans
-        # written never overlap one another); as rows of ``as_strided`` views, 2-2.5x
-        # slower (``gather_spans``)
-        byte_windows(out, size)[dst[rows]] = byte_windows(data, size)[starts[rows]]

@@ -6,7 +6,11 @@ microseconds a value: more than the bytes. Here the values are grouped by shape 
 group is gathered with one fancy index into one new ``(rows, *shape)`` array; the values
 are its rows (views, writeable, not sharing memory with each other or with the buffer).
 A value kept alive keeps its group's array alive (at most one call's values of that
-shape, of at most :data:`GROUP_MAX_BYTES` each). Bigger values are cut one by one: the
+shape, of at most :data:`GROUP_MAX_BYTES` each). Values whose shapes differ in their
+first dimension alone (a ``[-1, 3]`` column's) are instead packed one after another, in
+the order of their places, into one new buffer (copied a length at a time) and handed
+out as slices of it, made in that order: the order a consumer takes them in (one
+call's values then live as long as any of them). Bigger values are cut one by one: the
 copy is their cost there, and an index entry per byte would not be.
 
 Used by the reader (``reader/ragged.py``: values from a shard's pages) and by the
@@ -26,6 +30,7 @@ __all__ = [
     "GROUP_MIN_ROWS",
     "byte_windows",
     "gather_spans",
+    "scatter_spans",
     "shape_keys",
     "values_by_shape",
 ]
@@ -63,6 +68,10 @@ def values_by_shape(
     small = np.flatnonzero(~big)
     if not len(small):
         return
+    if len(small) == len(starts) and _leading_rows_in_order(
+        data, starts, shapes, sizes, dtype, where, result
+    ):
+        return
     key = shape_keys(shapes[small])
     by_key = np.argsort(key, kind="stable")
     order, sorted_key = small[by_key], key[by_key]
@@ -81,6 +90,76 @@ def values_by_shape(
     if alone:
         rows = np.concatenate(alone)
         _cut_each(data, starts, shapes, dtype, where, rows, True, result)
+
+
+def _leading_rows_in_order(
+    data: np.ndarray,
+    starts: np.ndarray,
+    shapes: np.ndarray,
+    sizes: np.ndarray,
+    dtype: np.dtype[Any],
+    where: np.ndarray,
+    result: MutableSequence[Any],
+) -> bool:
+    """Values whose shapes differ in their first dimension alone (a ``[-1, 3]`` column's
+    always do), packed into one new buffer in the order of their places (``where``
+    ascending) and handed out as slices of it, made in that order; False (nothing done)
+    for other shapes.
+
+    Grouped by shape, a consumer taking a ``Shuffle.BLOCK`` block's rows in order met
+    their arrays (and their bytes) in the order of 64 shapes, not its own: objects made
+    far apart, touched once each, then freed in that order too.
+    """
+    if shapes.shape[1] == 0:
+        return False
+    trailing = shapes[0, 1:]
+    if shapes.shape[1] > 1 and not (shapes[:, 1:] == trailing).all():
+        return False
+    row_shape = tuple(trailing.tolist())
+    row_bytes = dtype.itemsize * int(np.prod(trailing, dtype=np.int64))
+    if row_bytes == 0:
+        return False
+    by_place = np.argsort(where, kind="stable")
+    sizes_in_order = sizes[by_place]
+    ends = np.cumsum(sizes_in_order)
+    dst = np.empty_like(ends)
+    dst[by_place] = ends - sizes_in_order
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    scatter_spans(out, data, dst, starts, sizes)
+    rows = out.view(dtype).reshape(-1, *row_shape)
+    lasts = (ends // row_bytes).tolist()
+    firsts = [0, *lasts[:-1]]
+    values = [rows[a:b] for a, b in zip(firsts, lasts, strict=True)]
+    places = where[by_place].tolist()
+    if places[-1] - places[0] == len(places) - 1:  # distinct and ascending: a run
+        result[places[0] : places[-1] + 1] = values
+    else:
+        for pos, value in zip(places, values, strict=True):
+            result[pos] = value
+    return True
+
+
+def scatter_spans(
+    out: np.ndarray, data: np.ndarray, dst: np.ndarray, starts: np.ndarray, sizes: np.ndarray
+) -> None:
+    """Spans ``data[starts[i]:][:sizes[i]]`` into ``out[dst[i]:]`` (spans of ``out`` that
+    never overlap), a group of equal lengths at a time: one fancy index of
+    :func:`byte_windows` each, long or rare lengths one by one."""
+    by_size = np.argsort(sizes, kind="stable")
+    sorted_sizes = sizes[by_size]
+    bounds = [0, *(np.flatnonzero(np.diff(sorted_sizes)) + 1).tolist(), len(by_size)]
+    for lo, hi in itertools.pairwise(bounds):
+        rows = by_size[lo:hi]
+        size = int(sorted_sizes[lo])
+        if size == 0:
+            continue
+        if size > GROUP_MAX_BYTES or len(rows) < GROUP_MIN_ROWS:
+            for a, b in zip(starts[rows].tolist(), dst[rows].tolist(), strict=True):
+                out[b : b + size] = data[a : a + size]
+            continue
+        # the spans as windows of ``data``, written to windows of ``out``; as rows of
+        # ``as_strided`` views, 2-2.5x slower (``gather_spans``)
+        byte_windows(out, size)[dst[rows]] = byte_windows(data, size)[starts[rows]]
 
 
 def _cut_each(

@@ -1211,6 +1211,8 @@ def _gather_arrays_by_page(
     sorted_slots = slots[order]
     sorted_pos = order if positions is None else positions[order]
     slot_list = sorted_slots.tolist()
+    # rows in file order into the read's own order: each page's are runs (_gather_arrays)
+    run = positions is None and _consecutive_rows(shard, pages, slots)
     page_starts = shard.page_starts_list
     cached = shard.cached_heads(col)
     starts: list[int] = []  # file offset of each sparse row's value, in sorted order
@@ -1223,7 +1225,12 @@ def _gather_arrays_by_page(
         offset = shard.uncompressed_offset(page, col) if grouping else None
         if offset is None or 4 * (b - a) >= page_starts[page + 1] - page_starts[page]:
             head, raw = shard.var_page(page, field)
-            _gather_arrays(field, head, raw, sorted_pos[a:b].tolist(), slot_list[a:b], result)
+            if run:
+                first = slot_list[a]
+                _gather_arrays(field, head, raw, range(a, b), range(first, first + b - a), result)
+            else:
+                pos_list = sorted_pos[a:b].tolist()
+                _gather_arrays(field, head, raw, pos_list, slot_list[a:b], result)
             continue
         head = cached(page)
         if type(head) is DecodedVarChunk:
@@ -1587,7 +1594,11 @@ def _var_from_chunks(
             continue
         if field.kind is FieldKind.VARARRAY:
             a, b = bounds[k], bounds[k + 1]
-            _gather_arrays(field, head, data, order[a:b], slots_in_order[a:b], got)
+            if run:  # the rows a..b of the read are the page's slots from its first on
+                first = slots_in_order[a]
+                _gather_arrays(field, head, data, range(a, b), range(first, first + b - a), got)
+            else:
+                _gather_arrays(field, head, data, order[a:b], slots_in_order[a:b], got)
             continue
         offsets, start = head.offsets, head.data_start
         for i in range(bounds[k], bounds[k + 1]):
@@ -1903,24 +1914,29 @@ def _gather_arrays(
     field: Field,
     head: Any,
     raw: Any,
-    pos_list: list[int],
-    slot_list: list[int],
+    pos_list: list[int] | range,
+    slot_list: list[int] | range,
     result: list[Any],
 ) -> None:
     """Variable-shape arrays of one page: writeable arrays, one copy of the bytes read.
 
     When many rows of the page are wanted, the page's data region is copied once and
     every value is a view of that copy; otherwise each value is copied on its own.
+    ``range`` positions and slots: a run of the page's rows in file order (``_row_run``),
+    located with slices, no list of them indexed and no repeat to look for.
     """
     dtype = field.dtype
     itemsize = dtype.itemsize
     offsets, start = head.offsets, head.data_start
-    wanted_shapes = head.shapes[slot_list]
+    wanted: slice | list[int] = (
+        slice(slot_list.start, slot_list.stop) if type(slot_list) is range else slot_list
+    )
+    wanted_shapes = head.shapes[wanted]
     copy_page = _page_copy_pays(len(slot_list), head)
     # decode_var checked that every value is exactly prod(shape) items: offsets divide.
-    data = bytearray(raw[start : start + offsets[-1]]) if copy_page else None
+    data = _copy_released(raw, start, offsets[-1]) if copy_page else None
     source, base = (data, 0) if data is not None else (raw, start)
-    value_starts = head.offsets_array[slot_list] if len(slot_list) >= _LEADING_ROWS_MIN else None
+    value_starts = head.offsets_array[wanted] if len(slot_list) >= _LEADING_ROWS_MIN else None
     rows = (
         _leading_rows(dtype, source, base, offsets[-1], value_starts, wanted_shapes)
         if value_starts is not None
@@ -1936,7 +1952,7 @@ def _gather_arrays(
             values = [rows[a:b].copy() for a, b in zip(firsts, lasts, strict=True)]
         else:
             values = [rows[a:b] for a, b in zip(firsts, lasts, strict=True)]
-            if len(set(slot_list)) < len(slot_list):
+            if type(slot_list) is not range and len(set(slot_list)) < len(slot_list):
                 values = _copies_of_repeats(values, slot_list)
         _put(result, pos_list, values)
         return
@@ -1951,7 +1967,7 @@ def _gather_arrays(
             array_over(shape, dtype, data, offsets[slot])
             for slot, shape in zip(slot_list, shapes, strict=True)
         ]
-        if len(set(slot_list)) < len(slot_list):
+        if type(slot_list) is not range and len(set(slot_list)) < len(slot_list):
             values = _copies_of_repeats(values, slot_list)
         _put(result, pos_list, values)
         return
@@ -2006,6 +2022,15 @@ def _leading_rows(
     return flat.reshape(count, *row_shape)
 
 
+def _copy_released(raw: Any, start: int, length: int) -> np.ndarray:
+    """A writeable copy of ``raw[start : start + length]``, copied by numpy, which lets
+    the GIL go for a copy this size: the consumer's thread runs Python meanwhile (a
+    ``bytearray`` of the slice held it for the whole copy)."""
+    data = np.empty(length, dtype=np.uint8)
+    np.copyto(data, np.frombuffer(raw, dtype=np.uint8, count=length, offset=start))
+    return data
+
+
 def _copies_of_repeats(values: list[np.ndarray], slot_list: list[int]) -> list[np.ndarray]:
     """``values`` with every repeat of a slot a copy: a row asked twice gets two arrays,
     and writing to one must not change the other."""
@@ -2017,9 +2042,12 @@ def _copies_of_repeats(values: list[np.ndarray], slot_list: list[int]) -> list[n
     return out
 
 
-def _put(result: list[Any], pos_list: list[int], values: list[Any]) -> None:
+def _put(result: list[Any], pos_list: list[int] | range, values: list[Any]) -> None:
     """``result[pos_list[k]] = values[k]`` for every k (one slice assignment when the
     positions are a run, as a read in file order's are)."""
+    if type(pos_list) is range:
+        result[pos_list.start : pos_list.stop] = values
+        return
     if (
         pos_list
         and pos_list[-1] - pos_list[0] == len(pos_list) - 1

@@ -7,6 +7,8 @@ asked, views of the buffer."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,3 +70,44 @@ def test_values_of_one_group_share_no_memory_with_each_other() -> None:
     assert all(not np.any(v == -1.0) for v in result[1:])
     assert np.array_equal(data, np.arange(4096, dtype=np.uint8))
     assert result[3].tobytes() == data[21:33].tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    firsts=st.lists(st.integers(0, 64), min_size=1, max_size=3 * GROUP_MIN_ROWS),
+    trailing=st.sampled_from([(), (3,), (2, 2)]),
+    gaps=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_values_differing_in_their_first_dimension_come_in_their_places_order(
+    firsts: list[int], trailing: tuple[int, ...], gaps: bool, seed: int
+) -> None:
+    """Values whose shapes differ in the first dimension alone (a ``[-1, 3]`` column's, as
+    a ``Shuffle.BLOCK`` read takes) are laid out one after another in the order of their
+    places, so that a consumer taking the rows in order meets their bytes in order: the
+    value at each place starts where the one at the place before ends. Each still equals
+    its bytes and shares memory with no other value and not with the buffer."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype("float32")
+    n = len(firsts)
+    shapes = np.array([(k, *trailing) for k in firsts], dtype=np.int64).reshape(n, -1)
+    sizes = shapes.prod(axis=1) * dtype.itemsize
+    data = rng.integers(0, 256, int(sizes.max()) + 64, dtype=np.uint8)
+    starts = np.array([rng.integers(0, len(data) - s + 1) for s in sizes], dtype=np.int64)
+    places = rng.choice(3 * n, n, replace=False) if gaps else rng.permutation(n)
+    result: list[object] = [None] * (3 * n if gaps else n)
+    values_by_shape(data, starts, shapes, dtype, places, result)
+    for i in range(n):
+        value = result[places[i]]
+        size = int(sizes[i])
+        want = np.frombuffer(data[starts[i] : starts[i] + size].tobytes(), dtype=dtype)
+        assert isinstance(value, np.ndarray) and value.flags.writeable
+        assert value.shape == tuple(shapes[i].tolist())
+        np.testing.assert_array_equal(value.reshape(-1), want)
+        assert not np.shares_memory(value, data)
+    # (an empty value has no bytes to place: numpy gives its slice any address)
+    in_place_order = [result[p] for p in sorted(places.tolist())]
+    laid_out = [v for v in in_place_order if isinstance(v, np.ndarray) and v.nbytes]
+    for before, value in itertools.pairwise(laid_out):
+        assert value.ctypes.data == before.ctypes.data + before.nbytes
+        assert not np.shares_memory(value, before)
