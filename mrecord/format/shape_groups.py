@@ -30,8 +30,10 @@ __all__ = [
     "GROUP_MIN_ROWS",
     "byte_windows",
     "gather_spans",
+    "row_products",
     "scatter_spans",
     "shape_keys",
+    "stable_order",
     "values_by_shape",
 ]
 
@@ -62,7 +64,7 @@ def values_by_shape(
     if not len(starts):
         return
     shapes = shapes.astype(np.int64, copy=False)
-    sizes = np.prod(shapes, axis=1) * dtype.itemsize
+    sizes = row_products(shapes) * dtype.itemsize
     big = sizes > GROUP_MAX_BYTES
     _cut_each(data, starts, shapes, dtype, where, np.flatnonzero(big), copy_big, result)
     small = np.flatnonzero(~big)
@@ -73,7 +75,7 @@ def values_by_shape(
     ):
         return
     key = shape_keys(shapes[small])
-    by_key = np.argsort(key, kind="stable")
+    by_key = stable_order(key)
     order, sorted_key = small[by_key], key[by_key]
     bounds = [0, *(np.flatnonzero(np.diff(sorted_key)) + 1).tolist(), len(order)]
     alone: list[np.ndarray] = []  # shapes with too few values to gather: cut one by one
@@ -119,7 +121,7 @@ def _leading_rows_in_order(
     row_bytes = dtype.itemsize * int(np.prod(trailing, dtype=np.int64))
     if row_bytes == 0:
         return False
-    by_place = np.argsort(where, kind="stable")
+    by_place = stable_order(where)
     sizes_in_order = sizes[by_place]
     ends = np.cumsum(sizes_in_order)
     dst = np.empty_like(ends)
@@ -145,7 +147,7 @@ def scatter_spans(
     """Spans ``data[starts[i]:][:sizes[i]]`` into ``out[dst[i]:]`` (spans of ``out`` that
     never overlap), a group of equal lengths at a time: one fancy index of
     :func:`byte_windows` each, long or rare lengths one by one."""
-    by_size = np.argsort(sizes, kind="stable")
+    by_size = stable_order(sizes)
     sorted_sizes = sizes[by_size]
     bounds = [0, *(np.flatnonzero(np.diff(sorted_sizes)) + 1).tolist(), len(by_size)]
     for lo, hi in itertools.pairwise(bounds):
@@ -183,6 +185,37 @@ def _cut_each(
     for pos, a, shape in zip(*(f.tolist() for f in fields), strict=True):
         value = over(shape, dtype, data, a)
         result[pos] = value.copy() if copy else value
+
+
+def row_products(shapes: np.ndarray) -> np.ndarray:
+    """The product of each row of an ``(n, ndim)`` int64 array (1 where ``ndim`` is 0): a
+    multiply a dimension (``np.prod(axis=1)`` over a few columns cost 15 ns a row, ~10x)."""
+    n, ndim = shapes.shape
+    if ndim == 0:
+        return np.ones(n, dtype=np.int64)
+    product = shapes[:, 0].copy()
+    for d in range(1, ndim):
+        product *= shapes[:, d]
+    return product
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for an int array, in fewer steps where it can:
+    a permutation of a run of ints (a block's places) inverted with one scatter, and keys
+    within a span of 2**16 sorted as ``uint16`` (numpy's radix sort: 3.3 against 24-44 ns
+    a key for 10,000 keys)."""
+    n = len(keys)
+    if n < 2:
+        return np.zeros(n, dtype=np.intp)
+    low, high = int(keys.min()), int(keys.max())
+    if high - low == n - 1:
+        order = np.zeros(n, dtype=np.intp)  # a repeated key leaves zeros: still in range
+        order[keys - low] = np.arange(n, dtype=np.intp)
+        if np.array_equal(keys[order] - low, np.arange(n)):  # each key once: a permutation
+            return order
+    if high - low < 1 << 16:
+        return np.argsort((keys - low).astype(np.uint16), kind="stable")
+    return np.argsort(keys, kind="stable")
 
 
 def shape_keys(shapes: np.ndarray) -> np.ndarray:

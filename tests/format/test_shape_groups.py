@@ -13,7 +13,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrecord.format.shape_groups import GROUP_MAX_BYTES, GROUP_MIN_ROWS, values_by_shape
+from mrecord.format.shape_groups import (
+    GROUP_MAX_BYTES,
+    GROUP_MIN_ROWS,
+    row_products,
+    stable_order,
+    values_by_shape,
+)
 
 DTYPES = ["uint8", "int16", "float32", "float64"]
 
@@ -111,3 +117,28 @@ def test_values_differing_in_their_first_dimension_come_in_their_places_order(
     for before, value in itertools.pairwise(laid_out):
         assert value.ctypes.data == before.ctypes.data + before.nbytes
         assert not np.shares_memory(value, before)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.one_of(
+        st.lists(st.integers(-5, 5), max_size=40),
+        st.lists(st.integers(0, 2**40), max_size=40),
+        st.integers(0, 60).flatmap(lambda n: st.permutations(list(range(7, 7 + n)))),
+    )
+)
+def test_stable_order_is_numpys_stable_argsort(keys: list[int]) -> None:
+    """The order ``values_by_shape`` groups and places values in: numpy's stable argsort,
+    for permutations of a run, repeated keys and keys far apart alike."""
+    array = np.array(keys, dtype=np.int64)
+    assert np.array_equal(stable_order(array), np.argsort(array, kind="stable"))
+
+
+@given(
+    ndim=st.integers(0, 3),
+    dims=st.lists(st.integers(0, 3000), max_size=60),
+)
+def test_row_products_are_the_products_of_the_dimensions(ndim: int, dims: list[int]) -> None:
+    rows = len(dims) // ndim if ndim else len(dims)
+    array = np.array(dims[: rows * ndim], dtype=np.int64).reshape(rows, ndim)
+    assert row_products(array).tolist() == [int(np.prod(row)) for row in array.tolist()]
