@@ -1922,8 +1922,9 @@ def _gather_arrays(
 
     When many rows of the page are wanted, the page's data region is copied once and
     every value is a view of that copy; otherwise each value is copied on its own.
-    ``range`` positions and slots: a run of the page's rows in file order (``_row_run``),
-    located with slices, no list of them indexed and no repeat to look for.
+    ``range`` positions and slots: a run of the page's rows in file order (the caller
+    found the read's rows consecutive, ``_consecutive_rows``), located with slices, no
+    list of them indexed and no repeat to look for.
     """
     dtype = field.dtype
     itemsize = dtype.itemsize
@@ -2024,8 +2025,9 @@ def _leading_rows(
 
 def _copy_released(raw: Any, start: int, length: int) -> np.ndarray:
     """A writeable copy of ``raw[start : start + length]``, copied by numpy, which lets
-    the GIL go for a copy this size: the consumer's thread runs Python meanwhile (a
-    ``bytearray`` of the slice held it for the whole copy)."""
+    the GIL go for a copy of more than 500 bytes (a page's data is tens of KB or more):
+    the consumer's thread runs Python meanwhile (a ``bytearray`` of the slice held it for
+    the whole copy)."""
     data = np.empty(length, dtype=np.uint8)
     np.copyto(data, np.frombuffer(raw, dtype=np.uint8, count=length, offset=start))
     return data
