@@ -132,11 +132,12 @@ def _leading_rows_in_order(
     lasts = (ends // row_bytes).tolist()
     firsts = [0, *lasts[:-1]]
     values = [rows[a:b] for a, b in zip(firsts, lasts, strict=True)]
-    places = where[by_place].tolist()
-    if places[-1] - places[0] == len(places) - 1:  # distinct and ascending: a run
-        result[places[0] : places[-1] + 1] = values
+    in_order = where[by_place]
+    if bool((np.diff(in_order) == 1).all()):  # ascending one by one: a run
+        first = int(in_order[0])
+        result[first : first + len(values)] = values
     else:
-        for pos, value in zip(places, values, strict=True):
+        for pos, value in zip(in_order.tolist(), values, strict=True):
             result[pos] = value
     return True
 

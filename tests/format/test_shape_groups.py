@@ -142,3 +142,19 @@ def test_row_products_are_the_products_of_the_dimensions(ndim: int, dims: list[i
     rows = len(dims) // ndim if ndim else len(dims)
     array = np.array(dims[: rows * ndim], dtype=np.int64).reshape(rows, ndim)
     assert row_products(array).tolist() == [int(np.prod(row)) for row in array.tolist()]
+
+
+def test_a_repeated_place_is_not_taken_for_a_run() -> None:
+    """Places in ascending order that span exactly as many ints as there are values are a
+    run only when none repeats: ``[0, 1, 1, 3]`` puts nothing at place 2 and the fourth
+    value at place 3."""
+    n = 4
+    data = np.arange(256, dtype=np.uint8)
+    starts = np.arange(n, dtype=np.int64) * 24
+    shapes = np.array([[2, 3]] * n, dtype=np.int64)
+    result: list[object] = [None] * n
+    values_by_shape(data, starts, shapes, np.dtype("float32"), np.array([0, 1, 1, 3]), result)
+    assert result[2] is None
+    fourth = result[3]
+    assert isinstance(fourth, np.ndarray)
+    assert fourth.tobytes() == data[72:96].tobytes()
