@@ -29,6 +29,7 @@ from mrecord.format.schema import FieldKind
 from mrecord.pipeline.sources.block_layout import check_block_sizes, plan_layout
 from mrecord.pipeline.sources.lookahead import HintThread, hinting
 from mrecord.pipeline.sources.random_access import (
+    BUDGET_PER_COPIED_BLOCK,
     RandomAccessSource,
     block_rows_for,
     padded_block,
@@ -48,12 +49,11 @@ _TARGET_VIEWED_BYTES = 64 << 20
 _MIN_VIEWED_BLOCK_ROWS = 16
 _VIEW_BYTES = 96  # a uint8 array viewing one bytes value of the map
 _MAX_IN_FLIGHT = 8
-_BUDGET_PER_COPIED_BLOCK = 32
-"""A block's copied values are at most this fraction of the memory budget (see
-``_block_rows``)..."""
 _BUDGET_BLOCK_ROWS = 8192
-"""...unless that leaves fewer rows than this, the bound before blocks of small rows
-grew to 4 MiB (2026-11-28): under a budget, blocks are never smaller than they were."""
+"""A block's copied values are at most a ``BUDGET_PER_COPIED_BLOCK``-th of the memory
+budget (``random_access``; see ``_block_rows``), unless that leaves fewer rows than this,
+the bound before blocks of small rows grew to 4 MiB (2026-11-28): under a budget, blocks
+are never smaller than they were."""
 ROWS_IN_FLIGHT = 64
 """Rows whose blocks a ``MindDataset`` keeps reading at once when its blocks are small
 (big values, little memory): twice the queue depth the device's random-read limit is
@@ -316,7 +316,7 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
     fixed columns, values), so ``num_parallel_workers`` blocks of a few dozen rows keep
     the device's queue mostly empty.
 
-    A block's copied values are at most ``1 / _BUDGET_PER_COPIED_BLOCK`` of the budget.
+    A block's copied values are at most ``1 / BUDGET_PER_COPIED_BLOCK`` of the budget.
     Measured in a 100 MB memory group (a file-order epoch of 72-byte rows, then a read of
     variable-shape rows through the map in the same process, the test in
     tests/storage/test_beyond_ram.py): blocks of 4 MiB (58K rows) raised the epoch's peak
@@ -348,7 +348,7 @@ def _block_rows(reader: DatasetReader, workers: int) -> tuple[int, int]:
         by_copies = block_rows_for(copied_per_row)
         if budget is not None:
             target = min(target, budget // (8 * (in_flight + 2)))
-            within = budget // _BUDGET_PER_COPIED_BLOCK // copied_per_row
+            within = budget // BUDGET_PER_COPIED_BLOCK // copied_per_row
             by_copies = min(by_copies, max(_BUDGET_BLOCK_ROWS, within))
         return min(by_copies, max(_MIN_VIEWED_BLOCK_ROWS, target // viewed_per_row))
 

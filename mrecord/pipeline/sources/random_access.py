@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from mrecord.pipeline.engine.context import ExecContext
 
 __all__ = [
+    "BUDGET_PER_COPIED_BLOCK",
     "RandomAccessSource",
     "block_rows_for",
     "check_bool_shuffle",
@@ -75,6 +76,14 @@ under the 8,192-row bound of before 2026-11-28 an epoch of 8M tabular rows (76 b
 beyond memory (a 200 MB group) read 1.15-1.60M rows/s under ``Shuffle.BLOCK`` and
 3.2-3.6M in file order; in blocks of 19K rows (that group's budget) 1.81-1.88M and
 3.4-4.1M; of 55K (4 MiB) 2.2-3.0M and 3.8-5.4M (alternating runs)."""
+
+
+BUDGET_PER_COPIED_BLOCK = 32
+"""A block's copied values are at most this fraction of the memory budget: a
+``MindDataset``'s (``mind_dataset._block_rows`` says why) and a ``RemoteDataset``'s,
+whose values arrive in buffers of its own. Up to ``config.get_prefetch_size()`` blocks
+(16) wait in the pipeline's queue while a slow consumer takes one, beside those in
+flight: about 20 such blocks are five eighths of the budget."""
 
 
 def block_rows_for(bytes_per_row: int) -> int:

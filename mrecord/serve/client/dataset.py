@@ -35,7 +35,11 @@ from mrecord.pipeline.sources.block_layout import (
 )
 from mrecord.pipeline.sources.lookahead import HintThread, hinting
 from mrecord.pipeline.sources.mind_dataset import _check_padding_args
-from mrecord.pipeline.sources.random_access import RandomAccessSource, padded_block
+from mrecord.pipeline.sources.random_access import (
+    BUDGET_PER_COPIED_BLOCK,
+    RandomAccessSource,
+    padded_block,
+)
 from mrecord.sampling import Sampler, Shuffle
 from mrecord.sampling.shuffle import DEFAULT_ADAPTIVE_THRESHOLD, DEFAULT_PARTIAL_WINDOW, BlockLayout
 from mrecord.serve.client.served import ServedSpec
@@ -195,7 +199,7 @@ class RemoteDataset(RandomAccessSource):
             if unknown:
                 raise SchemaError(f"column(s) {unknown!r} are not in the schema {names!r}")
             self._columns = list(columns_list)
-        self._block_rows = _block_rows(info, self._columns)
+        self._block_rows = _block_rows(info, self._columns, memory_budget())
         if padded_sample is not None:
             self._padded = padded_block(_schema(info), self._columns, padded_sample)
         self._transport.choose(transport, info, connections=connections, timeout=timeout)
@@ -427,12 +431,22 @@ def _schema(info: dict[str, Any]) -> StoredSchema:
     return parse_schema(specs)
 
 
-def _block_rows(info: dict[str, Any], columns: list[str]) -> int:
+def _block_rows(info: dict[str, Any], columns: list[str], budget: int | None) -> int:
     """Rows per request: about 16 MiB of raw data (``_MAX_BLOCK_ROWS`` at most), within the
-    server's limits."""
+    server's limits, and at most a ``BUDGET_PER_COPIED_BLOCK``-th of ``budget`` (this
+    process's memory budget, None: not known), as ``MindDataset``'s blocks.
+
+    A block's values arrive in a buffer of this process (a same-host reader's shared
+    segment, populated here, is charged to its memory group), and up to the pipeline's
+    prefetch size of them (16) wait for a slow consumer: blocks of 16 MiB got a reader in a
+    200 MB memory group OOM-killed holding 127 MB of segments (2026-11-29,
+    tests/serve/local/test_serve_local_memory.py)."""
     per_row = max(1.0, sum(float(info["row_bytes"][c]) for c in columns))
     limits = info.get("limits", {})
-    rows = int(np.clip(_TARGET_BLOCK_BYTES // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
+    target = _TARGET_BLOCK_BYTES
+    if budget is not None:
+        target = min(target, budget // BUDGET_PER_COPIED_BLOCK)
+    rows = int(np.clip(target // per_row, _MIN_BLOCK_ROWS, _MAX_BLOCK_ROWS))
     rows = min(rows, int(limits.get("max_block_rows", rows)))
     by_bytes = int(limits.get("max_block_bytes", 1 << 62) // per_row)
     return max(1, min(rows, by_bytes))
