@@ -10,7 +10,11 @@ device queue's producer. The contract, in one place:
   the consumer (the same object, so its traceback still shows where it happened,
   with a note naming the thread) after the items queued before it;
 - :meth:`Background.stop` (or setting the shared ``stop`` event) drops what is
-  queued, wakes both sides and makes :meth:`get` raise :class:`BackgroundStopped`.
+  queued, wakes both sides and makes :meth:`get` raise :class:`BackgroundStopped`;
+- with ``weigh`` and ``max_weight``, the queue also stops taking items once what it
+  holds weighs ``max_weight`` (the pipeline weighs its blocks in bytes): ``put`` waits
+  while the item would take it past that, unless the queue is empty (an item heavier
+  than the whole allowance still passes, alone).
 """
 
 from __future__ import annotations
@@ -57,10 +61,18 @@ class Background(Generic[T]):
         stop: threading.Event | None = None,
         describe: str | None = None,
         item_name: str = "items",
+        weigh: Callable[[T], int] | None = None,
+        max_weight: int | None = None,
     ) -> None:
         if capacity < 1:
             raise ArgumentError(f"capacity must be >= 1, got {capacity!r}")
+        if max_weight is not None and max_weight < 1:
+            raise ArgumentError(f"max_weight must be >= 1 or None, got {max_weight!r}")
         self.capacity = capacity
+        self.max_weight = max_weight if weigh is not None else None
+        self._weigh = weigh
+        self._weights: deque[int] = deque()
+        self._held = 0  # the weight of the items queued now
         self.name = name
         self._describe = describe if describe is not None else f"background thread {name!r}"
         self._item_name = item_name
@@ -83,16 +95,31 @@ class Background(Generic[T]):
             self._thread.start()
 
     def put(self, item: T) -> bool:
-        """Queue ``item``, waiting for room; False once stop is requested."""
+        """Queue ``item``, waiting for room (a free place, and its weight within
+        ``max_weight`` unless the queue is empty); False once stop is requested."""
+        weight = self._weigh(item) if self._weigh is not None else 0
         with self._cond:
-            while len(self._items) >= self.capacity and not self.stop_event.is_set():
+            while not self._has_room(weight) and not self.stop_event.is_set():
                 self._cond.wait(_POLL_S)
             if self.stop_event.is_set():
                 return False
             self._items.append(item)
+            self._weights.append(weight)
+            self._held += weight
             self.produced += 1
             self._cond.notify_all()
             return True
+
+    def _has_room(self, weight: int) -> bool:
+        if len(self._items) >= self.capacity:
+            return False
+        return self.max_weight is None or not self._items or self._held + weight <= self.max_weight
+
+    @property
+    def weight(self) -> int:
+        """What the items queued now weigh (0 without ``weigh``)."""
+        with self._cond:
+            return self._held
 
     def _run(self) -> None:
         error: BaseException | None = None
@@ -127,9 +154,12 @@ class Background(Generic[T]):
             while True:
                 if self.stop_event.is_set():
                     self._items.clear()
+                    self._weights.clear()
+                    self._held = 0
                     raise BackgroundStopped(f"background thread {self.name!r} was stopped")
                 if self._items:
                     item = self._items.popleft()
+                    self._held -= self._weights.popleft()
                     self._cond.notify_all()
                     return item
                 if self._error is not None:
@@ -165,6 +195,8 @@ class Background(Generic[T]):
         with self._cond:
             self.stop_event.set()
             self._items.clear()
+            self._weights.clear()
+            self._held = 0
             self._cond.notify_all()
         if not self._started or self._thread is threading.current_thread():
             return not self._thread.is_alive()

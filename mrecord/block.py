@@ -21,7 +21,7 @@ import numpy as np
 
 from mrecord.errors import ArgumentError
 
-__all__ = ["Block", "BytesArray", "ColumnValues"]
+__all__ = ["Block", "BytesArray", "ColumnValues", "block_nbytes"]
 
 ColumnValues = np.ndarray | list[Any]
 
@@ -158,3 +158,38 @@ class Block:
 def _same_tail(pieces: Sequence[Any]) -> bool:
     first = pieces[0]
     return all(p.shape[1:] == first.shape[1:] and p.dtype == first.dtype for p in pieces)
+
+
+_SAMPLED_VALUES = 8  # values of an object column weighed to estimate its bytes
+
+
+def block_nbytes(block: Block) -> int:
+    """About the bytes ``block``'s values hold: numeric arrays exactly; object arrays and
+    lists (bytes, strings, variable-shape arrays) from a sample of their values, plus a
+    pointer each. Values viewing a shared buffer (a page copy, a map) count each its own
+    view's bytes: about the buffer's size."""
+    return sum(_values_nbytes(values) for values in block.columns.values())
+
+
+def _values_nbytes(values: Any) -> int:
+    if isinstance(values, np.ndarray):
+        if values.dtype != object:
+            return int(values.nbytes)
+        values = values.ravel()
+    count = len(values)
+    if not count:
+        return 0
+    step = max(1, count // _SAMPLED_VALUES)
+    sample = [values[i] for i in range(0, count, step)][:_SAMPLED_VALUES]
+    each = sum(map(_value_nbytes, sample)) / len(sample)
+    return int(each * count) + 8 * count
+
+
+def _value_nbytes(value: Any) -> int:
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    return 8  # a number, None, ...

@@ -223,15 +223,17 @@ class Submitter(Protocol[T_contra]):
 def ordered_map(
     pool: Submitter[T],
     items: Iterable[T],
-    window: int,
+    window: int | Callable[[], int],
     stop: threading.Event | None = None,
 ) -> Iterator[tuple[T, Any]]:
     """Run ``items`` through ``pool`` with at most ``window`` in flight; yield
     ``(item, result)`` in submission order. A worker's exception is raised here;
     :class:`PoolStopped` once ``stop`` is set. Pending futures are cancelled when
-    this ends early."""
-    if window < 1:
-        raise ArgumentError(f"window must be >= 1, got {window!r}")
+    this ends early. ``window`` may be a function, asked before each submission (a
+    map narrows its window once it sees how big its results are)."""
+    width = window if callable(window) else (lambda: window)
+    if width() < 1:
+        raise ArgumentError(f"window must be >= 1, got {width()!r}")
     stop = _NEVER if stop is None else stop
     pending: deque[tuple[T, Future[Any]]] = deque()
     try:
@@ -239,7 +241,7 @@ def ordered_map(
             if stop.is_set():
                 raise PoolStopped
             pending.append((item, pool.submit(item)))
-            if len(pending) >= window:
+            while len(pending) >= max(1, width()):
                 done, future = pending.popleft()
                 yield done, future.result(stop)
         while pending:

@@ -1,10 +1,11 @@
 """The state one running pipeline shares between its nodes (an :class:`ExecContext`).
 
 An iterator builds one context: the settings read at creation time (seed,
-prefetch size, default worker count), every node's position, the offload plan,
-where nodes resume (:meth:`ExecContext.take_resume`), the stop event, and the worker
-pools, which live as long as the iterator and are shut down by :meth:`ExecContext.close`,
-and what nodes asked to run then (:meth:`ExecContext.at_close`).
+prefetch size, default worker count, the bytes its queues may hold), every node's
+position, the offload plan, where nodes resume (:meth:`ExecContext.take_resume`), the
+stop event, and the worker pools, which live as long as the iterator and are shut down
+by :meth:`ExecContext.close`, and what nodes asked to run then
+(:meth:`ExecContext.at_close`).
 
 Resume positions live here, in the run, and never on the dataset's nodes: two
 iterators over one dataset each skip only what their own state says.
@@ -18,12 +19,33 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mrecord import config
 from mrecord.pool import PoolStopped
+from mrecord.storage.probe import memory_budget
 
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
     from mrecord.pipeline.engine.graph import Graph
 
-__all__ = ["ExecContext", "PipelineStopped", "Pool", "ResumePositions", "close_iterator"]
+__all__ = [
+    "PREFETCH_BUDGET_SHARE",
+    "ExecContext",
+    "PipelineStopped",
+    "Pool",
+    "ResumePositions",
+    "close_iterator",
+]
+
+PREFETCH_BUDGET_SHARE = 8
+"""What a pipeline keeps ahead of its consumer stops at ``1 / PREFETCH_BUDGET_SHARE`` of
+the memory budget (``mrecord.storage.probe.memory_budget``: the memory group's limit less
+what is charged to it, or the machine's available memory), asked when a run starts: the
+iterator's queue of output blocks and a map's finished chunks each (``prefetch_bytes``),
+as well as their counts (``prefetch``). Counted in blocks only, a map making 150 KB values
+ahead of ``batch(256)`` queued 16 batches of 38 MB behind a slow consumer and was
+OOM-killed in a 763 MB group (2026-11-29, tests/pipeline/test_prefetch_memory.py). An
+eighth each, beside the reader's read-ahead (another eighth, a ``MindDataset``'s), leaves
+the rest to what no queue counts: a batch being put together, the consumer's, the
+allocator's free lists (that run: a quarter each, still killed; an eighth each, a peak
+of 651 MB)."""
 
 ResumePositions = Mapping[int, tuple[int, int]]
 """``id(node) -> (epoch, rows)``: where each node of a run starts (what
@@ -56,6 +78,12 @@ class ExecContext:
         self.graph = graph
         self.seed = config.get_seed()
         self.prefetch = config.get_prefetch_size()
+        budget = memory_budget()
+        self.prefetch_bytes: int | None = (
+            None if budget is None else max(1, budget // PREFETCH_BUDGET_SHARE)
+        )
+        """The bytes the iterator's queue and a map's finished chunks may each hold (None:
+        no budget known, counts only)."""
         self.default_workers = config.get_num_parallel_workers()
         self.stop = threading.Event()
         # The iterator's epoch (repeats inside it do not count): BatchInfo.get_epoch_num().

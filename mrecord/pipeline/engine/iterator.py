@@ -3,9 +3,10 @@
 Creating an iterator builds the pipeline (tree check, offload plan) and starts
 one prefetch thread that runs every epoch's generator chain and puts the output
 blocks (offload applied, hidden columns dropped) on a queue bounded by
-``config.get_prefetch_size()``. Offloaded ops run on a small thread pool of their
-own, a few output blocks at a time, kept in order. Errors raised anywhere in the pipeline travel
-through that queue and are re-raised by ``__next__``.
+``config.get_prefetch_size()`` blocks and by an eighth of the process's memory budget
+in bytes (``context.PREFETCH_BUDGET_SHARE``; one block always fits). Offloaded ops run
+on a small thread pool of their own, a few output blocks at a time, kept in order.
+Errors raised anywhere in the pipeline travel through that queue and are re-raised by ``__next__``.
 
 Epochs: a ``for`` loop consumes one epoch and ends; the next ``for`` loop over the
 same iterator runs the next epoch (MindSpore's behaviour). ``num_epochs=-1``
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from mrecord.background import END, Background, BackgroundStopped
-from mrecord.block import Block
+from mrecord.block import Block, block_nbytes
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.engine.columns import row_values, to_numpy
 from mrecord.pipeline.engine.context import (
@@ -45,7 +46,14 @@ from mrecord.pool import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows", "first_row"]
+__all__ = [
+    "BlockIterator",
+    "DictIterator",
+    "TupleIterator",
+    "count_rows",
+    "first_row",
+]
+
 
 _STATE_VERSION = 1
 _EPOCH_END = object()
@@ -69,7 +77,12 @@ class _Runtime:
         self.start_epoch = start_epoch
         self._offload_pool: ThreadPool[Block, Block] | None = None
         self.worker: Background[Any] = Background(
-            self._run, capacity=self.ctx.prefetch, name="mrecord-prefetch", stop=self.ctx.stop
+            self._run,
+            capacity=self.ctx.prefetch,
+            name="mrecord-prefetch",
+            stop=self.ctx.stop,
+            weigh=_queued_bytes,
+            max_weight=self.ctx.prefetch_bytes,
         )
         self.worker.start()
 
@@ -316,6 +329,11 @@ class _RowIterator(Generic[_Row]):
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _queued_bytes(item: Any) -> int:
+    """What an item of the prefetch queue weighs: a block's bytes, a marker nothing."""
+    return block_nbytes(item) if isinstance(item, Block) else 0
 
 
 def _output_wrapper(output_numpy: bool) -> Any:

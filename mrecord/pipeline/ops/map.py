@@ -4,7 +4,9 @@ The input is cut into chunks of :data:`~mrecord.pipeline.engine.chunks.CHUNK_ROW
 (across the input's block boundaries, see :func:`~mrecord.pipeline.engine.chunks.rechunk`);
 chunks go to the worker pool (threads by default, spawned processes with
 ``python_multiprocessing=True``) with a window of ``max(workers, prefetch)`` chunks
-in flight; results come back in input order. Each row's seed key comes from
+in flight, fewer once the chunks' results are seen to weigh more than the run's
+``prefetch_bytes`` together (never fewer than the workers); results come back in input
+order. Each row's seed key comes from
 (config seed, epoch, this node's position, the row's position in this map's input),
 so random ops give the same output with any number of workers.
 """
@@ -18,7 +20,7 @@ import numpy as np
 
 from mrecord import config
 from mrecord.arguments import check_workers
-from mrecord.block import Block, ColumnValues
+from mrecord.block import Block, ColumnValues, block_nbytes
 from mrecord.errors import ArgumentError, PipelineError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.engine.chunks import CHUNK_ROWS, rechunk
@@ -174,8 +176,35 @@ class MapDataset(Dataset):
             ((part, keys), ([part.columns[n] for n in ins], keys, positions, part.row_ids))
             for part, positions, keys in chunks()
         )
-        for (meta, _task), outputs in ordered_map(_Keyed(pool), tasks, window, ctx.stop):
-            yield finish(meta[0], meta[1], outputs)
+        width = _Window(window, workers, ctx.prefetch_bytes)
+        for (meta, _task), outputs in ordered_map(_Keyed(pool), tasks, width, ctx.stop):
+            block = finish(meta[0], meta[1], outputs)
+            width.saw(block)
+            yield block
+
+
+class _Window:
+    """A map's chunks in flight: ``most`` until a result is seen, then as many results
+    of that result's bytes as ``budget`` holds, between ``least`` (the workers: each
+    keeps one) and ``most``. A decode making 150 KB values from 64-row chunks (9.6 MB
+    each) held 16 of them finished, beside the iterator's queue (see
+    ``context.PREFETCH_BUDGET_SHARE``)."""
+
+    def __init__(self, most: int, least: int, budget: int | None) -> None:
+        self._most = most
+        self._least = max(1, min(least, most))
+        self._budget = budget
+        self._now = most
+
+    def __call__(self) -> int:
+        return self._now
+
+    def saw(self, result: Block) -> None:
+        """Fit the window to ``result``'s bytes (the next chunks are likely alike)."""
+        if self._budget is None:
+            return
+        fits = self._budget // max(1, block_nbytes(result))
+        self._now = max(self._least, min(self._most, fits))
 
 
 class _Keyed:

@@ -1,0 +1,122 @@
+"""The pipeline's prefetch queue within the process's memory (issue 23's "never OOM-killed").
+
+The iterator's prefetch thread keeps up to ``config.get_prefetch_size()`` (16) output
+blocks ahead of the consumer. Counted in blocks only, a pipeline whose map makes big
+values (a decode) ahead of ``batch`` held 16 batches: ``MindDataset`` of the bench's
+images, a map to 150 KB arrays, ``batch(256)`` (38 MB a batch) and a consumer slower than
+the reader was OOM-killed in a 763 MB memory group (2026-11-29). The queue and a map's
+finished chunks now each also stop at an eighth of the memory budget (one block always
+fits, and each map worker keeps one chunk).
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from mrecord.background import END, Background
+from mrecord.block import Block, block_nbytes
+from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+
+
+def _block(rows: int, value_bytes: int) -> Block:
+    return Block({"x": np.zeros((rows, value_bytes), dtype=np.uint8)})
+
+
+def test_a_weighed_queue_stops_at_its_bytes_and_always_takes_one_item() -> None:
+    """Items of 40 under a cap of 100: two wait at most; an item of 500 waits alone (taken
+    once the queue is empty: else nothing heavier than the cap would ever pass)."""
+    sizes = [40, 40, 40, 500, 40]
+
+    def produce(put: Callable[[int], bool]) -> None:
+        for size in sizes:
+            if not put(size):
+                return
+
+    queue: Background[int] = Background(
+        produce, capacity=16, name="test-weighed", weigh=lambda n: n, max_weight=100
+    )
+    queue.start()
+    taken: list[int] = []
+    held: list[tuple[int, int]] = []  # (items, weight) queued after each take settles
+    while len(taken) < len(sizes):
+        time.sleep(0.1)  # the producer fills what it may
+        held.append((queue.qsize(), queue.weight))
+        taken.append(queue.get(timeout=5))
+    assert taken == sizes
+    assert held[0] == (2, 80)  # two of 40: a third would weigh 120
+    assert (1, 500) in held  # the big one, alone
+    assert all(weight <= 100 or items == 1 for items, weight in held)
+    assert queue.get(timeout=5) is END
+
+
+def test_the_queue_counts_held_weight_back_down() -> None:
+    done = threading.Event()
+
+    def produce(put: Callable[[int], bool]) -> None:
+        put(6)
+        put(6)  # waits until the first is taken: 12 > 10
+        done.set()
+
+    queue: Background[int] = Background(
+        produce, capacity=4, name="test-weight", weigh=lambda n: n, max_weight=10
+    )
+    assert queue.weight == 0
+    queue.start()
+    time.sleep(0.2)
+    assert not done.is_set() and queue.weight == 6
+    assert queue.get(timeout=5) == 6
+    assert done.wait(5) and queue.weight == 6
+    assert queue.get(timeout=5) == 6 and queue.weight == 0
+
+
+def test_block_nbytes_counts_arrays_lists_and_objects() -> None:
+    assert block_nbytes(_block(10, 1000)) == 10_000
+    ragged = Block({"pts": [np.zeros((k, 4), np.float32) for k in range(1, 101)]})
+    assert 0.8 * 80_800 <= block_nbytes(ragged) <= 1.25 * 80_800 + 100 * 8
+    blobs = np.empty(50, dtype=object)
+    blobs[:] = [b"x" * 2000] * 50
+    assert 100_000 <= block_nbytes(Block({"b": blobs})) <= 101_000
+    assert block_nbytes(Block({"s": ["abc"] * 10})) >= 30
+    assert block_nbytes(Block({"e": np.zeros(0, dtype=object)})) == 0
+
+
+_PIPELINE = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    from mrecord import GeneratorDataset
+    batches = int(sys.argv[1])
+    ds = GeneratorDataset(lambda: ((i,) for i in range(batches * 256)), ["i"], shuffle=False)
+    # a decode: 150 KB a row (224 x 224 x 3)
+    ds = ds.map(lambda i: np.full(150_528, int(i) % 251, np.uint8), input_columns=["i"])
+    seen = bad = 0
+    for (x,) in ds.batch(256).create_tuple_iterator(num_epochs=1, output_numpy=True):
+        want = (np.arange(seen * 256, seen * 256 + 256) % 251).astype(np.uint8)
+        if x.shape != (256, 150_528) or not np.array_equal(x[:, -1], want):
+            bad += 1
+        seen += 1
+        time.sleep(0.05)  # a training step: the pipeline gets ahead, the queue fills
+    print(json.dumps({"bad": bad, "batches": seen}))
+    """
+)
+
+
+def test_a_pipeline_of_big_batches_in_a_memory_group_is_not_killed() -> None:
+    """A map making 150 KB values (a decode), ``batch(256)`` (38 MB a batch) behind a slow
+    consumer, in a 500 MB memory group: 16 batches queued are 616 MB, and the map's 16
+    finished chunks of 64 rows 154 MB more. Every batch arrives, right, and the process
+    lives."""
+    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs a pipeline in a 500 MB memory group); neither is here"
+        )
+    result = _read_in_memory_group(500 << 20, _PIPELINE, "30")
+    assert result == {"bad": 0, "batches": 30}
