@@ -22,6 +22,7 @@ import pytest
 
 from mrecord.background import END, Background
 from mrecord.block import Block, block_nbytes
+from mrecord.pipeline.ops.map import _Window
 from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
 
 
@@ -85,6 +86,23 @@ def test_block_nbytes_counts_arrays_lists_and_objects() -> None:
     assert 100_000 <= block_nbytes(Block({"b": blobs})) <= 101_000
     assert block_nbytes(Block({"s": ["abc"] * 10})) >= 30
     assert block_nbytes(Block({"e": np.zeros(0, dtype=object)})) == 0
+
+
+def test_a_maps_window_holds_what_its_share_of_the_budget_fits() -> None:
+    """The workers' chunks until a result is seen, then as many results of its size as
+    the budget holds (between the workers and the prefetch size); no budget: the
+    prefetch size throughout."""
+    window = _Window(16, 2, 100)
+    assert window() == 2
+    window.saw(_block(1, 30))
+    assert window() == 3
+    window.saw(_block(1, 1))
+    assert window() == 16
+    window.saw(_block(10, 100))
+    assert window() == 2
+    unbounded = _Window(16, 2, None)
+    unbounded.saw(_block(10, 100))
+    assert unbounded() == 16
 
 
 _PIPELINE = textwrap.dedent(

@@ -46,14 +46,7 @@ from mrecord.pool import ThreadPool, ordered_map
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = [
-    "BlockIterator",
-    "DictIterator",
-    "TupleIterator",
-    "count_rows",
-    "first_row",
-]
-
+__all__ = ["BlockIterator", "DictIterator", "TupleIterator", "count_rows", "first_row"]
 
 _STATE_VERSION = 1
 _EPOCH_END = object()

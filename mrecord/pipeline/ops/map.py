@@ -184,17 +184,18 @@ class MapDataset(Dataset):
 
 
 class _Window:
-    """A map's chunks in flight: ``most`` until a result is seen, then as many results
-    of that result's bytes as ``budget`` holds, between ``least`` (the workers: each
-    keeps one) and ``most``. A decode making 150 KB values from 64-row chunks (9.6 MB
-    each) held 16 of them finished, beside the iterator's queue (see
-    ``context.PREFETCH_BUDGET_SHARE``)."""
+    """A map's chunks in flight: as many results of the last one's bytes as ``budget``
+    holds, between ``least`` (the workers: each keeps one) and ``most``; ``least`` until
+    a result is seen (``most`` at once would have that many chunks' results made before
+    their size is known), ``most`` with no budget. A decode making 150 KB values from
+    64-row chunks (9.6 MB each) held 16 of them finished, beside the iterator's queue
+    (see ``context.PREFETCH_BUDGET_SHARE``)."""
 
     def __init__(self, most: int, least: int, budget: int | None) -> None:
         self._most = most
         self._least = max(1, min(least, most))
         self._budget = budget
-        self._now = most
+        self._now = most if budget is None else self._least
 
     def __call__(self) -> int:
         return self._now
