@@ -110,14 +110,13 @@ _PIPELINE = textwrap.dedent(
     import json, sys, time
     import numpy as np
     from mrecord import GeneratorDataset
-    batches = int(sys.argv[1])
-    ds = GeneratorDataset(lambda: ((i,) for i in range(batches * 256)), ["i"], shuffle=False)
-    # a decode: 150 KB a row (224 x 224 x 3)
-    ds = ds.map(lambda i: np.full(150_528, int(i) % 251, np.uint8), input_columns=["i"])
+    batches, size, width = (int(a) for a in sys.argv[1:4])
+    ds = GeneratorDataset(lambda: ((i,) for i in range(batches * size)), ["i"], shuffle=False)
+    ds = ds.map(lambda i: np.full(width, int(i) % 251, np.uint8), input_columns=["i"])
     seen = bad = 0
-    for (x,) in ds.batch(256).create_tuple_iterator(num_epochs=1, output_numpy=True):
-        want = (np.arange(seen * 256, seen * 256 + 256) % 251).astype(np.uint8)
-        if x.shape != (256, 150_528) or not np.array_equal(x[:, -1], want):
+    for (x,) in ds.batch(size).create_tuple_iterator(num_epochs=1, output_numpy=True):
+        want = (np.arange(seen * size, seen * size + size) % 251).astype(np.uint8)
+        if x.shape != (size, width) or not np.array_equal(x[:, -1], want):
             bad += 1
         seen += 1
         time.sleep(0.05)  # a training step: the pipeline gets ahead, the queue fills
@@ -126,15 +125,27 @@ _PIPELINE = textwrap.dedent(
 )
 
 
-def test_a_pipeline_of_big_batches_in_a_memory_group_is_not_killed() -> None:
-    """A map making 150 KB values (a decode), ``batch(256)`` (38 MB a batch) behind a slow
-    consumer, in a 500 MB memory group: 16 batches queued are 616 MB, and the map's 16
-    finished chunks of 64 rows 154 MB more. Every batch arrives, right, and the process
+@pytest.mark.parametrize(
+    ("limit_mb", "batch", "value_bytes"),
+    [
+        # a decode (224 x 224 x 3): 38 MB batches; 16 queued are 616 MB, and the map's 16
+        # finished chunks of 64 rows 154 MB more
+        (500, 256, 150_528),
+        # 256 KB values, 16 MB batches: the map's first 16 chunks (256 MB), made before
+        # any result's size was known, killed it with both queues bounded in bytes
+        (250, 64, 1 << 18),
+    ],
+)
+def test_a_pipeline_of_big_batches_in_a_memory_group_is_not_killed(
+    limit_mb: int, batch: int, value_bytes: int
+) -> None:
+    """A map making big values, ``batch`` behind a slow consumer, in a memory group the
+    queues counted in blocks alone overrun. Every batch arrives, right, and the process
     lives."""
     if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
         pytest.fail(
             "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a pipeline in a 500 MB memory group); neither is here"
+            f"{CGROUP_ROOT} (it runs a pipeline in a memory group); neither is here"
         )
-    result = _read_in_memory_group(500 << 20, _PIPELINE, "30")
+    result = _read_in_memory_group(limit_mb << 20, _PIPELINE, "30", str(batch), str(value_bytes))
     assert result == {"bad": 0, "batches": 30}
