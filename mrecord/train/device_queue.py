@@ -30,11 +30,12 @@ from typing import Any
 from mrecord import config
 from mrecord.background import END, Background, BackgroundStopped, BackgroundTimeout
 from mrecord.errors import ArgumentError, PipelineError, SinkTimeoutError
+from mrecord.storage.probe import memory_budget
 from mrecord.train.delivery import Delivery, NumpyDelivery, TorchDelivery
 from mrecord.train.source import BatchSource
 from mrecord.train.timeline import ProducerState, PushLog, timeout_message
 
-__all__ = ["DeviceQueue", "QueueStats"]
+__all__ = ["QUEUE_BUDGET_SHARE", "DeviceQueue", "QueueStats", "host_bytes"]
 
 _counter = itertools.count()
 _THREAD_PREFIX = "mrecord-sink-"
@@ -56,6 +57,36 @@ class QueueStats:
     """Consumer: time spent in ``get_next`` waiting for a batch."""
 
 
+QUEUE_BUDGET_SHARE = 8
+"""The batches a ``DeviceQueue`` holds in host memory stop at ``1 / QUEUE_BUDGET_SHARE`` of
+the memory budget (``mrecord.storage.probe.memory_budget``), asked when the queue is made,
+as well as at ``capacity`` batches. Counted in batches only, 16 batches of 38 MB (a
+decode's 150 KB values, ``batch(256)``) waited for a slow step on top of the pipeline's own
+queue: OOM-killed in a 500 MB memory group (2026-11-29, tests/train/test_sink_memory.py).
+An eighth, as the pipeline's queue (``pipeline.engine.context.PREFETCH_BUDGET_SHARE``)."""
+
+
+def host_bytes(item: Any) -> int:
+    """Bytes of host memory a delivered batch holds: the ``nbytes`` of its columns (a
+    tuple, list or dict of them, or one), nothing for a column on an accelerator (a
+    ``device`` whose type is not ``"cpu"``: a CUDA tensor) or without ``nbytes``."""
+    batch = getattr(item, "batch", item)  # a batch still being copied on a side stream
+    if isinstance(batch, dict):
+        values: Any = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        values = batch
+    else:
+        values = (batch,)
+    total = 0
+    for value in values:
+        device = getattr(value, "device", None)
+        if device is not None and getattr(device, "type", "cpu") != "cpu":
+            continue
+        nbytes = getattr(value, "nbytes", 0)
+        total += nbytes if isinstance(nbytes, int) else 0
+    return total
+
+
 class _Producer:
     """The producer thread (a :class:`Background`) and its timings; shared with the
     consumer, never holding the DeviceQueue itself, so that an abandoned queue can be
@@ -71,12 +102,15 @@ class _Producer:
         self._delivery = delivery
         self._limit: int | None = None
         self._first = 0
+        budget = memory_budget()
         self.worker: Background[Any] = Background(
             self._produce,
             capacity=capacity,
             name=f"{_THREAD_PREFIX}{name}",
             describe=f"the producer thread of device queue {name!r}",
             item_name="batches",
+            weigh=host_bytes,
+            max_weight=None if budget is None else max(1, budget // QUEUE_BUDGET_SHARE),
         )
 
     def start(self, limit: int | None, first: int = 0) -> None:
@@ -127,7 +161,9 @@ class DeviceQueue:
         num_epochs: passes over the dataset to send; -1 (default) sends forever.
         num_batches: send exactly this many batches instead (continuing across passes);
             exclusive with ``num_epochs``.
-        capacity: batches the queue may hold (default: ``config.get_prefetch_size()``).
+        capacity: batches the queue may hold (default: ``config.get_prefetch_size()``);
+            those in host memory also stop at an eighth of the memory budget
+            (``QUEUE_BUDGET_SHARE``).
         device: deliver torch tensors on this device (``"cuda"``, ``"cpu"``, ...) instead
             of numpy arrays; needs torch (``pip install mrecord[torch]``).
         pin_memory: for ``device``: copy through pinned memory (default: on CUDA).
