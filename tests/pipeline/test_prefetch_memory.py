@@ -30,9 +30,21 @@ def _block(rows: int, value_bytes: int) -> Block:
     return Block({"x": np.zeros((rows, value_bytes), dtype=np.uint8)})
 
 
+def _state_becomes(queue: Background[int], want: tuple[int, int]) -> tuple[int, int]:
+    """The queue's (items, weight) once it is ``want``, or what it is after 5 s (the
+    producer thread may be slow to run on a loaded machine; a wrong state stays wrong)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        state = (queue.qsize(), queue.weight)
+        if state == want or time.monotonic() > deadline:
+            return state
+        time.sleep(0.01)
+
+
 def test_a_weighed_queue_stops_at_its_bytes_and_always_takes_one_item() -> None:
-    """Items of 40 under a cap of 100: two wait at most; an item of 500 waits alone (taken
-    once the queue is empty: else nothing heavier than the cap would ever pass)."""
+    """Items of 40 under a cap of 100: two wait at most (a third would weigh 120); an
+    item of 500 waits alone, taken once the queue is empty (else nothing heavier than
+    the cap would ever pass)."""
     sizes = [40, 40, 40, 500, 40]
 
     def produce(put: Callable[[int], bool]) -> None:
@@ -44,16 +56,12 @@ def test_a_weighed_queue_stops_at_its_bytes_and_always_takes_one_item() -> None:
         produce, capacity=16, name="test-weighed", weigh=lambda n: n, max_weight=100
     )
     queue.start()
-    taken: list[int] = []
-    held: list[tuple[int, int]] = []  # (items, weight) queued after each take settles
-    while len(taken) < len(sizes):
-        time.sleep(0.1)  # the producer fills what it may
-        held.append((queue.qsize(), queue.weight))
-        taken.append(queue.get(timeout=5))
-    assert taken == sizes
-    assert held[0] == (2, 80)  # two of 40: a third would weigh 120
-    assert (1, 500) in held  # the big one, alone
-    assert all(weight <= 100 or items == 1 for items, weight in held)
+    # (items, weight) waiting before each take, the producer blocked each time
+    for want, size in zip([(2, 80), (2, 80), (1, 40), (1, 500), (1, 40)], sizes, strict=True):
+        assert _state_becomes(queue, want) == want
+        time.sleep(0.05)  # and it stays so: nothing more fits
+        assert (queue.qsize(), queue.weight) == want
+        assert queue.get(timeout=5) == size
     assert queue.get(timeout=5) is END
 
 
@@ -70,10 +78,10 @@ def test_the_queue_counts_held_weight_back_down() -> None:
     )
     assert queue.weight == 0
     queue.start()
-    time.sleep(0.2)
-    assert not done.is_set() and queue.weight == 6
+    assert _state_becomes(queue, (1, 6)) == (1, 6)
+    assert not done.wait(0.1)
     assert queue.get(timeout=5) == 6
-    assert done.wait(5) and queue.weight == 6
+    assert done.wait(5) and _state_becomes(queue, (1, 6)) == (1, 6)
     assert queue.get(timeout=5) == 6 and queue.weight == 0
 
 
