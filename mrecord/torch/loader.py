@@ -63,6 +63,8 @@ class StreamingDataLoader(torch.utils.data.DataLoader[Any]):
         ds = copy.copy(dataset)
         ds.batch_size = b
         ds._emit_batches = collate_fn is None
+        # a worker has up to prefetch_factor batches in flight: its ring's slots
+        ds._ring_slots = int(kwargs.get("prefetch_factor") or 2)
         self.user_dataset = dataset
         self._stream = ds
         if ds._emit_batches:

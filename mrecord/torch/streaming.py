@@ -147,6 +147,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
         state = torch.zeros(4, dtype=torch.int64)
         self._state = state.share_memory_()  # type: ignore[no-untyped-call]
         self._emit_batches = False
+        self._ring_slots = 2  # its loader's prefetch_factor (mrecord.torch.transport.pack)
         self._skip = 0  # samples of this worker's share to skip (torchdata's worker resume)
         self._yielded: int | None = None  # samples this process yielded in the current pass
         self._worker = (0, 1)
@@ -418,7 +419,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
     ) -> Iterator[Any]:
         if self.transform is None and self._emit_batches:
             self._yielded = (self._yielded or 0) + planned
-            yield pack(block_batch(block))
+            yield pack(block_batch(block), self._ring_slots)
             return
         samples = block_samples(block)
         if self.transform is not None:
@@ -429,7 +430,7 @@ class StreamingDataset(torch.utils.data.IterableDataset[Any]):
             ]
         if self._emit_batches:
             self._yielded = (self._yielded or 0) + planned
-            yield collate(samples)
+            yield collate(samples, slots=self._ring_slots)
             return
         for sample in samples[skip:]:
             self._yielded = (self._yielded or 0) + 1

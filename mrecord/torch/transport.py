@@ -37,12 +37,15 @@ from mrecord.torch._common import torch
 
 __all__ = ["Packed", "collate", "pack", "unpack"]
 
-_SLOTS = 4
-"""Slots per ring: a worker has about ``prefetch_factor`` (default 2) batches in flight."""
+_SLOTS = 2
+"""Slots per ring unless told (``pack``'s ``slots``): torch's default ``prefetch_factor``,
+the batches a worker has in flight at most (the main process frees a batch's slot when
+it receives it, before it asks the worker for another)."""
+_MAX_SLOTS = 16
 _ALIGN = 64
 _MIN_SLOT = 1 << 16
 _MAX_SLOT = 1 << 30
-_STATE_BYTES = 8 * _SLOTS
+_STATE_BYTES = 8 * _MAX_SLOTS  # room for any slot count: the main process needs no count
 
 
 def _aligned(n: int) -> int:
@@ -50,17 +53,20 @@ def _aligned(n: int) -> int:
 
 
 class _Ring:
-    """The worker side: one shared tensor of ``_SLOTS`` slots of ``slot_bytes``."""
+    """The worker side: one shared tensor of ``slots`` slots of ``slot_bytes``. Its
+    every page is taken when it is made (torch allocates shared memory whole), so each
+    slot no batch needs costs a batch of the memory group's room."""
 
-    def __init__(self, slot_bytes: int) -> None:
+    def __init__(self, slot_bytes: int, slots: int) -> None:
         self.slot_bytes = slot_bytes
+        self.slots = slots
         self.pid = os.getpid()
         self.token = f"{self.pid}-{os.urandom(8).hex()}"
-        size = _STATE_BYTES + _SLOTS * slot_bytes
+        size = _STATE_BYTES + slots * slot_bytes
         self.tensor = torch.empty(size, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]
         self.bytes = self.tensor.numpy()
-        self.state = self.bytes[:_STATE_BYTES].view(np.int64)
-        self.state[:] = 0
+        self.bytes[:_STATE_BYTES] = 0  # the main process sees the whole state area
+        self.state = self.bytes[: 8 * slots].view(np.int64)
         self.sent = False  # whether a batch carrying the ring itself was sent
 
     def claim(self) -> int | None:
@@ -81,16 +87,26 @@ class _Ring:
 _RING: _Ring | None = None
 
 
-def _worker_ring(nbytes: int) -> _Ring | None:
-    """This process's ring, (re)made to hold ``nbytes``; None when that is too large."""
+def _worker_ring(nbytes: int, slots: int) -> _Ring | None:
+    """This process's ring of ``slots`` slots, (re)made to hold ``nbytes``; None when that
+    is too large.
+
+    A first ring's slots have an eighth more than the batch they are made for (a batch of
+    64 images varies by a few percent); a ring made again because a batch outgrew it, half
+    more (batches that vary more). Before: four slots of 1.5 batches each, six batches of
+    shared memory per worker, three times torch's own (``prefetch_factor`` batches): 8
+    workers' rings of 6.4 MB batches took 291 MB, and 8 workers streaming images were
+    OOM-killed in a 600 MB memory group (docs/TORCH.md)."""
     global _RING
     ring = _RING
-    if ring is not None and ring.pid == os.getpid() and nbytes <= ring.slot_bytes:
+    mine = ring is not None and ring.pid == os.getpid()
+    if ring is not None and mine and nbytes <= ring.slot_bytes and ring.slots == slots:
         return ring
-    slot_bytes = _aligned(max(_MIN_SLOT, nbytes + nbytes // 2))
+    grown = mine and ring is not None and nbytes > ring.slot_bytes
+    slot_bytes = _aligned(max(_MIN_SLOT, nbytes + (nbytes // 2 if grown else nbytes // 8)))
     if slot_bytes > _MAX_SLOT:
         return None
-    _RING = _Ring(slot_bytes)
+    _RING = _Ring(slot_bytes, slots)
     return _RING
 
 
@@ -193,14 +209,15 @@ class Packed:
         return (unpack, (self._token, self._ring, self._slot_bytes, self._slot, self._skeleton))
 
 
-def pack(batch: Any) -> Any:
+def pack(batch: Any, slots: int = _SLOTS) -> Any:
     """In a DataLoader worker, ``batch`` as a :class:`Packed`; else, or when the ring has
     no room, ``batch`` itself (a :class:`~mrecord.block.BytesArray` leaf, a bytes value
-    viewing the file, always arrives as ``bytes``)."""
+    viewing the file, always arrives as ``bytes``). ``slots``: the loader's
+    ``prefetch_factor`` (the worker's ring has that many slots, at most 16)."""
     if torch.utils.data.get_worker_info() is None:
         return _plain(batch)
     nbytes = _total(batch)
-    ring = _worker_ring(nbytes) if nbytes else None
+    ring = _worker_ring(nbytes, max(1, min(_MAX_SLOTS, slots))) if nbytes else None
     slot = ring.claim() if ring is not None else None
     if ring is None or slot is None:
         return _plain(batch)
@@ -305,10 +322,12 @@ def _collate_map() -> dict[Any, Any]:
     return {**default_collate_fn_map, torch.Tensor: _stack}
 
 
-def collate(samples: list[Any]) -> Any:
+def collate(samples: list[Any], *, slots: int = _SLOTS) -> Any:
     """``torch.utils.data.default_collate`` (same output), sent to the main process through a
-    reused shared-memory ring when called in a DataLoader worker: pass it as ``collate_fn``.
+    reused shared-memory ring when called in a DataLoader worker: pass it as ``collate_fn``
+    (``slots``: as for :func:`pack`; a loader with a ``prefetch_factor`` above 2 passes
+    it with ``functools.partial``).
     """
     from torch.utils.data._utils.collate import collate as torch_collate
 
-    return pack(torch_collate(samples, collate_fn_map=_collate_map()))
+    return pack(torch_collate(samples, collate_fn_map=_collate_map()), slots)

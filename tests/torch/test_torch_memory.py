@@ -1,0 +1,167 @@
+"""DataLoader workers within the memory of their group (issue 23's "never OOM-killed").
+
+Each worker sends its batches through one shared-memory ring (``mrecord.torch.transport``),
+and torch allocates shared memory whole: every slot of a ring is charged to the memory
+group when the ring is made, used or not. Rings of four slots of 1.5 batches each held six
+batches per worker, three times torch's own ``prefetch_factor`` (2) batches in flight:
+8 workers streaming 2.4 GB of images (6.4 MB batches) were OOM-killed in a 600 MB group
+(2026-11-29), and 2 workers of 16 MB batches stalled at the limit of a 450 MB group (the
+kernel reclaiming the interpreter's own code pages over and over; shared memory 192 MB).
+A ring now has the loader's ``prefetch_factor`` slots of an eighth more than a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from mrecord import FileWriter
+
+torch = pytest.importorskip("torch")
+
+from mrecord.torch import transport  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+
+
+def _ring_after_one_batch(nbytes: int, slots: int | None = None) -> transport._Ring:
+    info = mock.Mock(id=0, num_workers=1)
+    saved = transport._RING
+    transport._RING = None
+    try:
+        with mock.patch.object(torch.utils.data, "get_worker_info", return_value=info):
+            batch = {"b": [b"x" * nbytes]}
+            packed = transport.pack(batch) if slots is None else transport.pack(batch, slots)
+        assert isinstance(packed, transport.Packed)
+        ring = transport._RING
+        assert ring is not None
+        return ring
+    finally:
+        transport._RING = saved
+
+
+def test_a_ring_holds_prefetch_factor_slots_of_a_little_more_than_a_batch() -> None:
+    n = 16 << 20
+    ring = _ring_after_one_batch(n)  # torch's default prefetch_factor: 2
+    assert ring.slots == 2
+    assert n < ring.slot_bytes <= n + n // 8 + 64
+    assert ring.tensor.numel() <= 2 * (n + n // 8 + 64) + 4096  # what the group is charged
+    assert _ring_after_one_batch(n, slots=5).slots == 5
+    assert _ring_after_one_batch(n, slots=100).slots == 16  # the state area's room
+
+
+def test_a_ring_made_again_for_a_larger_batch_leaves_more_room() -> None:
+    info = mock.Mock(id=0, num_workers=1)
+    saved = transport._RING
+    transport._RING = None
+    try:
+        with mock.patch.object(torch.utils.data, "get_worker_info", return_value=info):
+            transport.pack({"b": [b"s" * 100_000]})
+            first = transport._RING
+            transport.pack({"b": [b"B" * 200_000]})
+            again = transport._RING
+        assert first is not None and again is not None and again is not first
+        assert again.slot_bytes >= 300_000  # batches that vary this much get half more
+    finally:
+        transport._RING = saved
+
+
+def test_the_loaders_prefetch_factor_sizes_its_workers_rings(tmp_path: Path) -> None:
+    from mrecord.torch import StreamingDataLoader, StreamingDataset
+
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}})
+        writer.write_raw_data([{"id": i} for i in range(8)])
+    ds = StreamingDataset(str(path), batch_size=2)
+    loader = StreamingDataLoader(ds, num_workers=1, prefetch_factor=5)
+    assert loader._stream._ring_slots == 5
+    assert StreamingDataLoader(ds, num_workers=1)._stream._ring_slots == 2
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    from mrecord.torch import StreamingDataLoader, StreamingDataset
+    loader = StreamingDataLoader(StreamingDataset(sys.argv[1], batch_size=16, seed=0),
+                                 num_workers=2)
+    bad = batches = 0
+    seen = set()
+    for batch in loader:
+        for i, blob in zip(batch["id"].tolist(), batch["blob"]):
+            seen.add(i)
+            if len(blob) != 1 << 20 or blob[0] != i % 251 or blob[-1] != i % 251:
+                bad += 1
+        batches += 1
+        time.sleep(0.05)  # a training step
+    print(json.dumps({"bad": bad, "batches": batches, "rows": len(seen)}))
+    """
+)
+
+
+def _run_in_memory_group(limit: int, script: str, *args: str, timeout: float) -> str:
+    """Run ``script`` in a fresh cgroup v1 memory group of ``limit`` bytes from a cold
+    page cache; its output. A run past ``timeout`` (stalled at the limit) fails; every
+    process left in the group is killed and the group removed whatever happens."""
+    group = CGROUP_ROOT / f"torch-test-{os.getpid()}-{limit}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
+        command = [
+            "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
+            sys.executable, "-c", script, *args,
+        ]  # fmt: skip
+        try:
+            proc = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the loader stalled at its group's {limit >> 20} MB for {timeout:.0f} s")
+        assert proc.returncode == 0, f"the loader died ({proc.returncode}): {proc.stderr[-800:]}"
+        assert int((group / "memory.max_usage_in_bytes").read_text()) <= limit
+        return proc.stdout
+    finally:
+        for _ in range(50):
+            pids = (group / "cgroup.procs").read_text().split()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            time.sleep(0.1)
+        group.rmdir()
+
+
+def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> None:
+    """2 workers, 16 MB batches (16 values of 1 MB), in a 450 MB group: their rings were
+    192 MB of shared memory and the loader stalled at the limit; 72 MB now. Every row
+    arrives once, right."""
+    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs a DataLoader in a 450 MB memory group); neither is here"
+        )
+    rows = 192
+    path = tmp_path / "big.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        for start in range(0, rows, 16):
+            writer.write_raw_data(
+                [{"id": i, "blob": bytes([i % 251]) * (1 << 20)} for i in range(start, start + 16)]
+            )
+    out = _run_in_memory_group(450 << 20, _CHILD, str(path), timeout=120)
+    assert json.loads(out.strip().splitlines()[-1]) == {"bad": 0, "batches": 12, "rows": rows}
