@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +68,7 @@ def _dataset(files: str, case: dict[str, Any]) -> MindDataset:
         if case["world"] > 1:
             kwargs.update(num_shards=case["world"], shard_id=case["rank"])
             if case["pad"]:
-                kwargs.update(
-                    padded_sample={"id": -1, "blob": b"pad"}, num_padded=case["pad"]
-                )
+                kwargs.update(padded_sample={"id": -1, "blob": b"pad"}, num_padded=case["pad"])
     return MindDataset(files, **kwargs)
 
 
@@ -88,9 +89,7 @@ def _case(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "sampler": sampler,
         "shuffle": draw(
-            st.sampled_from(
-                [False, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE]
-            )
+            st.sampled_from([False, Shuffle.GLOBAL, Shuffle.PARTIAL, Shuffle.FILES, Shuffle.INFILE])
         ),
         "world": world,
         "rank": draw(st.integers(0, world - 1)),
@@ -100,9 +99,7 @@ def _case(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=25, deadline=None)
 @given(case=st.composite(_case)())
-def test_read_ahead_yields_exactly_what_plain_reads_yield(
-    files: str, case: dict[str, Any]
-) -> None:
+def test_read_ahead_yields_exactly_what_plain_reads_yield(files: str, case: dict[str, Any]) -> None:
     readahead.ENABLED = False
     try:
         expected = _rows(_dataset(files, case), epochs=2)
@@ -229,11 +226,12 @@ def _big_rows(start: int, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _read_in_memory_group(limit: int, script: str, *args: str) -> Any:
+def _read_in_memory_group(limit: int, script: str, *args: str, timeout: float = 600) -> Any:
     """Run ``script`` (a reader printing JSON last) in a fresh cgroup v1 memory group of
     ``limit`` bytes from a cold page cache; what it printed, after checking that it
-    ended well and that the group never went over its limit. The group is removed
-    whatever happens."""
+    ended well and that the group never went over its limit. A run past ``timeout``
+    (stalled at the limit) fails. Every process left in the group is killed and the group
+    removed whatever happens."""
     group = CGROUP_ROOT / f"io-test-{os.getpid()}-{limit}"
     group.mkdir()
     try:
@@ -241,22 +239,35 @@ def _read_in_memory_group(limit: int, script: str, *args: str) -> Any:
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("1\n")
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        proc = subprocess.run(
-            [
-                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-                sys.executable, "-c", script, *args,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )  # fmt: skip
+        command = [
+            "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
+            sys.executable, "-c", script, *args,
+        ]  # fmt: skip
+        try:
+            proc = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the reader stalled at its group's {limit >> 20} MB for {timeout:.0f} s")
         assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
         assert int((group / "memory.max_usage_in_bytes").read_text()) <= limit
         return json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
+        _empty(group)
         group.rmdir()
+
+
+def _empty(group: Path) -> None:
+    """Kill every process left in ``group`` (a reader's DataLoader workers, a stalled run)
+    and wait for them to leave it."""
+    for _ in range(50):
+        pids = (group / "cgroup.procs").read_text().split()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.1)
 
 
 def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(

@@ -12,14 +12,8 @@ A ring now has the loader's ``prefetch_factor`` slots of an eighth more than a b
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -30,9 +24,7 @@ from mrecord import FileWriter
 torch = pytest.importorskip("torch")
 
 from mrecord.torch import transport  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group  # noqa: E402
 
 
 def _ring_after_one_batch(nbytes: int, slots: int | None = None) -> transport._Ring:
@@ -110,42 +102,6 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _run_in_memory_group(limit: int, script: str, *args: str, timeout: float) -> str:
-    """Run ``script`` in a fresh cgroup v1 memory group of ``limit`` bytes from a cold
-    page cache; its output. A run past ``timeout`` (stalled at the limit) fails; every
-    process left in the group is killed and the group removed whatever happens."""
-    group = CGROUP_ROOT / f"torch-test-{os.getpid()}-{limit}"
-    group.mkdir()
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(limit))
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
-        command = [
-            "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-            sys.executable, "-c", script, *args,
-        ]  # fmt: skip
-        try:
-            proc = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the loader stalled at its group's {limit >> 20} MB for {timeout:.0f} s")
-        assert proc.returncode == 0, f"the loader died ({proc.returncode}): {proc.stderr[-800:]}"
-        assert int((group / "memory.max_usage_in_bytes").read_text()) <= limit
-        return proc.stdout
-    finally:
-        for _ in range(50):
-            pids = (group / "cgroup.procs").read_text().split()
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.1)
-        group.rmdir()
-
-
 def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> None:
     """2 workers, 16 MB batches (16 values of 1 MB), in a 450 MB group: their rings were
     192 MB of shared memory and the loader stalled at the limit; 72 MB now. Every row
@@ -163,5 +119,5 @@ def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> 
             writer.write_raw_data(
                 [{"id": i, "blob": bytes([i % 251]) * (1 << 20)} for i in range(start, start + 16)]
             )
-    out = _run_in_memory_group(450 << 20, _CHILD, str(path), timeout=120)
-    assert json.loads(out.strip().splitlines()[-1]) == {"bad": 0, "batches": 12, "rows": rows}
+    result = _read_in_memory_group(450 << 20, _CHILD, str(path), timeout=120)
+    assert result == {"bad": 0, "batches": 12, "rows": rows}
