@@ -155,7 +155,7 @@ class BufferPool:
         return kind
 
 
-_keep: int | None = None
+_keep: tuple[int, int] | None = None  # (the budget's sharers when measured, bytes)
 _pools: weakref.WeakSet[BufferPool] = weakref.WeakSet()  # every pool of the process
 
 
@@ -169,12 +169,15 @@ def keep_bytes() -> int:
     """The free slabs the process's pool keeps: an eighth of the memory budget
     (``mrecord.storage.probe.first_memory_budget``), at most ``KEEP_MAX``."""
     global _keep
-    if _keep is None:
-        from mrecord.storage.probe import first_memory_budget
+    from mrecord.storage.probe import budget_sharers, first_memory_budget
 
+    # measured again once the budget's share changed (a DataLoader worker that inherited
+    # its parent's measure learns it shares the memory)
+    sharers = budget_sharers()
+    if _keep is None or _keep[0] != sharers:
         budget = first_memory_budget()
-        _keep = KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8)
-    return _keep
+        _keep = (sharers, KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8))
+    return _keep[1]
 
 
 _pool = BufferPool()

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mrecord.errors import ArgumentError
 from mrecord.storage.device_profiles import Numbers, remembered
 
 __all__ = [
@@ -46,11 +47,13 @@ __all__ = [
     "MIN_BUDGET",
     "StorageProfile",
     "budget_from",
+    "budget_sharers",
     "clear_probe_cache",
     "first_memory_budget",
     "memory_budget",
     "needs_large_requests",
     "probe_storage",
+    "share_memory_budget",
     "throttle_allows_large_requests",
 ]
 
@@ -373,8 +376,9 @@ def memory_budget() -> int | None:
       shard maps included, is not subtracted: the kernel reclaims it for the window);
     - the machine's ``MemAvailable``;
 
-    and at least ``MIN_BUDGET``. ``None`` when neither a limit nor ``MemAvailable`` can be
-    read (not Linux).
+    divided by the processes that share that memory (:func:`budget_sharers`), and at least
+    ``MIN_BUDGET``. ``None`` when neither a limit nor ``MemAvailable`` can be read (not
+    Linux).
     """
     budget = budget_from(
         _read_text(Path("/proc/self/cgroup")),
@@ -385,10 +389,45 @@ def memory_budget() -> int | None:
     )
     if not _first_budget:
         _first_budget.append(budget)
-    return budget
+    return _shared(budget)
 
 
-_first_budget: list[int | None] = []  # the process's first memory_budget(), once measured
+# The process's first budget, once measured, before the division by its sharers: a
+# DataLoader worker inherits its parent's and divides it by its own count.
+_first_budget: list[int | None] = []
+_workers = [1]  # processes of this process's kind that read beside it (share_memory_budget)
+
+
+def share_memory_budget(processes: int) -> None:
+    """Say that ``processes`` processes (this one included) read beside each other in the
+    memory this process sees, each as much as the others: a PyTorch DataLoader's workers
+    (the PyTorch adapter says so in each worker). Every later :func:`memory_budget` and
+    :func:`first_memory_budget` of this process is then that share of the memory.
+
+    Each worker otherwise sized its read-ahead, blocks and buffers from the whole of it:
+    8 workers streaming 2.4 GB of images in a 600 MB memory group were OOM-killed
+    (docs/READING.md, "Workers and ranks share the budget")."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ArgumentError(f"processes must be an int >= 1, got {processes!r}")
+    _workers[0] = processes
+
+
+def budget_sharers() -> int:
+    """How many processes share this process's memory: the workers given to
+    :func:`share_memory_budget` times the processes of a rank's host
+    (``LOCAL_WORLD_SIZE``, as ``torchrun`` and Ray Train set it; 1 when unset or not a
+    positive number), each of which starts its own workers."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    ranks = int(local) if local.isdigit() and int(local) > 0 else 1
+    return ranks * _workers[0]
+
+
+def _shared(budget: int | None) -> int | None:
+    """``budget`` divided among :func:`budget_sharers`, at least ``MIN_BUDGET``."""
+    sharers = budget_sharers()
+    if budget is None or sharers == 1:
+        return budget
+    return max(MIN_BUDGET, budget // sharers)
 
 
 def first_memory_budget() -> int | None:
@@ -400,7 +439,7 @@ def first_memory_budget() -> int | None:
     blocks and windows were sized from a measure of the same moment."""
     if not _first_budget:
         return memory_budget()
-    return _first_budget[0]
+    return _shared(_first_budget[0])
 
 
 _V1_MEMORY_ROOT = Path("/sys/fs/cgroup/memory")

@@ -15,6 +15,7 @@ from mrecord.block import Block, BytesArray
 from mrecord.errors import ArgumentError, MissingDependencyError, WrongTypeError
 from mrecord.serve.client.served import ServedSpec, served_spec
 from mrecord.serve.client.served import read_rows as read_served_rows
+from mrecord.storage.probe import share_memory_budget
 
 try:
     import torch
@@ -72,7 +73,8 @@ _FROZEN_PID = -1
 
 def in_worker() -> bool:
     """Whether this is a DataLoader worker; the first call in a worker freezes the objects
-    it inherited from the main process (``gc.freeze``).
+    it inherited from the main process (``gc.freeze``) and tells the memory budget that
+    the loader's workers share it (``mrecord.storage.probe.share_memory_budget``).
 
     Without that the worker's first full garbage collection walks every object inherited
     from the main process, torch's included, and so copies each page of the inherited
@@ -82,11 +84,15 @@ def in_worker() -> bool:
     or stays for the next with ``persistent_workers``); the main process is not touched.
     """
     global _FROZEN_PID
-    if torch.utils.data.get_worker_info() is None:
+    info = torch.utils.data.get_worker_info()
+    if info is None:
         return False
     if os.getpid() != _FROZEN_PID:
         _FROZEN_PID = os.getpid()
         gc.freeze()
+        # The workers read beside each other in one memory: each sizes its read-ahead
+        # from its share (8 workers sizing from the whole were OOM-killed in a group).
+        share_memory_budget(int(info.num_workers))
     return True
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mrecord.errors import ArgumentError
 from mrecord.storage import probe
 from mrecord.storage.probe import MIN_BUDGET, budget_from
 
@@ -139,11 +140,19 @@ def test_inside_a_real_memory_cgroup_the_budget_leaves_out_what_the_group_holds(
         (group / "memory.limit_in_bytes").write_text(str(200 * MB))
         proc = subprocess.run(
             [
-                "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-                sys.executable, "-c", _CHILD,
+                "sh",
+                "-c",
+                f'echo $$ > {group / "cgroup.procs"} && exec "$@"',
+                "sh",
+                sys.executable,
+                "-c",
+                _CHILD,
             ],
             env=dict(os.environ, PYTHONPATH=str(REPO)),
-            capture_output=True, text=True, timeout=120, check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         assert proc.returncode == 0, proc.stderr[-800:]
         budget = json.loads(proc.stdout.strip().splitlines()[-1])["budget"]
@@ -151,3 +160,35 @@ def test_inside_a_real_memory_cgroup_the_budget_leaves_out_what_the_group_holds(
         assert MIN_BUDGET <= budget <= 200 * MB - 40 * MB
     finally:
         group.rmdir()
+
+
+def test_processes_that_share_the_memory_each_get_their_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DataLoader workers (``share_memory_budget``) and a host's ranks (``LOCAL_WORLD_SIZE``)
+    each size their read-ahead from their share: 4 workers each sizing from the whole of
+    a 300 MB group stalled at its limit (``tests/torch/test_torch_memory.py``)."""
+    import mrecord.storage.buffer_pool as buffer_pool
+
+    monkeypatch.setattr(probe, "_first_budget", [])
+    monkeypatch.setattr(probe, "_workers", [1])
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(probe, "budget_from", lambda *args: 400 << 20)
+    monkeypatch.setattr(buffer_pool, "_keep", None)
+    assert probe.memory_budget() == 400 << 20 and probe.budget_sharers() == 1
+    assert buffer_pool.keep_bytes() == min(buffer_pool.KEEP_MAX, (400 << 20) // 8)
+    probe.share_memory_budget(4)  # a worker of four, after its parent measured
+    assert probe.budget_sharers() == 4
+    assert probe.memory_budget() == 100 << 20
+    assert probe.first_memory_budget() == 100 << 20  # the parent's measure, shared
+    assert buffer_pool.keep_bytes() == min(buffer_pool.KEEP_MAX, (100 << 20) // 8)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # eight ranks, four workers each
+    assert probe.budget_sharers() == 32
+    assert probe.memory_budget() == probe.MIN_BUDGET  # never below a few rows' window
+    for unset in ("", "0", "-2", "many"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", unset)
+        assert probe.budget_sharers() == 4
+    for bad in (0, -1, True, 2.0, "4"):
+        with pytest.raises(ArgumentError, match="processes must be an int >= 1"):
+            probe.share_memory_budget(bad)  # type: ignore[arg-type]
+    assert probe.budget_sharers() == 4

@@ -8,6 +8,9 @@ batches per worker, three times torch's own ``prefetch_factor`` (2) batches in f
 (2026-11-29), and 2 workers of 16 MB batches stalled at the limit of a 450 MB group (the
 kernel reclaiming the interpreter's own code pages over and over; shared memory 192 MB).
 A ring now has the loader's ``prefetch_factor`` slots of an eighth more than a batch.
+
+Each worker also sized its read-ahead, sweep windows and free buffers from the whole of
+the memory budget; it now sizes them from its share (``share_memory_budget``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 
 from mrecord import FileWriter
@@ -121,3 +126,69 @@ def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> 
             )
     result = _read_in_memory_group(450 << 20, _CHILD, str(path), timeout=120)
     assert result == {"bad": 0, "batches": 12, "rows": rows}
+
+
+def _iter_sharers(self: Any) -> Any:
+    """What the memory budget of the process iterating is divided by."""
+    from mrecord.storage.probe import budget_sharers
+    from mrecord.torch._common import in_worker
+
+    in_worker()
+    yield budget_sharers()
+
+
+_Sharers = type("_Sharers", (torch.utils.data.IterableDataset,), {"__iter__": _iter_sharers})
+
+
+def test_each_dataloader_worker_sizes_its_reads_from_its_share_of_the_memory() -> None:
+    loader = torch.utils.data.DataLoader(_Sharers(), batch_size=None, num_workers=2)
+    assert sorted(int(n) for n in loader) == [2, 2]
+    from mrecord.storage.probe import budget_sharers
+
+    assert budget_sharers() == 1  # the main process keeps the whole
+
+
+_SMALL_ROWS_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from mrecord.torch import StreamingDataLoader, StreamingDataset
+    loader = StreamingDataLoader(StreamingDataset(sys.argv[1], batch_size=256, seed=0),
+                                 num_workers=4)
+    bad = batches = 0
+    seen = set()
+    for batch in loader:
+        ids = batch["id"].numpy()
+        seen.update(ids.tolist())
+        if not np.array_equal(batch["x"].numpy()[:, 3], (ids % 1000).astype(np.float32)):
+            bad += 1
+        batches += 1
+        if batches == 200:
+            break
+    print(json.dumps({"bad": bad, "batches": batches, "rows": len(seen)}))
+    """
+)
+
+
+def test_four_workers_of_small_rows_beyond_memory_share_a_small_memory_group(
+    tmp_path: Path,
+) -> None:
+    """3M rows of 72 bytes (216 MB), a random order, 4 workers in a 300 MB group, the first
+    200 batches: each worker sized its sweep windows and buffers from the whole group's
+    room, and together they stalled at its limit (2026-11-29; nothing in 100 s). Each sizes
+    from its quarter now: the batches come in a few seconds, right and all distinct."""
+    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs a DataLoader in a 300 MB memory group); neither is here"
+        )
+    rows = 3_000_000
+    path = tmp_path / "small.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "x": {"type": "float32", "shape": [16]}})
+        for start in range(0, rows, 200_000):
+            ids = np.arange(start, start + 200_000, dtype=np.int64)
+            x = np.repeat((ids % 1000).astype(np.float32)[:, None], 16, axis=1)
+            writer.write_raw_data({"id": ids, "x": x})
+    result = _read_in_memory_group(300 << 20, _SMALL_ROWS_CHILD, str(path), timeout=90)
+    assert result == {"bad": 0, "batches": 200, "rows": 200 * 256}
