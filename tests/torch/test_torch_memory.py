@@ -90,21 +90,35 @@ def test_the_loaders_prefetch_factor_sizes_its_workers_rings(tmp_path: Path) -> 
 _CHILD = textwrap.dedent(
     """
     import json, sys, time
+    import numpy as np
     from mrecord.torch import StreamingDataLoader, StreamingDataset
-    loader = StreamingDataLoader(StreamingDataset(sys.argv[1], batch_size=16, seed=0),
-                                 num_workers=2)
+    path, batch_size, workers, most, step = sys.argv[1:6]
+    dataset = StreamingDataset(path, batch_size=int(batch_size), seed=0)
     bad = batches = 0
     seen = set()
-    for batch in loader:
-        for i, blob in zip(batch["id"].tolist(), batch["blob"]):
-            seen.add(i)
-            if len(blob) != 1 << 20 or blob[0] != i % 251 or blob[-1] != i % 251:
-                bad += 1
+    for batch in StreamingDataLoader(dataset, num_workers=int(workers)):
+        ids = batch["id"].numpy()
+        seen.update(ids.tolist())
+        if "blob" in batch:  # row i: 1 MB of bytes i % 251
+            bad += sum(len(b) != 1 << 20 or b[0] != i % 251 or b[-1] != i % 251
+                       for i, b in zip(ids.tolist(), batch["blob"]))
+        else:  # row i: 16 floats i % 1000
+            bad += not np.array_equal(batch["x"].numpy()[:, 3], (ids % 1000).astype(np.float32))
         batches += 1
-        time.sleep(0.05)  # a training step
-    print(json.dumps({"bad": bad, "batches": batches, "rows": len(seen)}))
+        time.sleep(float(step))  # a training step
+        if batches == int(most):
+            break
+    print(json.dumps({"bad": int(bad), "batches": batches, "rows": len(seen)}))
     """
 )
+
+
+def _run_loader(
+    limit: int, path: Path, batch_size: int, workers: int, most: int, step: float
+) -> Any:
+    """The child above in a memory group of ``limit`` bytes: what it printed."""
+    args = (str(path), str(batch_size), str(workers), str(most), str(step))
+    return _read_in_memory_group(limit, _CHILD, *args, timeout=90)
 
 
 def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> None:
@@ -124,7 +138,7 @@ def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> 
             writer.write_raw_data(
                 [{"id": i, "blob": bytes([i % 251]) * (1 << 20)} for i in range(start, start + 16)]
             )
-    result = _read_in_memory_group(450 << 20, _CHILD, str(path), timeout=120)
+    result = _run_loader(450 << 20, path, batch_size=16, workers=2, most=-1, step=0.05)
     assert result == {"bad": 0, "batches": 12, "rows": rows}
 
 
@@ -148,28 +162,6 @@ def test_each_dataloader_worker_sizes_its_reads_from_its_share_of_the_memory() -
     assert budget_sharers() == 1  # the main process keeps the whole
 
 
-_SMALL_ROWS_CHILD = textwrap.dedent(
-    """
-    import json, sys
-    import numpy as np
-    from mrecord.torch import StreamingDataLoader, StreamingDataset
-    loader = StreamingDataLoader(StreamingDataset(sys.argv[1], batch_size=256, seed=0),
-                                 num_workers=4)
-    bad = batches = 0
-    seen = set()
-    for batch in loader:
-        ids = batch["id"].numpy()
-        seen.update(ids.tolist())
-        if not np.array_equal(batch["x"].numpy()[:, 3], (ids % 1000).astype(np.float32)):
-            bad += 1
-        batches += 1
-        if batches == 200:
-            break
-    print(json.dumps({"bad": bad, "batches": batches, "rows": len(seen)}))
-    """
-)
-
-
 def test_four_workers_of_small_rows_beyond_memory_share_a_small_memory_group(
     tmp_path: Path,
 ) -> None:
@@ -190,5 +182,5 @@ def test_four_workers_of_small_rows_beyond_memory_share_a_small_memory_group(
             ids = np.arange(start, start + 200_000, dtype=np.int64)
             x = np.repeat((ids % 1000).astype(np.float32)[:, None], 16, axis=1)
             writer.write_raw_data({"id": ids, "x": x})
-    result = _read_in_memory_group(300 << 20, _SMALL_ROWS_CHILD, str(path), timeout=90)
+    result = _run_loader(300 << 20, path, batch_size=256, workers=4, most=200, step=0)
     assert result == {"bad": 0, "batches": 200, "rows": 200 * 256}
