@@ -46,7 +46,12 @@ from mrecord.storage.allocator import keep_freed_memory, return_idle_memory
 from mrecord.storage.chunk_buffers import ChunkBuffers, buffer_capacity
 from mrecord.storage.committed import open_committed
 from mrecord.storage.naming import PathArg, resolve_files
-from mrecord.storage.probe import memory_budget, needs_large_requests, probe_storage
+from mrecord.storage.probe import (
+    budget_sharers,
+    memory_budget,
+    needs_large_requests,
+    probe_storage,
+)
 from mrecord.storage.readahead import (
     ARRIVAL_MAX_BYTES,
     DIRECT_MIN_BYTES,
@@ -1057,7 +1062,8 @@ class DatasetReader:
     @property
     def beyond_memory(self) -> bool:
         """Whether this reader's files are larger than the memory it may fill (see
-        :attr:`memory_budget`): then cold reads go around the page cache."""
+        :attr:`memory_budget`; with the processes it shares that memory with, which read
+        the same files): then cold reads go around the page cache."""
         return self._beyond_memory()
 
     def _beyond_memory(self) -> bool:
@@ -1066,7 +1072,11 @@ class DatasetReader:
         epoch, and cold values are read with direct I/O, around it; otherwise through
         it, so that the next epoch finds them in memory."""
         budget = self._memory_budget()
-        return budget is not None and sum(shard.size for shard in self.shards) > budget
+        # Against the whole memory, not this process's share of it: the processes that
+        # share it (a loader's workers, a host's ranks) read the same files through one
+        # page cache, which keeps them for all when they fit.
+        whole = None if budget is None else budget * budget_sharers()
+        return whole is not None and sum(shard.size for shard in self.shards) > whole
 
     @property
     def memory_budget(self) -> int | None:

@@ -192,3 +192,27 @@ def test_processes_that_share_the_memory_each_get_their_share(
         with pytest.raises(ArgumentError, match="processes must be an int >= 1"):
             probe.share_memory_budget(bad)  # type: ignore[arg-type]
     assert probe.budget_sharers() == 4
+
+
+def test_files_that_fit_the_whole_memory_are_not_beyond_any_sharers_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers and ranks read the same files through one page cache: whether the files are
+    beyond memory (and so read around the cache) is asked of the whole memory, not of a
+    process's share of it."""
+    from mrecord import DatasetReader, FileWriter
+
+    path = tmp_path / "d.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        writer.write_raw_data([{"id": i, "blob": bytes(10_000)} for i in range(100)])
+    reader = DatasetReader.open(path)
+    size = sum(shard.size for shard in reader.shards)
+    monkeypatch.setattr(probe, "_workers", [1])
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: size // 3)
+    assert reader.beyond_memory  # a third of the files' size: beyond
+    probe.share_memory_budget(4)  # that third is a quarter's share: the whole holds them
+    assert not reader.beyond_memory
+    monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: size // 5)
+    assert reader.beyond_memory  # four fifths of them: beyond
