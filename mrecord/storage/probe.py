@@ -404,9 +404,9 @@ def share_memory_budget(processes: int) -> None:
     (the PyTorch adapter says so in each worker). Every later :func:`memory_budget` and
     :func:`first_memory_budget` of this process is then that share of the memory.
 
-    Each worker otherwise sized its read-ahead, blocks and buffers from the whole of it:
-    8 workers streaming 2.4 GB of images in a 600 MB memory group were OOM-killed
-    (docs/READING.md, "Workers and ranks share the budget")."""
+    Each worker otherwise sized its read-ahead, sweep windows and buffers from the whole
+    of it: 4 workers reading small rows in a random order beyond memory stalled at a
+    300 MB memory group's limit (docs/READING.md, "Workers and ranks share the budget")."""
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ArgumentError(f"processes must be an int >= 1, got {processes!r}")
     _workers[0] = processes

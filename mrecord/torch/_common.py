@@ -91,7 +91,7 @@ def in_worker() -> bool:
         _FROZEN_PID = os.getpid()
         gc.freeze()
         # The workers read beside each other in one memory: each sizes its read-ahead
-        # from its share (8 workers sizing from the whole were OOM-killed in a group).
+        # from its share (4 workers sizing from the whole stalled at a group's limit).
         share_memory_budget(int(info.num_workers))
     return True
 
