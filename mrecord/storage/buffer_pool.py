@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from mrecord.storage.probe import budget_workers, first_memory_budget
+
 __all__ = [
     "KEEP_MAX",
     "MAPPED_ROUND",
@@ -155,7 +157,7 @@ class BufferPool:
         return kind
 
 
-_keep: tuple[int, int] | None = None  # (the budget's sharers when measured, bytes)
+_keep: tuple[int, int] | None = None  # (the budget's workers when measured, bytes)
 _pools: weakref.WeakSet[BufferPool] = weakref.WeakSet()  # every pool of the process
 
 
@@ -169,14 +171,12 @@ def keep_bytes() -> int:
     """The free slabs the process's pool keeps: an eighth of the memory budget
     (``mrecord.storage.probe.first_memory_budget``), at most ``KEEP_MAX``."""
     global _keep
-    from mrecord.storage.probe import budget_sharers, first_memory_budget
-
     # measured again once the budget's share changed (a DataLoader worker that inherited
-    # its parent's measure learns it shares the memory)
-    sharers = budget_sharers()
-    if _keep is None or _keep[0] != sharers:
+    # its parent's measure learns it shares the memory); called for every slab given back
+    workers = budget_workers()
+    if _keep is None or _keep[0] != workers:
         budget = first_memory_budget()
-        _keep = (sharers, KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8))
+        _keep = (workers, KEEP_MAX if budget is None else min(KEEP_MAX, budget // 8))
     return _keep[1]
 
 

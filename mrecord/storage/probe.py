@@ -48,6 +48,7 @@ __all__ = [
     "StorageProfile",
     "budget_from",
     "budget_sharers",
+    "budget_workers",
     "clear_probe_cache",
     "first_memory_budget",
     "memory_budget",
@@ -410,6 +411,13 @@ def share_memory_budget(processes: int) -> None:
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ArgumentError(f"processes must be an int >= 1, got {processes!r}")
     _workers[0] = processes
+
+
+def budget_workers() -> int:
+    """The processes given to :func:`share_memory_budget` (1 until it is called): what
+    changes a process's share while it runs (``LOCAL_WORLD_SIZE`` is set before it
+    starts). Cheap: for what is sized once and sized again when it changes."""
+    return _workers[0]
 
 
 def budget_sharers() -> int:
