@@ -104,6 +104,7 @@ class DatasetReader:
         self._file_starts_list: list[int] = self.file_starts.tolist()
         self._fixed_plans: dict[tuple[int, str], _FixedPlan | None] = {}
         self._budget: tuple[int | None] | None = None  # (memory_budget(),), asked once
+        self._sharers: int | None = None  # budget_sharers(), asked once (beyond_memory)
         self._chunk_buffers: ChunkBuffers | None = None  # made on first use
         # (shard, page) of the last windows hinted (will_read_window)
         self._window_hinted: collections.deque[set[tuple[int, int]]] = collections.deque(maxlen=2)
@@ -206,6 +207,7 @@ class DatasetReader:
         self._row_reader_cache = [None] * len(self.file_row_counts)
         self._open_lock = threading.Lock()
         self._budget = None  # this process's memory budget, asked again here
+        self._sharers = None
         self._request_bound = None  # and its storage
 
     @property
@@ -1075,7 +1077,9 @@ class DatasetReader:
         # Against the whole memory, not this process's share of it: the processes that
         # share it (a loader's workers, a host's ranks) read the same files through one
         # page cache, which keeps them for all when they fit.
-        whole = None if budget is None else budget * budget_sharers()
+        if self._sharers is None:  # asked once: a read asks this every time
+            self._sharers = budget_sharers()
+        whole = None if budget is None else budget * self._sharers
         return whole is not None and sum(shard.size for shard in self.shards) > whole
 
     @property

@@ -206,13 +206,12 @@ def test_files_that_fit_the_whole_memory_are_not_beyond_any_sharers_memory(
     with FileWriter(path) as writer:
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         writer.write_raw_data([{"id": i, "blob": bytes(10_000)} for i in range(100)])
-    reader = DatasetReader.open(path)
-    size = sum(shard.size for shard in reader.shards)
+    size = sum(shard.size for shard in DatasetReader.open(path).shards)
     monkeypatch.setattr(probe, "_workers", [1])
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: size // 3)
-    assert reader.beyond_memory  # a third of the files' size: beyond
+    assert DatasetReader.open(path).beyond_memory  # a third of the files' size: beyond
     probe.share_memory_budget(4)  # that third is a quarter's share: the whole holds them
-    assert not reader.beyond_memory
+    assert not DatasetReader.open(path).beyond_memory
     monkeypatch.setattr(DatasetReader, "_memory_budget", lambda self: size // 5)
-    assert reader.beyond_memory  # four fifths of them: beyond
+    assert DatasetReader.open(path).beyond_memory  # four fifths of them: beyond
