@@ -333,14 +333,20 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
 ) -> None:
     """Fixed-width and variable-shape columns read in file order by a reader in a memory
     group of a third of the data (whole chunks into the reader's buffers): every row,
-    right, in order, within the group's limit."""
+    right, in order, within the group's limit.
+
+    A 100 MB group over 300 MB stalled at its limit in 4 of 8 runs on 2026-11-29 (the
+    reader's anonymous memory 87-91 MB of it, the interpreter's own pages reclaimed over
+    and over; CI failed on it once): the interpreter's fixed ~50 MB leave too little at
+    that size. 120 MB over 370 MB (still a third) passed 4 of 4; the stall at 100 MB is
+    open (docs/READING.md)."""
     limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
     if os.geteuid() != 0 or not limit_file.exists():
         pytest.fail(
             "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a reader in a 100 MB memory group); neither is here"
+            f"{CGROUP_ROOT} (it runs a reader in a 120 MB memory group); neither is here"
         )
-    rows = 3_000_000  # ~300 MB stored: 3x the group's limit
+    rows = 3_600_000  # ~370 MB stored: 3x the group's limit
     path = tmp_path / "small.mrecord"
     with FileWriter(path) as writer:
         writer.add_schema(
@@ -350,8 +356,8 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
                 "pts": {"type": "float32", "shape": [-1, 3]},
             }
         )
-        for start in range(0, rows, 250_000):
-            writer.write_raw_data(_small_rows(start, 250_000))
-    assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 3 * (100 << 20)
-    result = _read_in_memory_group(100 << 20, _SMALL_ROWS_CHILD, str(path), str(rows))
+        for start in range(0, rows, 300_000):
+            writer.write_raw_data(_small_rows(start, 300_000))
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 3 * (120 << 20)
+    result = _read_in_memory_group(120 << 20, _SMALL_ROWS_CHILD, str(path), str(rows))
     assert result == {"bad": 0, "rows": rows}
