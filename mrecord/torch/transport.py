@@ -95,8 +95,8 @@ def _worker_ring(nbytes: int, slots: int) -> _Ring | None:
     64 images varies by a few percent); a ring made again because a batch outgrew it, half
     more (batches that vary more). Before: four slots of 1.5 batches each, six batches of
     shared memory per worker, three times torch's own (``prefetch_factor`` batches): 8
-    workers' rings of 6.4 MB batches took 291 MB, and 8 workers streaming images were
-    OOM-killed in a 600 MB memory group (docs/TORCH.md)."""
+    workers' rings of 6.4 MB batches took 255 MB in a 600 MB memory group, where the
+    loader was OOM-killed (291 MB in a 763 MB one, where it stalled; docs/TORCH.md)."""
     global _RING
     ring = _RING
     mine = ring is not None and ring.pid == os.getpid()
