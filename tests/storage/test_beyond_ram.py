@@ -335,11 +335,12 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
     group of a third of the data (whole chunks into the reader's buffers): every row,
     right, in order, within the group's limit.
 
-    A 100 MB group over 300 MB stalled at its limit in 4 of 8 runs on 2026-11-29 (the
-    reader's anonymous memory 87-91 MB of it, the interpreter's own pages reclaimed over
-    and over; CI failed on it once): the interpreter's fixed ~50 MB leave too little at
-    that size. 120 MB over 370 MB (still a third) passed 4 of 4; the stall at 100 MB is
-    open (docs/READING.md)."""
+    A 100 MB group over 300 MB stalled at its limit in 4 of 8 runs on 2026-11-29 (CI
+    failed on it once): not the reader's memory but this loop's, which holds its old
+    result of 100,000 variable-shape values (12 MB) while the next is made, beside the
+    interpreter's 21 MB, the shared heads and glibc's kept free heap (78 MB anonymous in
+    all, measured; docs/READING.md "A file-order reader in a 100 MB group"). 120 MB over
+    370 MB (still a third) passed 4 of 4."""
     limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
     if os.geteuid() != 0 or not limit_file.exists():
         pytest.fail(
