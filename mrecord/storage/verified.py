@@ -34,7 +34,15 @@ import numpy as np
 
 from mrecord.storage.probe import first_memory_budget
 
-__all__ = ["FileKey", "HeadCache", "clear_verified", "file_key", "shared_heads", "shared_verified"]
+__all__ = [
+    "FileKey",
+    "HeadCache",
+    "clear_verified",
+    "file_key",
+    "head_cache_bytes",
+    "shared_heads",
+    "shared_verified",
+]
 
 FileKey = tuple[int, int, int, int, int]
 """(st_dev, st_ino, st_mtime_ns, metadata offset, metadata crc32)."""
@@ -135,6 +143,14 @@ def _head_budget() -> int:
     if budget is None:
         return _HEAD_BUDGET
     return min(_HEAD_BUDGET, budget // (_HEADS_SHARE * _BYTES_PER_OFFSET))
+
+
+def head_cache_bytes() -> int:
+    """The bytes of parsed heads the process-wide cache keeps at most (heads weighed by
+    :func:`_weight`): what a reader of rows one by one can count on finding parsed again
+    (``DatasetReader.sweep_rows`` weighs the heads it cannot keep)."""
+    budget = _shared_store.budget
+    return (budget if budget is not None else _head_budget()) * _BYTES_PER_OFFSET
 
 
 _shared_store = _HeadStore(None)  # its budget set at the first put
