@@ -60,9 +60,10 @@ class WriteOptions:
     indexes nothing. ``compression="zstd"`` with ``compress_fields=None``
     compresses every field, else only the named ones. ``batch_rows``: rows per write
     (None: the source's ``default_batch_rows``, 4,096, or 256 for ``imagefolder``, whose
-    rows are whole files). ``workers``: pieces of per-row
-    work (image checks, ``--resize``, PNG encoding) done at once; None: one per core,
-    1: a serial run (see :mod:`mrecord.convert.parallel`).
+    rows are whole files; fewer where that many would hold more than ``BATCH_BYTES``,
+    32 MiB, ``Source.batch_rows_default``; a resumed run keeps its checkpoint's).
+    ``workers``: pieces of per-row work (image checks, ``--resize``, PNG encoding) done
+    at once; None: one per core, 1: a serial run (see :mod:`mrecord.convert.parallel`).
     """
 
     shard_num: int = 1
@@ -172,12 +173,12 @@ def write_source(
 
     opts = options or WriteOptions()
     opts.check(source.schema)
-    if opts.batch_rows is None:
-        opts = replace(opts, batch_rows=source.default_batch_rows)
     source.check_destination(dst, output_files(dst, opts.shard_num))
     index = list(source.index_fields if opts.index_fields is None else opts.index_fields)
     started = time.perf_counter()
     state = read_resume_state(dst) if opts.resume else None
+    if opts.batch_rows is None:
+        opts = replace(opts, batch_rows=_default_batch_rows(source, state))
     # A resumed run checks the key first; a fresh one needs it only at its first
     # checkpoint, so the source's fingerprint is worked out beside the first writes.
     def work_out_key() -> dict[str, Any]:
@@ -250,6 +251,17 @@ def write_source(
     return _summary(source, dst, opts, rows, seconds, resumed_at)
 
 
+def _default_batch_rows(source: Source, state: dict[str, Any] | None) -> int:
+    """Rows per batch where the caller gives none: those of the checkpoint resumed from
+    (its batches are the positions it counts, and a run of an earlier version cut large
+    rows into bigger ones), else ``source.batch_rows_default()``."""
+    key = state.get("key") if state is not None else None
+    kept = key.get("batch_rows") if isinstance(key, dict) else None
+    if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
+        return kept
+    return source.batch_rows_default()
+
+
 def _note_resumable(exc: BaseException, dst: str | os.PathLike[str]) -> None:
     """Tell the user of an interrupted conversion that its checkpoint is kept."""
     from mrecord.writer.resume import read_resume_state, resume_dir
@@ -278,7 +290,7 @@ def _batches(
     source: Source, opts: WriteOptions, start: int
 ) -> Generator[tuple[int, Batch], None, None]:
     """``(position after it, batch)`` for the source's batches from number ``start`` on."""
-    batch_rows = opts.batch_rows or source.default_batch_rows
+    batch_rows = opts.batch_rows or source.batch_rows_default()
     plan = source.plan(batch_rows)
     if plan is not None:
         for b, batch in prefetch(run_plan(plan, workers=opts.worker_count, start=start)):

@@ -62,6 +62,18 @@ class MrecordSource(Source):
         # Its layout is kept unless the write options say otherwise.
         self.write_defaults = {"shard_num": len(self.files), "page_size": first.page_size}
 
+    def row_bytes(self) -> int | None:
+        """A row's raw bytes on average, from the shards' chunk directories."""
+        rows = self.reader.num_rows
+        if not rows:
+            return None
+        total = sum(
+            shard.meta.raw_bytes(shard.field_index(name))
+            for shard in self.reader.shards
+            for name in self.reader.columns
+        )
+        return max(1, total // rows)
+
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield every row in global row order, ``batch_rows`` at a time."""
         check_batch_rows(batch_rows)

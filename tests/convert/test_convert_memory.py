@@ -1,0 +1,121 @@
+"""A conversion holds a few batches of rows at a time: converting a dataset of large rows
+in a memory group smaller than the dataset finishes with every row (no batch of 4,096
+rows of 100 KB, 410 MB, read at once)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mrecord.storage.probe as probe
+from mrecord import DatasetReader, FileWriter
+from mrecord.convert.base import BATCH_BYTES, BATCH_SHARE, Source
+from mrecord.convert.mrecord_source import MrecordSource
+from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+
+ROWS = 2_000
+BLOB = 100_000  # 200 MB of values: more than the group's 160 MB
+
+
+def _blob(i: int) -> bytes:
+    return i.to_bytes(8, "little") + bytes([i % 251]) * (BLOB - 8)
+
+
+def _write(path: Path) -> None:
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
+        for start in range(0, ROWS, 100):
+            writer.write_raw_data([{"id": i, "blob": _blob(i)} for i in range(start, start + 100)])
+
+
+_CONVERT = textwrap.dedent(
+    """
+    import json, sys
+    from mrecord.convert import convert
+    summary = convert("mrecord", sys.argv[1], sys.argv[2])
+    print(json.dumps({"rows": summary.rows}))
+    """
+)
+
+
+def test_a_conversion_of_large_rows_within_a_memory_group_smaller_than_the_data(
+    tmp_path: Path,
+) -> None:
+    """2,000 rows of 100 KB (200 MB) converted in a 160 MB memory group: every row, in
+    order. The default batch was 4,096 rows whatever their size: the whole dataset read
+    at once, the converter OOM-killed (as 2.4 GB of images were in a 600 MB group)."""
+    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it converts in a 160 MB memory group); neither is here"
+        )
+    src, dst = tmp_path / "src.mrecord", tmp_path / "dst.mrecord"
+    _write(src)
+    result = _read_in_memory_group(160 << 20, _CONVERT, str(src), str(dst))
+    assert result == {"rows": ROWS}
+    with DatasetReader.open(dst) as reader:
+        for start in range(0, ROWS, 500):
+            ids = np.arange(start, start + 500)
+            block = reader.read_rows(ids)
+            assert np.asarray(block.columns["id"]).tolist() == ids.tolist()
+            blobs = block.columns["blob"]
+            assert all(bytes(v) == _blob(i) for v, i in zip(blobs, ids.tolist(), strict=True))
+
+
+def test_a_default_batch_holds_at_most_batch_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large rows: as many as ``BATCH_BYTES`` hold, or a ``BATCH_SHARE``-th of the
+    memory budget where that is less; a source that cannot tell its rows' size: its
+    default batch."""
+    src = tmp_path / "src.mrecord"
+    _write(src)
+    source = MrecordSource(src)
+    try:
+        size = source.row_bytes()
+        assert size is not None and size == pytest.approx(BLOB + 8, rel=0.01)
+        monkeypatch.setattr(probe, "memory_budget", lambda: 64 * BATCH_BYTES)
+        assert source.batch_rows_default() == BATCH_BYTES // size
+        monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
+        assert source.batch_rows_default() == (100 << 20) // BATCH_SHARE // size
+        monkeypatch.setattr(probe, "memory_budget", lambda: 1000)
+        assert source.batch_rows_default() == 1  # never none
+    finally:
+        source.close()
+
+    class Unsized(Source):
+        kind = "test"
+
+        def iter_batches(self, batch_rows: int = 4096):  # type: ignore[no-untyped-def]
+            yield {}
+
+    unsized = Unsized(name="x", schema={"id": {"type": "int64"}}, num_rows=0)
+    assert unsized.row_bytes() is None
+    assert unsized.batch_rows_default() == Unsized.default_batch_rows
+
+
+def test_a_resumed_conversion_keeps_its_checkpoints_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default batch depends on the memory budget, and a checkpoint counts batches:
+    a run resumed under another budget (or after an upgrade that changed the default)
+    goes on in the batches of the run it resumes, where a new default would not match
+    its checkpoint's options."""
+    from mrecord.convert.driver import _default_batch_rows
+
+    src = tmp_path / "src.mrecord"
+    _write(src)
+    source = MrecordSource(src)
+    try:
+        monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
+        fresh = source.batch_rows_default()
+        assert _default_batch_rows(source, None) == fresh
+        assert _default_batch_rows(source, {"key": {"batch_rows": 4096}}) == 4096
+        for bad in ({}, {"key": None}, {"key": {"batch_rows": 0}}, {"key": {"batch_rows": True}}):
+            assert _default_batch_rows(source, bad) == fresh  # nothing usable kept
+    finally:
+        source.close()
