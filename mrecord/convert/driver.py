@@ -61,7 +61,7 @@ class WriteOptions:
     compresses every field, else only the named ones. ``batch_rows``: rows per write
     (None: the source's ``default_batch_rows``, 4,096, or 256 for ``imagefolder``, whose
     rows are whole files; fewer where that many would hold more than ``BATCH_BYTES``,
-    32 MiB, ``Source.batch_rows_default``; a resumed run keeps its checkpoint's).
+    8 MiB, ``Source.batch_rows_default``; a resumed run keeps its checkpoint's).
     ``workers``: pieces of per-row work (image checks, ``--resize``, PNG encoding) done
     at once; None: one per core, 1: a serial run (see :mod:`mrecord.convert.parallel`).
     """
@@ -253,8 +253,8 @@ def write_source(
 
 def _default_batch_rows(source: Source, state: dict[str, Any] | None) -> int:
     """Rows per batch where the caller gives none: those of the checkpoint resumed from
-    (its batches are the positions it counts, and a run of an earlier version cut large
-    rows into bigger ones), else ``source.batch_rows_default()``."""
+    (its batches are the positions it counts, and a run of a version before 2026-11-29
+    cut large rows into bigger ones), else ``source.batch_rows_default()``."""
     key = state.get("key") if state is not None else None
     kept = key.get("batch_rows") if isinstance(key, dict) else None
     if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mrecord.storage.probe as probe
 from mrecord import DatasetReader, FileWriter
-from mrecord.convert.base import BATCH_BYTES, BATCH_SHARE, Source
+from mrecord.convert.base import BATCH_BYTES, Source
 from mrecord.convert.mrecord_source import MrecordSource
 from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
 
@@ -66,24 +65,17 @@ def test_a_conversion_of_large_rows_within_a_memory_group_smaller_than_the_data(
             assert all(bytes(v) == _blob(i) for v, i in zip(blobs, ids.tolist(), strict=True))
 
 
-def test_a_default_batch_holds_at_most_batch_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Large rows: as many as ``BATCH_BYTES`` hold, or a ``BATCH_SHARE``-th of the
-    memory budget where that is less; a source that cannot tell its rows' size: its
-    default batch."""
+def test_a_default_batch_holds_at_most_batch_bytes(tmp_path: Path) -> None:
+    """Large rows: as many as ``BATCH_BYTES`` hold (whatever the memory: the batches are
+    part of the dataset's layout); a source that cannot tell its rows' size: its default
+    batch."""
     src = tmp_path / "src.mrecord"
     _write(src)
     source = MrecordSource(src)
     try:
         size = source.row_bytes()
         assert size is not None and size == pytest.approx(BLOB + 8, rel=0.01)
-        monkeypatch.setattr(probe, "memory_budget", lambda: 64 * BATCH_BYTES)
         assert source.batch_rows_default() == BATCH_BYTES // size
-        monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
-        assert source.batch_rows_default() == (100 << 20) // BATCH_SHARE // size
-        monkeypatch.setattr(probe, "memory_budget", lambda: 1000)
-        assert source.batch_rows_default() == 1  # never none
     finally:
         source.close()
 
@@ -98,20 +90,16 @@ def test_a_default_batch_holds_at_most_batch_bytes(
     assert unsized.batch_rows_default() == Unsized.default_batch_rows
 
 
-def test_a_resumed_conversion_keeps_its_checkpoints_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The default batch depends on the memory budget, and a checkpoint counts batches:
-    a run resumed under another budget (or after an upgrade that changed the default)
-    goes on in the batches of the run it resumes, where a new default would not match
-    its checkpoint's options."""
+def test_a_resumed_conversion_keeps_its_checkpoints_batches(tmp_path: Path) -> None:
+    """A checkpoint counts batches: a run resumed after an upgrade that changed the
+    default (4,096 rows of any size before 2026-11-29) goes on in the batches of the run
+    it resumes, where the new default would not match its checkpoint's options."""
     from mrecord.convert.driver import _default_batch_rows
 
     src = tmp_path / "src.mrecord"
     _write(src)
     source = MrecordSource(src)
     try:
-        monkeypatch.setattr(probe, "memory_budget", lambda: 100 << 20)
         fresh = source.batch_rows_default()
         assert _default_batch_rows(source, None) == fresh
         assert _default_batch_rows(source, {"key": {"batch_rows": 4096}}) == 4096
