@@ -40,6 +40,14 @@ class MindRecordSource(Source):
             index_fields=[n for n in self.dataset.index_fields if n in scalars],
         )
 
+    def row_bytes(self) -> int | None:
+        """A row's bytes on average, from the shard files' sizes (pages and headers
+        included: a little more than the rows)."""
+        rows = self.dataset.num_rows
+        if not rows:
+            return None
+        return max(1, sum(path.stat().st_size for path in self.dataset.files) // rows)
+
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield rows in MindSpore's order (shard by shard), ``batch_rows`` at a time."""
         check_batch_rows(batch_rows)

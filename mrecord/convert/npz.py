@@ -132,6 +132,10 @@ class NpzSource(Source):
             num_rows=next(iter(lengths.values())),
         )
 
+    def row_bytes(self) -> int | None:
+        """A row's bytes: each array's item size times its row's items."""
+        return max(1, sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.arrays.values()))
+
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield rows in order, ``batch_rows`` at a time."""
         check_batch_rows(batch_rows)

@@ -107,3 +107,30 @@ def test_a_resumed_conversion_keeps_its_checkpoints_batches(tmp_path: Path) -> N
             assert _default_batch_rows(source, bad) == fresh  # nothing usable kept
     finally:
         source.close()
+
+
+def test_npz_and_mindrecord_sources_size_their_batches(tmp_path: Path) -> None:
+    """An ``.npz`` of 64x64x3 images (12,296 bytes a row with its label) and a MindRecord
+    dataset (its files' bytes over its rows) cut default batches of at most
+    ``BATCH_BYTES``; small rows keep the default 4,096."""
+    from mrecord.convert.mindrecord_source import MindRecordSource
+    from mrecord.convert.npz import NpzSource
+
+    images = tmp_path / "images.npz"
+    np.savez(images, x=np.zeros((10, 64, 64, 3), dtype=np.uint8), y=np.arange(10))
+    source = NpzSource(images)
+    assert source.row_bytes() == 64 * 64 * 3 + 8
+    assert source.batch_rows_default() == BATCH_BYTES // (64 * 64 * 3 + 8)
+    small = tmp_path / "small.npz"
+    np.savez(small, y=np.arange(10, dtype=np.int32))
+    assert NpzSource(small).batch_rows_default() == Source.default_batch_rows
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "mindrecord" / "images.mindrecord"
+    mindrecord = MindRecordSource(fixture)
+    try:
+        rows = mindrecord.dataset.num_rows
+        size = sum(p.stat().st_size for p in mindrecord.dataset.files) // rows
+        assert mindrecord.row_bytes() == size
+        assert mindrecord.batch_rows_default() == min(4096, BATCH_BYTES // size)
+    finally:
+        mindrecord.close()
