@@ -64,15 +64,7 @@ class MrecordSource(Source):
 
     def row_bytes(self) -> int | None:
         """A row's raw bytes on average, from the shards' chunk directories."""
-        rows = self.reader.num_rows
-        if not rows:
-            return None
-        total = sum(
-            shard.meta.raw_bytes(shard.field_index(name))
-            for shard in self.reader.shards
-            for name in self.reader.columns
-        )
-        return max(1, total // rows)
+        return self.reader.mean_row_bytes or None
 
     def iter_batches(self, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
         """Yield every row in global row order, ``batch_rows`` at a time."""

@@ -223,6 +223,21 @@ class DatasetReader:
         """The columns this reader returns."""
         return list(self.columns)
 
+    @property
+    def mean_row_bytes(self) -> int:
+        """A row's raw (decompressed) bytes over this reader's columns, on average, from
+        the shards' chunk directories (nothing read); 0 for an empty dataset. What a
+        reader of the whole dataset sizes its calls by: 4,096 rows a ``read_rows`` are
+        410 MB of 100 KB images."""
+        if not self.num_rows:
+            return 0
+        total = sum(
+            shard.meta.raw_bytes(shard.field_index(name))
+            for shard in self.shards
+            for name in self.columns
+        )
+        return max(1, total // self.num_rows)
+
     def return_idle_memory(self) -> None:
         """Where the process's memory budget is small, give back what reads keep for the
         next ones: free read buffers and freed heap memory
