@@ -47,8 +47,9 @@ unless options say otherwise; DST may not be SRC's dataset (to replace it, write
 same name in another folder, then move the new files over the old), and a damaged SRC
 chunk stops the conversion (ChecksumError).
 Image checking, --resize and --reencode (imagefolder) and PNG encoding (cifar10
---png) run in --workers threads or processes (default: one per core; 1 is serial);
-the dataset is the same, byte for byte, whatever the number of workers. Every --checkpoint of
+--png) run in --workers threads or processes (default: one per core, as many as the
+memory holds; 1 is serial); the dataset is the same, byte for byte, whatever the
+number of workers. Every --checkpoint of
 pages is made durable in DST.mrecord-resume: a conversion killed on the way and run
 again with --resume goes on from there and ends with the dataset an uninterrupted
 run writes.
@@ -240,7 +241,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     type=click.IntRange(1, 1024),
     default=None,
     help="Pieces of per-row work done at once, in threads (--check-images decode) or "
-    "processes (resizing, encoding); default: the number of cores, 1: serial. "
+    "processes (resizing, encoding); default: the number of cores, fewer where the "
+    "memory budget holds fewer (64 MB each); 1: serial. "
     "The default structure check runs in one (more only contend; the files are read "
     "ahead either way).",
 )
@@ -293,7 +295,6 @@ def convert(
     **given: Any,
 ) -> None:
     """Convert SRC of KIND into the dataset DST (see ``--help``)."""
-    import os
 
     from mrecord.convert import SOURCES, WriteOptions, write_source
     from mrecord.convert.api import with_source_defaults
@@ -311,7 +312,7 @@ def convert(
         index_fields=[] if no_index else (list(index_fields) or None),
         overwrite=overwrite,
         batch_rows=batch_rows,
-        workers=workers or os.cpu_count() or 1,
+        workers=workers,  # None: one per core, as many as the memory holds
         resume=resume,
         checkpoint_bytes=checkpoint_bytes,
     )

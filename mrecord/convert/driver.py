@@ -31,7 +31,7 @@ from typing import Any
 
 from mrecord.convert._prefetch import prefetch
 from mrecord.convert.base import Batch, Source, check_batch_rows
-from mrecord.convert.parallel import run_plan
+from mrecord.convert.parallel import default_workers, run_plan
 from mrecord.errors import ArgumentError, DatasetExistsError
 
 __all__ = ["ConversionSummary", "WriteOptions", "output_files", "write_source"]
@@ -80,8 +80,9 @@ class WriteOptions:
 
     @property
     def worker_count(self) -> int:
-        """``workers``, with None resolved to the number of cores."""
-        return self.workers or os.cpu_count() or 1
+        """``workers``, with None resolved to one per core, or as many as the memory
+        budget holds (``mrecord.convert.parallel.default_workers``)."""
+        return self.workers or default_workers()
 
     def check(self, schema: dict[str, dict[str, Any]]) -> None:
         """Raise :class:`ArgumentError` for options that cannot work with ``schema``."""

@@ -64,7 +64,7 @@ from mrecord.convert.converted_files import (
     size_and_time,
 )
 from mrecord.convert.jpeg_header import jpeg_header_ok
-from mrecord.convert.parallel import BatchPlan, run_plan
+from mrecord.convert.parallel import BatchPlan, default_workers, run_plan
 from mrecord.convert.png_chunks import png_chunks_ok
 from mrecord.errors import ArgumentError, ConversionError
 from mrecord.format.features import describe
@@ -182,7 +182,7 @@ class ImageFolderSource(Source):
         """Yield rows in (class, path) order; files are read and checked by ``workers``
         threads (default: one per core)."""
         plan = self.plan(batch_rows)
-        for _b, batch in run_plan(plan, workers=self.workers or os.cpu_count() or 1):
+        for _b, batch in run_plan(plan, workers=self.workers or default_workers()):
             if batch is not None:
                 yield batch
 

@@ -134,3 +134,25 @@ def test_npz_and_mindrecord_sources_size_their_batches(tmp_path: Path) -> None:
         assert mindrecord.batch_rows_default() == min(4096, BATCH_BYTES // size)
     finally:
         mindrecord.close()
+
+
+def test_the_default_worker_count_fits_the_memory_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``workers=None``: one per core where the memory holds them, fewer where it does
+    not (``WORKER_BYTES`` each), never none; a count the caller gives stands. Two worker
+    processes resizing images in a 120 MB memory group were OOM-killed, one finished."""
+    import mrecord.storage.probe as probe
+    from mrecord.convert.driver import WriteOptions
+    from mrecord.convert.parallel import WORKER_BYTES
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(probe, "memory_budget", lambda: 100 * WORKER_BYTES)
+    assert WriteOptions().worker_count == 16
+    monkeypatch.setattr(probe, "memory_budget", lambda: 3 * WORKER_BYTES + 1)
+    assert WriteOptions().worker_count == 3
+    monkeypatch.setattr(probe, "memory_budget", lambda: WORKER_BYTES // 2)
+    assert WriteOptions().worker_count == 1
+    assert WriteOptions(workers=4).worker_count == 4
+    monkeypatch.setattr(probe, "memory_budget", lambda: None)  # nothing says: the cores
+    assert WriteOptions().worker_count == 16
