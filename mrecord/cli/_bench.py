@@ -15,8 +15,10 @@ import numpy as np
 from mrecord.block import Block
 
 __all__ = [
+    "DEFAULT_BATCH_ROWS",
     "BenchResult",
     "block_nbytes",
+    "default_batch_size",
     "device_limit",
     "drop_from_cache",
     "in_memory_fraction",
@@ -62,6 +64,25 @@ def block_nbytes(block: Block) -> int:
             for v in values:
                 total += v.nbytes if isinstance(v, np.ndarray) else len(v)
     return total
+
+
+DEFAULT_BATCH_ROWS = 256
+"""Rows per ``read_rows`` call of ``mrecord bench`` unless memory says fewer."""
+
+
+def default_batch_size(reader: Any) -> int:
+    """``DEFAULT_BATCH_ROWS``, fewer where that many rows would hold more than a
+    ``BUDGET_PER_COPIED_BLOCK``-th of the memory budget (the bound of ``MindDataset``'s
+    blocks, whose reading the bench follows): four batches are held at once, and 256
+    rows of 100 KB images (25 MB each) got ``mrecord bench --cold`` OOM-killed over
+    2.4 GB of them in a 200 MB memory group."""
+    from mrecord.pipeline.sources.random_access import BUDGET_PER_COPIED_BLOCK
+    from mrecord.storage.probe import memory_budget
+
+    budget, row_bytes = memory_budget(), int(reader.mean_row_bytes)
+    if budget is None or not row_bytes:
+        return DEFAULT_BATCH_ROWS
+    return max(1, min(DEFAULT_BATCH_ROWS, budget // BUDGET_PER_COPIED_BLOCK // row_bytes))
 
 
 def run_bench(

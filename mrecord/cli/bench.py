@@ -24,9 +24,9 @@ __all__ = ["bench"]
 @click.option(
     "--batch-size",
     type=click.IntRange(1),
-    default=256,
-    show_default=True,
-    help="Rows per read_rows call.",
+    default=None,
+    help="Rows per read_rows call [default: 256, fewer where 256 rows would hold more "
+    "than a 32nd of the memory budget, as MindDataset's blocks].",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the shuffled order.")
 @click.option(
@@ -36,7 +36,9 @@ __all__ = ["bench"]
     "(reads from the disk, as a dataset larger than memory is read).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_json: bool) -> None:
+def bench(
+    path: str, max_rows: int, batch_size: int | None, seed: int, cold: bool, as_json: bool
+) -> None:
     """Measure read speed: rows/s and MiB/s, sequential and shuffled, beside the
     device's limit for random reads of a row's size. Batches are read as MindDataset
     reads its blocks: two at a time, and beyond memory with their chunk heads asked for
@@ -53,6 +55,7 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_j
       mrecord bench train.mrecord --cold
     """
     from mrecord.cli._bench import (
+        default_batch_size,
         device_limit,
         drop_from_cache,
         in_memory_fraction,
@@ -74,6 +77,8 @@ def bench(path: str, max_rows: int, batch_size: int, seed: int, cold: bool, as_j
         if drop is not None:
             drop()
         in_memory = in_memory_fraction(reader.shards) if local else None
+        if batch_size is None:
+            batch_size = default_batch_size(reader)
         row_bytes = stored_row_bytes(reader.shards, reader.num_rows)
         sizes = [shard.size for shard in reader.shards]
         limit = device_limit(files, sizes, row_bytes, shards=list(reader.shards)) if local else None

@@ -1,4 +1,4 @@
-"""The commands that pass over a whole dataset (``mrecord stats``, ``mrecord cat``) read
+"""The commands that pass over a whole dataset (``mrecord stats``, ``cat``, ``bench``) read
 it a bounded number of bytes at a time: over 200 MB of 100 KB rows in a memory group
 smaller than the dataset they finish, right."""
 
@@ -14,6 +14,17 @@ from mrecord import DatasetReader
 from mrecord.cli.stats import BLOCK_BYTES, iter_dataset_blocks
 from tests.convert.test_convert_memory import BLOB, ROWS, _write
 from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+
+
+def _need_memory_groups(command: str) -> None:
+    """Fail (never skip) where memory groups cannot be made: root and the cgroup v1
+    memory controller are needed."""
+    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        pytest.fail(
+            "this test needs root and the cgroup v1 memory controller mounted at "
+            f"{CGROUP_ROOT} (it runs {command} in a 160 MB memory group); neither is here"
+        )
+
 
 _STATS = textwrap.dedent(
     """
@@ -37,11 +48,7 @@ def test_stats_over_large_rows_within_a_memory_group_smaller_than_the_data(
     """``mrecord stats`` over 2,000 rows of 100 KB (200 MB) in a 160 MB memory group.
     It read 4,096 rows a call whatever their size (the bench's 2.4 GB of images: 410 MB
     a call, OOM-killed in a 200 MB group)."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs mrecord stats in a 160 MB memory group); neither is here"
-        )
+    _need_memory_groups("mrecord stats")
     path = tmp_path / "big.mrecord"
     _write(path)
     result = _read_in_memory_group(160 << 20, _STATS, str(path))
@@ -61,3 +68,33 @@ def test_a_whole_dataset_pass_reads_at_most_block_bytes_a_call(tmp_path: Path) -
             ids.extend(int(i) for i in block.columns["id"])
     assert ids == list(range(5, 1500))
     assert max(sizes) == BLOCK_BYTES // reader.mean_row_bytes
+
+
+_BENCH = textwrap.dedent(
+    """
+    import contextlib, io, json, sys
+    from mrecord.cli.main import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(["bench", sys.argv[1], "--json", "--cold", "--max-rows", "1000"])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+    report = json.loads(out.getvalue())
+    rows = [r["rows"] for r in report["results"]]
+    print(json.dumps({"rows": rows, "batch_size": report["batch_size"]}))
+    """
+)
+
+
+def test_bench_over_large_rows_within_a_memory_group(tmp_path: Path) -> None:
+    """``mrecord bench --cold`` over 200 MB of 100 KB rows in a 160 MB memory group: its
+    default batches hold at most a 32nd of the memory budget, as ``MindDataset``'s
+    blocks do. Batches of 256 such rows (25 MB, four at a time) got it OOM-killed over
+    2.4 GB of images in a 200 MB group; a batch size given on the command line stands."""
+    _need_memory_groups("mrecord bench")
+    path = tmp_path / "big.mrecord"
+    _write(path)
+    result = _read_in_memory_group(160 << 20, _BENCH, str(path))
+    assert result["rows"] == [1000, 1000]
+    assert 1 <= result["batch_size"] <= (160 << 20) // 32 // BLOB
