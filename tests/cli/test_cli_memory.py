@@ -4,7 +4,6 @@ smaller than the dataset they finish, right."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
@@ -13,18 +12,8 @@ import pytest
 from mrecord import DatasetReader
 from mrecord.cli.stats import BLOCK_BYTES, iter_dataset_blocks
 from tests.convert.test_convert_memory import BLOB, ROWS, _write
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
-
-
-def _need_memory_groups(command: str) -> None:
-    """Fail (never skip) where memory groups cannot be made: root and the cgroup v1
-    memory controller are needed."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs {command} in a 160 MB memory group); neither is here"
-        )
-
+from tests.memory_groups import need_memory_groups
+from tests.storage.test_beyond_ram import _read_in_memory_group
 
 _STATS = textwrap.dedent(
     """
@@ -48,7 +37,7 @@ def test_stats_over_large_rows_within_a_memory_group_smaller_than_the_data(
     """``mrecord stats`` over 2,000 rows of 100 KB (200 MB) in a 160 MB memory group.
     It read 4,096 rows a call whatever their size (the bench's 2.4 GB of images: 410 MB
     a call, OOM-killed in a 200 MB group)."""
-    _need_memory_groups("mrecord stats")
+    need_memory_groups("mrecord stats in 160 MB")
     path = tmp_path / "big.mrecord"
     _write(path)
     result = _read_in_memory_group(160 << 20, _STATS, str(path))
@@ -92,7 +81,7 @@ def test_bench_over_large_rows_within_a_memory_group(tmp_path: Path) -> None:
     default batches hold at most a 32nd of the memory budget, as ``MindDataset``'s
     blocks do. Batches of 256 such rows (25 MB, four at a time) got it OOM-killed over
     2.4 GB of images in a 200 MB group; a batch size given on the command line stands."""
-    _need_memory_groups("mrecord bench")
+    need_memory_groups("mrecord bench in 160 MB")
     path = tmp_path / "big.mrecord"
     _write(path)
     result = _read_in_memory_group(160 << 20, _BENCH, str(path))

@@ -14,7 +14,8 @@ import pytest
 from mrecord import DatasetReader, FileWriter
 from mrecord.convert.base import BATCH_BYTES, Source
 from mrecord.convert.mrecord_source import MrecordSource
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+from tests.memory_groups import need_memory_groups
+from tests.storage.test_beyond_ram import _read_in_memory_group
 
 ROWS = 2_000
 BLOB = 100_000  # 200 MB of values: more than the group's 160 MB
@@ -47,11 +48,7 @@ def test_a_conversion_of_large_rows_within_a_memory_group_smaller_than_the_data(
     """2,000 rows of 100 KB (200 MB) converted in a 160 MB memory group: every row, in
     order. The default batch was 4,096 rows whatever their size: the whole dataset read
     at once, the converter OOM-killed (as 2.4 GB of images were in a 600 MB group)."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it converts in a 160 MB memory group); neither is here"
-        )
+    need_memory_groups("a conversion in 160 MB")
     src, dst = tmp_path / "src.mrecord", tmp_path / "dst.mrecord"
     _write(src)
     result = _read_in_memory_group(160 << 20, _CONVERT, str(src), str(dst))

@@ -15,7 +15,6 @@ the memory budget; it now sizes them from its share (``share_memory_budget``).
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,8 @@ from mrecord import FileWriter
 torch = pytest.importorskip("torch")
 
 from mrecord.torch import transport  # noqa: E402
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group  # noqa: E402
+from tests.memory_groups import need_memory_groups  # noqa: E402
+from tests.storage.test_beyond_ram import _read_in_memory_group  # noqa: E402
 
 
 def _ring_after_one_batch(nbytes: int, slots: int | None = None) -> transport._Ring:
@@ -113,16 +113,6 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _need_memory_groups(limit: int) -> None:
-    """Fail (never skip) where this machine cannot run a loader in a memory group."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a DataLoader in a {limit >> 20} MB memory group); "
-            "neither is here"
-        )
-
-
 def _run_loader(
     limit: int, path: Path, batch_size: int, workers: int, most: int, step: float
 ) -> Any:
@@ -135,7 +125,7 @@ def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> 
     """2 workers, 16 MB batches (16 values of 1 MB), in a 450 MB group: their rings were
     192 MB of shared memory and the loader stalled at the limit; 72 MB now. Every row
     arrives once, right."""
-    _need_memory_groups(450 << 20)
+    need_memory_groups("a DataLoader in 450 MB")
     rows = 192
     path = tmp_path / "big.mrecord"
     with FileWriter(path) as writer:
@@ -175,7 +165,7 @@ def test_four_workers_of_small_rows_beyond_memory_share_a_small_memory_group(
     200 batches: each worker sized its sweep windows and buffers from the whole group's
     room, and together they stalled at its limit (2026-11-29; nothing in 100 s). Each sizes
     from its quarter now: the batches come in a few seconds, right and all distinct."""
-    _need_memory_groups(300 << 20)
+    need_memory_groups("a DataLoader in 300 MB")
     rows = 3_000_000
     path = tmp_path / "small.mrecord"
     with FileWriter(path) as writer:
