@@ -144,6 +144,21 @@ class ParquetSource(ArrowTableSource):
         desc = {"source": "parquet", "files": [p.name for p in self.paths]}
         super().__init__(name=str(src), arrow_schema=schema, num_rows=rows, desc=desc)
 
+    def row_bytes(self) -> int | None:
+        """A row's bytes on average: the row groups' uncompressed sizes (their metadata)
+        over the rows. Sizes as encoded: values repeated through a column, which Parquet
+        keeps once in a dictionary, count once (their batches larger than ``BATCH_BYTES``
+        in memory; ``--batch-rows`` sets them)."""
+        rows = self.num_rows or 0
+        if not rows:
+            return None
+        total: int = sum(
+            int(f.metadata.row_group(i).total_byte_size)
+            for f in self._files
+            for i in range(f.metadata.num_row_groups)
+        )
+        return max(1, total // rows)
+
     def record_batches(self, batch_rows: int) -> Iterable[Any]:
         """Each file's batches in turn."""
         for path, f in zip(self.paths, self._files, strict=True):
@@ -194,6 +209,11 @@ class ArrowSource(ArrowTableSource):
         rows = sum(t.num_rows for t in self.tables)
         desc = {"source": "arrow", "files": [p.name for p in self.paths]}
         super().__init__(name=str(src), arrow_schema=schema, num_rows=rows, desc=desc)
+
+    def row_bytes(self) -> int | None:
+        """A row's bytes on average: the tables' buffers (mapped, not read) over the rows."""
+        rows = self.num_rows or 0
+        return max(1, sum(int(t.nbytes) for t in self.tables) // rows) if rows else None
 
     def record_batches(self, batch_rows: int) -> Iterable[Any]:
         """Each table's rows, ``batch_rows`` at a time."""
@@ -280,6 +300,13 @@ class HfSource(ArrowTableSource):
         super().__init__(
             name=name, arrow_schema=arrow_schema, num_rows=len(self.dataset), desc=desc
         )
+
+    def row_bytes(self) -> int | None:
+        """A row's bytes on average over the dataset's Arrow table (mapped, not read;
+        every row of it, where the dataset is a selection of them)."""
+        table = self.dataset.data
+        rows = int(table.num_rows)
+        return max(1, int(table.nbytes) // rows) if rows else None
 
     def record_batches(self, batch_rows: int) -> Iterable[Any]:
         """The dataset's rows (its selection and order) as Arrow tables."""

@@ -41,6 +41,7 @@ __all__ = [
     "decode_var",
     "encode_chunk",
     "encode_chunk_parts",
+    "kept_shapes",
     "value_nbytes",
 ]
 
@@ -151,15 +152,25 @@ class DecodedVarChunk:
     shapes: np.ndarray | None
     data_start: int
 
-    @cached_property
+    @property
     def offsets_array(self) -> np.ndarray:
-        """``offsets`` as an int64 array (vectorized gathers; a read-only view of them when
-        they are kept as 8-byte ints, :func:`kept_offsets`)."""
-        if isinstance(self.offsets, array):
-            view = np.frombuffer(self.offsets, dtype=np.int64)
+        """``offsets`` as a read-only int64 array (vectorized gathers): a view of them when
+        they are kept as 8-byte ints, a fresh widened copy when kept as 4-byte ones
+        (:func:`kept_offsets`; not kept with the head, which would double what it
+        holds), built once for a list."""
+        offsets = self.offsets
+        if isinstance(offsets, array):
+            view = np.frombuffer(offsets, dtype=np.int64 if offsets.itemsize == 8 else np.uint32)
+            if view.dtype != np.int64:
+                view = view.astype(np.int64)
             view.flags.writeable = False
             return view
-        return np.array(self.offsets, dtype=np.int64)
+        listed = self.__dict__.get("_offsets_array")
+        if listed is None:
+            listed = np.array(offsets, dtype=np.int64)
+            listed.flags.writeable = False
+            self.__dict__["_offsets_array"] = listed
+        return listed
 
     @cached_property
     def shapes_list(self) -> list[tuple[int, ...]]:
@@ -170,24 +181,57 @@ class DecodedVarChunk:
 
 
 ARRAY_OFFSETS_FROM = 64
-"""Rows from which a parsed head keeps its offsets as 8-byte ints (``array("q")``), not as
-a list of Python ints (36 bytes each with the list's pointer). A random epoch over small
-variable-shape rows touches every page in each block and so holds every page's head at
-once: 2,000,000 rows of ~420 bytes held 104 MB of offset lists and 16 MB of their arrays
-(tracemalloc), and a 266 MB memory group was OOM-killed in two GLOBAL runs of three. A
-head of a few rows (images: 11 a page) keeps its list: indexing it is the cheapest."""
+"""Rows from which a parsed head keeps its offsets as packed ints (``array``, 4 or 8 bytes
+each), not as a list of Python ints (36 bytes each with the list's pointer). A random
+epoch over small variable-shape rows touches every page in each block and so holds every
+page's head at once: 2,000,000 rows of ~420 bytes held 104 MB of offset lists and 16 MB
+of their arrays (tracemalloc), and a 266 MB memory group was OOM-killed in two GLOBAL
+runs of three. A head of a few rows (images: 11 a page) keeps its list: indexing it is
+the cheapest."""
+
+_OFFSET_32 = next(code for code in "ILH" if array(code).itemsize == 4)
+"""The ``array`` type code of a 4-byte unsigned int on this platform."""
 
 
 def kept_offsets(offsets: np.ndarray) -> Sequence[int]:
     """How a parsed head keeps its checked offsets (``offsets``: the ``n + 1`` of them, any
-    integer dtype): a list of ints for a head of fewer than ``ARRAY_OFFSETS_FROM`` rows,
-    else an ``array("q")`` (indexing, ``len``, ``bisect`` and slices work on both)."""
+    integer dtype, rising from 0): a list of ints for a head of fewer than
+    ``ARRAY_OFFSETS_FROM`` rows, else an ``array`` of 4-byte ints where the last offset
+    fits (a chunk's data under 4 GiB, every page of every dataset seen), else of 8-byte
+    ones (indexing, ``len``, ``bisect`` and slices work on all three, and give ints).
+    Half the bytes of 8-byte ints: the heads of 2M small variable-shape rows then fit the
+    head cache of a reader in a 500 MB memory group (:func:`kept_shapes`)."""
     if len(offsets) - 1 < ARRAY_OFFSETS_FROM:
         listed: list[int] = offsets.tolist()
         return listed
+    if int(offsets[-1]) < 1 << 32:
+        kept = array(_OFFSET_32)
+        kept.frombytes(np.ascontiguousarray(offsets, dtype="=u4").tobytes())
+        return kept
     kept = array("q")
-    kept.frombytes(np.ascontiguousarray(offsets, dtype="<i8").tobytes())
+    kept.frombytes(np.ascontiguousarray(offsets, dtype="=i8").tobytes())
     return kept
+
+
+_NARROW_UINTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
+
+
+def kept_shapes(shapes: np.ndarray) -> np.ndarray:
+    """A copy of a parsed head's ``shapes`` (``(n, ndim)``, checked) to keep with the head:
+    in the narrowest unsigned dtype that holds its largest dimension (uint8 for a
+    ``[-1, 3]`` column of up to 255 points a row: 2 bytes a row, not 16). Every reader of a
+    kept head's shapes indexes them and widens what it took (``astype``, ``tolist``).
+
+    The heads of 2M variable-shape rows of ~420 bytes took 48 MB kept as 8-byte ints,
+    where a reader in a 500 MB memory group (under PyTorch) keeps 34 MB of heads: a
+    ``MapDataset`` read of 256 random rows at a time re-read and re-parsed a 61 KB head
+    for half its rows (500 MB/s off the disk for 9.1K rows/s); with every head kept,
+    33.7K rows/s."""
+    largest = int(shapes.max()) if shapes.size else 0
+    for dtype in _NARROW_UINTS:
+        if largest <= np.iinfo(dtype).max:
+            return shapes.astype(dtype)
+    return shapes.copy()
 
 
 def decode_var(field: Field, buf: Any, n_rows: int, length: int | None = None) -> DecodedVarChunk:

@@ -74,7 +74,7 @@ from mrecord.storage.readahead import (
 )
 from mrecord.storage.shard import ShardFile, locate_rows, rows_by_page
 from mrecord.storage.value_index import ValueIndex
-from mrecord.storage.verified import head_cache_bytes
+from mrecord.storage.verified import head_cache_bytes, kept_head_bytes
 
 __all__ = ["DatasetReader", "memory_budget"]  # memory_budget: for the read-ahead windows above
 
@@ -926,7 +926,7 @@ class DatasetReader:
         heads, 61 KB a page of 2,544 rows) in a 125 MB memory group it kept a fifth, and
         rows one by one read at 4.9K rows/s with 370K major faults for 200K rows, where
         a request a row was modelled and a sweep read 22K rows/s."""
-        heads = pages = columns = 0
+        stored = kept = pages = columns = 0
         for name in names:
             field = self.schema[name]
             if field.kind is not FieldKind.VARARRAY:
@@ -936,11 +936,13 @@ class DatasetReader:
                 count = shard.meta.num_pages
                 if count:  # a chunk of n rows: 8 (n + 1) bytes of offsets, 8 n ndim of shapes
                     pages += count
-                    heads += head_length(field, shard.meta.num_rows) + 8 * (count - 1)
+                    size = head_length(field, shard.meta.num_rows) + 8 * (count - 1)
+                    stored += size
+                    kept += math.ceil(size * _kept_share(shard, shard.field_index(name)))
         if not pages:
             return 0.0
-        missed = max(0.0, 1.0 - head_cache_bytes() / heads)
-        a_head = profile.requests_seconds(1) + profile.pass_seconds(heads // pages)
+        missed = max(0.0, 1.0 - head_cache_bytes() / max(1, kept))
+        a_head = profile.requests_seconds(1) + profile.pass_seconds(stored // pages)
         return rows * columns * missed * a_head
 
     def _whole_chunk_bytes(self, s: int, field: Field, chunks: np.ndarray) -> int | None:
@@ -2054,6 +2056,18 @@ _LEADING_ROWS_MIN = 16
 """Fewer values of a page are each cut on their own: seeing the page as one array of rows
 has a fixed cost (~6 us) that a value or two does not pay back (a random read of 256 ids
 of 2M, a value a page: 22K rows/s that way against 40K)."""
+
+
+def _kept_share(shard: ShardFile, col: int) -> float:
+    """What the head cache holds of a head of variable-shape column ``col`` of ``shard``
+    for each byte of it stored, from its first page's head (kept heads are narrowed,
+    ``mrecord.format.chunks.kept_shapes``: ~6 bytes a row of ``[-1, 3]`` where 24 are
+    stored); 1 where that head does not parse (compressed: parsed as stored)."""
+    head = shard.parse_head(0, col)
+    if head is None:
+        return 1.0
+    stored = head_length(shard.meta.schema.fields[col], int(shard.meta.page_rows[0]))
+    return min(1.0, kept_head_bytes(head) / max(1, stored))
 
 
 def _leading_rows(

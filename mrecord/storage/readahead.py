@@ -34,7 +34,6 @@ import os
 import threading
 import time
 import weakref
-from array import array
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, NamedTuple, TypeVar
@@ -349,12 +348,7 @@ def _spans_by_page(
         if head is None:
             whole[k] |= parse_heads
             continue
-        offsets = head.offsets
-        table = (
-            np.frombuffer(offsets, dtype=np.int64)
-            if isinstance(offsets, array)
-            else np.asarray(offsets, dtype=np.int64)
-        )
+        table = head.offsets_array
         wanted = slots[order[bounds[k] : bounds[k + 1]]]
         first = table[wanted]
         starts.append(first + (offsets_of[page] + head.data_start))

@@ -39,7 +39,7 @@ from mrecord.errors import (
     MetadataError,
     NotAnMrecordFileError,
 )
-from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var
+from mrecord.format.chunks import DecodedVarChunk, decode_fixed, decode_var, kept_shapes
 from mrecord.format.compression import (
     CODEC_IDS,
     checksum,
@@ -566,11 +566,13 @@ class ShardFile:
         """Cache ``head``, parsed from the stored bytes of chunk (page, ``col``) (the map's,
         :meth:`parse_head`, or a buffer's of the reader's, ``ChunkBuffers``), for the next
         reads of the chunk; what is cached holds no view of those bytes (its shapes are
-        copied). Returns the cached head. A ``Shuffle.BLOCK`` window's reads
-        come back to the same chunks: each parsed the head again (16 times a chunk an
-        epoch of small variable-shape rows), a fifth of the reader's time."""
-        if head.shapes is not None and head.shapes.base is not None:
-            head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+        copied, narrowed: :func:`~mrecord.format.chunks.kept_shapes`). Returns the cached
+        head. A ``Shuffle.BLOCK`` window's reads come back to the same chunks: each parsed
+        the head again (16 times a chunk an epoch of small variable-shape rows), a fifth of
+        the reader's time."""
+        shapes = head.shapes
+        if shapes is not None and (shapes.base is not None or shapes.dtype.itemsize == 8):
+            head = DecodedVarChunk(head.offsets, kept_shapes(shapes), head.data_start)
         self._heads.put((page, col), head)
         return head
 
@@ -824,7 +826,7 @@ class ShardFile:
         crcs = checked_value_crcs(table, head_bytes)
         if crcs is None:
             return None
-        shapes = None if parsed.shapes is None else parsed.shapes.copy()
+        shapes = None if parsed.shapes is None else kept_shapes(parsed.shapes)
         head = _IndexedHead(parsed.offsets, shapes, parsed.data_start)
         self._value_tables.setdefault(key, crcs)
         self._heads.put(key, head)
@@ -1097,7 +1099,7 @@ class ShardFile:
                 offset = int(self.meta.chunks[page, col]["offset"])
                 raise self._corrupt(page, col, offset, str(exc)) from exc
             if head.shapes is not None:  # a view of this reader's map: keep a copy
-                head = DecodedVarChunk(head.offsets, head.shapes.copy(), head.data_start)
+                head = DecodedVarChunk(head.offsets, kept_shapes(head.shapes), head.data_start)
             if copy is not None and not _same_head(copy, head):
                 # the chunk is intact (checked whole): the head index's copy is not
                 offset = int(self.meta.chunks[page, col]["offset"])

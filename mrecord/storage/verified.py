@@ -40,6 +40,7 @@ __all__ = [
     "clear_verified",
     "file_key",
     "head_cache_bytes",
+    "kept_head_bytes",
     "shared_heads",
     "shared_verified",
 ]
@@ -106,8 +107,6 @@ _HEAD_BUDGET = 2_000_000  # offsets (Python ints) kept in all: ~96 MB at most
 _BYTES_PER_OFFSET = 48
 """What one offset of a kept head costs: a Python int in the list and its place in
 ``offsets_array``."""
-_BYTES_PER_ARRAY_OFFSET = 8
-"""What one offset kept in an ``array("q")`` costs."""
 _HEADS_SHARE = 10
 """Heads keep at most ``1 / _HEADS_SHARE`` of the process's memory budget, by their bytes
 (:func:`_weight`). A quarter, with heads of 64 rows or more weighed as list offsets (six
@@ -117,19 +116,26 @@ OOM-killed (tests/storage/test_beyond_ram.py)."""
 
 
 def _weight(head: Any) -> int:
-    """A head's cost in offsets of a list (``_BYTES_PER_OFFSET`` bytes each): its offsets
-    at what they cost as kept (a list's Python ints, or 8 bytes each in the ``array("q")``
-    of a head of 64 rows or more, :func:`~mrecord.format.chunks.kept_offsets`), and its
-    shapes (a variable-shape chunk's ``shapes`` array, 16 bytes a value of two dimensions)
-    by their bytes. Counting array-kept offsets as list ones made the heads of 2M small
-    variable-shape rows (48 MB) weigh 128 MB: a quarter of them were parsed again and
-    again in a warm GLOBAL epoch, with memory to spare."""
+    """A head's cost in offsets of a list (``_BYTES_PER_OFFSET`` bytes each): its offsets at
+    what they cost as kept (a list's Python ints, or 4 or 8 bytes each in the ``array`` of a
+    head of 64 rows or more, :func:`~mrecord.format.chunks.kept_offsets`), and its shapes (a
+    variable-shape chunk's ``shapes`` array, as narrow as its dimensions allow,
+    :func:`~mrecord.format.chunks.kept_shapes`) by their bytes. Counting array-kept offsets
+    as list ones made the heads of 2M small variable-shape rows (48 MB) weigh 128 MB: a
+    quarter of them were parsed again and again in a warm GLOBAL epoch, with memory to
+    spare."""
     offsets = head.offsets
     count = len(offsets)
     if not isinstance(offsets, list):
-        count = (count * _BYTES_PER_ARRAY_OFFSET) // _BYTES_PER_OFFSET + 1
+        count = (count * offsets.itemsize) // _BYTES_PER_OFFSET + 1
     shapes = getattr(head, "shapes", None)
     return count + (int(shapes.nbytes) // _BYTES_PER_OFFSET if shapes is not None else 0)
+
+
+def kept_head_bytes(head: Any) -> int:
+    """The bytes the head cache counts ``head`` at (a parsed head, as kept): what it holds
+    of the cache's :func:`head_cache_bytes`."""
+    return _weight(head) * _BYTES_PER_OFFSET
 
 
 def _head_budget() -> int:

@@ -153,3 +153,44 @@ def test_the_default_worker_count_fits_the_memory_budget(
     assert WriteOptions(workers=4).worker_count == 4
     monkeypatch.setattr(probe, "memory_budget", lambda: None)  # nothing says: the cores
     assert WriteOptions().worker_count == 16
+
+
+def test_parquet_arrow_and_hf_sources_size_their_batches(tmp_path: Path) -> None:
+    """A table of 20 KB blobs as Parquet, Arrow IPC and a Hugging Face dataset: default
+    batches of at most ``BATCH_BYTES`` (each source's rows' size from its metadata, not
+    read); small rows keep the default 4,096. These read 4,096 rows a batch whatever
+    their size: 80 MB of these, 410 MB of 100 KB images."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from mrecord.convert.arrow_sources import ArrowSource, HfSource, ParquetSource
+
+    blob = 20_000
+    table = pa.table(
+        {
+            "id": pa.array(range(300), pa.int64()),
+            "blob": [np.random.default_rng(i).bytes(blob) for i in range(300)],
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=100)
+    with (
+        pa.OSFile(str(tmp_path / "t.arrow"), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as ipc,
+    ):
+        ipc.write_table(table)
+    sources: list[Source] = [
+        ParquetSource(tmp_path / "t.parquet"),
+        ArrowSource(tmp_path / "t.arrow"),
+    ]
+    datasets = pytest.importorskip("datasets")
+    sources.append(HfSource(datasets.Dataset(table)))
+    for source in sources:
+        try:
+            size = source.row_bytes()
+            # the blob, its 4-byte offset, the id: Arrow's bytes of a row
+            assert size is not None and blob <= size <= blob + 64, source.kind
+            assert source.batch_rows_default() == BATCH_BYTES // size
+        finally:
+            source.close()
+    small = pa.table({"id": pa.array(range(300), pa.int64())})
+    pq.write_table(small, tmp_path / "small.parquet")
+    assert ParquetSource(tmp_path / "small.parquet").batch_rows_default() == 4096

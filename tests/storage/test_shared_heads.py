@@ -4,6 +4,7 @@ closed reader's map, bounded in all."""
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -106,16 +107,16 @@ def test_the_shared_budget_is_a_tenth_of_a_small_memory_budget(
     assert verified._head_budget() == verified._HEAD_BUDGET
 
 
-def test_offsets_kept_as_8_byte_ints_weigh_their_bytes() -> None:
-    """A head of 64 rows or more keeps its offsets in an ``array("q")``: 8 bytes each,
-    a sixth of a list's Python int."""
+def test_offsets_kept_as_packed_ints_weigh_their_bytes() -> None:
+    """A head of 64 rows or more keeps its offsets in an ``array`` of 4-byte ints (a
+    chunk under 4 GiB): a twelfth of a list's Python int."""
     many = decode_var(_pts_field(), _pts_chunk(600), 600)
-    assert not isinstance(many.offsets, list)
+    assert isinstance(many.offsets, array) and many.offsets.itemsize == 4
     store = verified._HeadStore(budget=10_000)
     store.put(("f", 0, 0), many)
-    # 601 offsets of 8 bytes (100 list offsets, +1 rounding up) and 600 shapes of two
-    # 8-byte dimensions (200): 301, not 601 + 200
-    assert store.total == 301
+    # 601 offsets of 4 bytes (50 list offsets, +1 rounding up) and 600 shapes of two
+    # 8-byte dimensions as decode_var parsed them (200): 251, not 601 + 200
+    assert store.total == 251
 
 
 def test_heads_that_fit_the_budget_in_bytes_are_parsed_once_in_a_random_epoch(
