@@ -12,8 +12,7 @@ import pytest
 from mrecord import DatasetReader
 from mrecord.cli.stats import BLOCK_BYTES, iter_dataset_blocks
 from tests.convert.test_convert_memory import BLOB, ROWS, _write
-from tests.memory_groups import need_memory_groups
-from tests.storage.test_beyond_ram import _read_in_memory_group
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
 _STATS = textwrap.dedent(
     """
@@ -40,7 +39,7 @@ def test_stats_over_large_rows_within_a_memory_group_smaller_than_the_data(
     need_memory_groups("mrecord stats in 160 MB")
     path = tmp_path / "big.mrecord"
     _write(path)
-    result = _read_in_memory_group(160 << 20, _STATS, str(path))
+    result = run_in_memory_group(160 << 20, _STATS, str(path))
     assert result == {"rows": ROWS, "blob": ROWS}
 
 
@@ -84,6 +83,6 @@ def test_bench_over_large_rows_within_a_memory_group(tmp_path: Path) -> None:
     need_memory_groups("mrecord bench in 160 MB")
     path = tmp_path / "big.mrecord"
     _write(path)
-    result = _read_in_memory_group(160 << 20, _BENCH, str(path))
+    result = run_in_memory_group(160 << 20, _BENCH, str(path))
     assert result["rows"] == [1000, 1000]
     assert 1 <= result["batch_size"] <= (160 << 20) // 32 // BLOB

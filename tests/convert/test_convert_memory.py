@@ -14,8 +14,7 @@ import pytest
 from mrecord import DatasetReader, FileWriter
 from mrecord.convert.base import BATCH_BYTES, Source
 from mrecord.convert.mrecord_source import MrecordSource
-from tests.memory_groups import need_memory_groups
-from tests.storage.test_beyond_ram import _read_in_memory_group
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
 ROWS = 2_000
 BLOB = 100_000  # 200 MB of values: more than the group's 160 MB
@@ -51,7 +50,7 @@ def test_a_conversion_of_large_rows_within_a_memory_group_smaller_than_the_data(
     need_memory_groups("a conversion in 160 MB")
     src, dst = tmp_path / "src.mrecord", tmp_path / "dst.mrecord"
     _write(src)
-    result = _read_in_memory_group(160 << 20, _CONVERT, str(src), str(dst))
+    result = run_in_memory_group(160 << 20, _CONVERT, str(src), str(dst))
     assert result == {"rows": ROWS}
     with DatasetReader.open(dst) as reader:
         for start in range(0, ROWS, 500):

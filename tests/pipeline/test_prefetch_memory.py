@@ -11,7 +11,6 @@ fits, and each map worker keeps one chunk).
 
 from __future__ import annotations
 
-import os
 import textwrap
 import threading
 import time
@@ -23,7 +22,7 @@ import pytest
 from mrecord.background import END, Background
 from mrecord.block import Block, block_nbytes
 from mrecord.pipeline.ops.map import _Window
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
 
 def _block(rows: int, value_bytes: int) -> Block:
@@ -150,10 +149,6 @@ def test_a_pipeline_of_big_batches_in_a_memory_group_is_not_killed(
     """A map making big values, ``batch`` behind a slow consumer, in a memory group the
     queues counted in blocks alone overrun. Every batch arrives, right, and the process
     lives."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a pipeline in a memory group); neither is here"
-        )
-    result = _read_in_memory_group(limit_mb << 20, _PIPELINE, "30", str(batch), str(value_bytes))
+    need_memory_groups("a pipeline in a memory group")
+    result = run_in_memory_group(limit_mb << 20, _PIPELINE, "30", str(batch), str(value_bytes))
     assert result == {"bad": 0, "batches": 30}

@@ -9,14 +9,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +24,8 @@ from mrecord import DatasetReader, FileWriter, MindDataset, Shuffle
 from mrecord.errors import ChecksumError
 from mrecord.sampling import DistributedSampler, SequentialSampler, SubsetRandomSampler
 from mrecord.storage.verified import clear_verified
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
-REPO = Path(__file__).resolve().parents[2]
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 ROWS = 97
 
 
@@ -226,66 +219,17 @@ def _big_rows(start: int, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _read_in_memory_group(limit: int, script: str, *args: str, timeout: float = 600) -> Any:
-    """Run ``script`` (a reader printing JSON last) in a fresh cgroup v1 memory group of
-    ``limit`` bytes from a cold page cache; what it printed, after checking that it
-    ended well and that the group never went over its limit. A run past ``timeout``
-    (stalled at the limit) fails. Every process left in the group is killed and the group
-    removed whatever happens."""
-    group = CGROUP_ROOT / f"io-test-{os.getpid()}-{limit}"
-    group.mkdir()
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(limit))
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        command = [
-            "sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh",
-            sys.executable, "-c", script, *args,
-        ]  # fmt: skip
-        try:
-            proc = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the reader stalled at its group's {limit >> 20} MB for {timeout:.0f} s")
-        assert proc.returncode == 0, f"the reader died ({proc.returncode}): {proc.stderr[-800:]}"
-        assert int((group / "memory.max_usage_in_bytes").read_text()) <= limit
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    finally:
-        _empty(group)
-        group.rmdir()
-
-
-def _empty(group: Path) -> None:
-    """Kill every process left in ``group`` (a reader's DataLoader workers, a stalled run)
-    and wait for them to leave it."""
-    for _ in range(50):
-        pids = (group / "cgroup.procs").read_text().split()
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
-        time.sleep(0.1)
-
-
 def test_a_reader_in_a_memory_cgroup_a_third_of_the_data_reads_every_row(
     tmp_path: Path,
 ) -> None:
-    limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
-    if os.geteuid() != 0 or not limit_file.exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a reader in a 96 MB memory group); neither is here"
-        )
+    need_memory_groups("a reader in a 96 MB memory group")
     rows = 2400  # 240 MB of values, 2.5x the group's limit
     path = tmp_path / "big.mrecord"
     with FileWriter(path) as writer:
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         for start in range(0, rows, 200):
             writer.write_raw_data(_big_rows(start, 200))
-    result = _read_in_memory_group(96 << 20, _CHILD, str(path), str(rows))
+    result = run_in_memory_group(96 << 20, _CHILD, str(path), str(rows))
     assert result == {"bad": 0}
 
 
@@ -341,12 +285,7 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
     interpreter's 21 MB, the shared heads and glibc's kept free heap (78 MB anonymous in
     all, measured; docs/READING.md "A file-order reader in a 100 MB group"). 120 MB over
     370 MB (still a third) passed 4 of 4."""
-    limit_file = CGROUP_ROOT / "memory.limit_in_bytes"
-    if os.geteuid() != 0 or not limit_file.exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a reader in a 120 MB memory group); neither is here"
-        )
+    need_memory_groups("a reader in a 120 MB memory group")
     rows = 3_600_000  # ~370 MB stored: 3x the group's limit
     path = tmp_path / "small.mrecord"
     with FileWriter(path) as writer:
@@ -360,5 +299,5 @@ def test_small_rows_in_file_order_in_a_memory_cgroup_a_third_of_the_data(
         for start in range(0, rows, 300_000):
             writer.write_raw_data(_small_rows(start, 300_000))
     assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 3 * (120 << 20)
-    result = _read_in_memory_group(120 << 20, _SMALL_ROWS_CHILD, str(path), str(rows))
+    result = run_in_memory_group(120 << 20, _SMALL_ROWS_CHILD, str(path), str(rows))
     assert result == {"bad": 0, "rows": rows}

@@ -19,6 +19,7 @@ import pytest
 from mrecord.errors import ArgumentError
 from mrecord.storage import probe
 from mrecord.storage.probe import MIN_BUDGET, budget_from
+from tests.memory_groups import need_memory_groups
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -129,11 +130,7 @@ print(json.dumps({"budget": memory_budget()}))
 
 def test_inside_a_real_memory_cgroup_the_budget_leaves_out_what_the_group_holds() -> None:
     root = Path("/sys/fs/cgroup/memory")
-    if os.geteuid() != 0 or not (root / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            f"this test needs root and the cgroup v1 memory controller at {root} (it runs "
-            "a child in a 200 MB memory group); neither is here"
-        )
+    need_memory_groups("a child in a 200 MB memory group")
     group = root / f"beyondram-test-{os.getpid()}"
     group.mkdir()
     try:

@@ -28,8 +28,7 @@ from mrecord import FileWriter
 torch = pytest.importorskip("torch")
 
 from mrecord.torch import transport  # noqa: E402
-from tests.memory_groups import need_memory_groups  # noqa: E402
-from tests.storage.test_beyond_ram import _read_in_memory_group  # noqa: E402
+from tests.memory_groups import need_memory_groups, run_in_memory_group  # noqa: E402
 
 
 def _ring_after_one_batch(nbytes: int, slots: int | None = None) -> transport._Ring:
@@ -118,7 +117,7 @@ def _run_loader(
 ) -> Any:
     """The child above in a memory group of ``limit`` bytes: what it printed."""
     args = (str(path), str(batch_size), str(workers), str(most), str(step))
-    return _read_in_memory_group(limit, _CHILD, *args, timeout=90)
+    return run_in_memory_group(limit, _CHILD, *args, timeout=90)
 
 
 def test_two_workers_of_big_batches_fit_a_small_memory_group(tmp_path: Path) -> None:

@@ -11,14 +11,12 @@ already on an accelerator weigh nothing here.
 
 from __future__ import annotations
 
-import os
 import textwrap
 
 import numpy as np
-import pytest
 
 from mrecord.train.device_queue import host_bytes
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
 
 def test_host_bytes_counts_arrays_in_any_batch_shape() -> None:
@@ -69,10 +67,6 @@ def test_a_sink_of_big_batches_in_a_memory_group_is_not_killed() -> None:
     """The pipeline above behind a ``DeviceQueue`` (numpy delivery) and a slow step, in a
     600 MB group: 16 batches queued in the sink are 616 MB on their own (killed in 500 MB
     before; 448 MB peak there after). Every batch arrives, right, and the process lives."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a device queue in a 600 MB memory group); neither is here"
-        )
-    result = _read_in_memory_group(600 << 20, _SINK)
+    need_memory_groups("a device queue in a 600 MB memory group")
+    result = run_in_memory_group(600 << 20, _SINK)
     assert result == {"bad": 0, "batches": 30}

@@ -13,7 +13,6 @@ rule as tests/storage/test_beyond_ram.py).
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from mrecord import FileWriter
 from mrecord.serve.protocol import local as local_protocol
 from mrecord.serve.server.run import ServerThread
-from tests.storage.test_beyond_ram import CGROUP_ROOT, _read_in_memory_group
+from tests.memory_groups import need_memory_groups, run_in_memory_group
 
 pytestmark = pytest.mark.skipif(
     not local_protocol.available(), reason="the same-host transport needs Linux (memfd, SCM_RIGHTS)"
@@ -91,12 +90,8 @@ def test_a_same_host_reader_in_a_memory_group_half_the_data_reads_every_row(
 ) -> None:
     """The client alone in a 200 MB group (the server outside it), 400 MB of rows in file
     order: every row, right, in order, and the client never killed."""
-    if os.geteuid() != 0 or not (CGROUP_ROOT / "memory.limit_in_bytes").exists():
-        pytest.fail(
-            "this test needs root and the cgroup v1 memory controller mounted at "
-            f"{CGROUP_ROOT} (it runs a reader in a 200 MB memory group); neither is here"
-        )
+    need_memory_groups("a reader in a 200 MB memory group")
     data = big.stat().st_size
     assert data > 350 << 20
-    result = _read_in_memory_group(200 << 20, _CLIENT, server.url, str(ROWS), str(WIDTH))
+    result = run_in_memory_group(200 << 20, _CLIENT, server.url, str(ROWS), str(WIDTH))
     assert result == {"bad": 0, "rows": ROWS}
