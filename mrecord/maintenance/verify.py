@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from mrecord.format.schema import FieldKind
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.committed import open_committed, sibling_problems
-from mrecord.storage.index_db import check_index_db, query_index_db
+from mrecord.storage.index_db import check_index_db, iter_index_db
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
 
@@ -204,55 +204,75 @@ def _check_index(shard: ShardFile, report: VerifyReport) -> None:
         report.problems.append(str(exc))
         return
     quoted = ", ".join(["row_id", "page", "slot", *map(index_column, shard.meta.index_fields)])
+    sql = f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id"
     try:
-        rows = query_index_db(shard.path, f"SELECT {quoted} FROM {ROWS_TABLE} ORDER BY row_id")
+        _compare_locations(shard, iter_index_db(shard.path, sql), report)
     except MrecordError as exc:
         report.problems.append(str(exc))
-        return
-    _compare_locations(shard, rows, report)
 
 
 def _compare_locations(
-    shard: ShardFile, rows: list[tuple[object, ...]], report: VerifyReport
+    shard: ShardFile, blocks: Iterator[list[tuple[object, ...]]], report: VerifyReport
 ) -> None:
+    """Check the ``.db``'s rows (``blocks`` of them, in row order) against the data file:
+    their number, each one's page and slot, and its index fields' values, a block at a
+    time (read whole, the rows of a 10M-row shard were ~1.5 GB of Python tuples)."""
     where = f"index of {str(shard.path)!r}"
     n = shard.meta.num_rows
-    if not shard.meta.index_fields and len(rows) <= n:
+    indexed = bool(shard.meta.index_fields)
+    reader = DatasetReader([shard], columns=list(shard.meta.index_fields)) if indexed else None
+    seen = 0
+    checking = True  # until the first problem: one report per index, as before
+    for rows in blocks:
+        if checking and seen + len(rows) > n:
+            checking = False  # more rows than the data file: counted, then reported
+        if checking:
+            checking = _compare_block(shard, reader, rows, seen, where, report)
+        seen += len(rows)
+    if seen > n or (indexed and seen < n):
         # Format 1.2 keeps no rows for a shard without index fields; one written by 1.1
-        # has a row per row, and appending with 1.2 leaves those for the older rows only.
-        # Whatever rows there are must still point where the data file says.
-        n = len(rows)
-    elif len(rows) != n:
-        report.problems.append(f"{where} has {len(rows)} rows, the data file {n}")
-        return
-    if n == 0:
-        return
+        # has a row per row, and appending with 1.2 leaves those for the older rows only:
+        # fewer rows than the file's are right there, where they point where it says.
+        report.problems.append(f"{where} has {seen} rows, the data file {n}")
+
+
+def _compare_block(
+    shard: ShardFile,
+    reader: DatasetReader | None,
+    rows: list[tuple[object, ...]],
+    first: int,
+    where: str,
+    report: VerifyReport,
+) -> bool:
+    """Check rows ``first ..`` of the ``.db`` (``rows``); False once a problem is reported."""
     for i, row in enumerate(rows):
         if not all(type(cell) is int for cell in row[:3]):
             report.problems.append(
-                f"{where}: row {i} has a location that is not three integers: {row[:3]!r}"
+                f"{where}: row {first + i} has a location that is not three integers: {row[:3]!r}"
             )
-            return
-    table = np.array([r[:3] for r in rows], dtype=np.int64)
-    pages = np.repeat(np.arange(shard.meta.num_pages), shard.meta.page_rows.astype(np.int64))[:n]
-    slots = np.arange(n) - shard.page_starts[pages]
-    expected = np.stack([np.arange(n), pages, slots], axis=1)
+            return False
+    ids = np.arange(first, first + len(rows), dtype=np.int64)
+    table = np.array([r[:3] for r in rows], dtype=np.int64).reshape(-1, 3)
+    pages = np.searchsorted(shard.page_starts, ids, side="right") - 1
+    expected = np.stack([ids, pages, ids - shard.page_starts[pages]], axis=1)
     if not np.array_equal(table, expected):
-        bad = int(np.flatnonzero(np.any(table != expected, axis=1))[0])
+        bad = first + int(np.flatnonzero(np.any(table != expected, axis=1))[0])
         report.problems.append(f"{where}: row {bad} points at the wrong page or slot")
-        return
-    if shard.meta.index_fields:
-        reader = DatasetReader([shard], columns=list(shard.meta.index_fields))
-        try:
-            block = reader.read_rows(np.arange(n))
-        except MrecordError:
-            return  # damaged pages were already reported
-        for j, name in enumerate(shard.meta.index_fields):
-            stored = [r[3 + j] for r in rows]
-            actual = block.columns[name]
-            values = actual.tolist() if isinstance(actual, np.ndarray) else list(actual)
-            # SQLite stores a NaN as NULL: that is the value the writer put there, not damage.
-            values = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
-            if stored != values:
-                bad = next(i for i, (a, b) in enumerate(zip(stored, values, strict=True)) if a != b)
-                report.problems.append(f"{where}: index field {name!r} of row {bad} is stale")
+        return False
+    if reader is None:
+        return True
+    try:
+        block = reader.read_rows(ids)
+    except MrecordError:
+        return False  # damaged pages were already reported
+    for j, name in enumerate(shard.meta.index_fields):
+        stored = [r[3 + j] for r in rows]
+        actual = block.columns[name]
+        values = actual.tolist() if isinstance(actual, np.ndarray) else list(actual)
+        # SQLite stores a NaN as NULL: that is the value the writer put there, not damage.
+        values = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
+        if stored != values:
+            bad = next(i for i, (a, b) in enumerate(zip(stored, values, strict=True)) if a != b)
+            report.problems.append(f"{where}: index field {name!r} of row {first + bad} is stale")
+            return False
+    return True

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_DB_VALUE",
     "check_index_db",
     "connect_foreign_db",
+    "iter_index_db",
     "merge_index_db",
     "open_index_db",
     "query_index_db",
@@ -332,6 +333,30 @@ def check_index_db(data_file: Path, meta: ShardMetadata) -> None:
                 f"{key} is {found.get(key)!r} in the .db but {value!r} in the data file; "
                 f"{_rebuild_hint(data_file)}"
             )
+
+
+def iter_index_db(
+    data_file: Path, sql: str, params: tuple[Any, ...] = (), rows: int = _INSERT_ROWS
+) -> Iterator[list[tuple[Any, ...]]]:
+    """:func:`query_index_db`'s rows ``rows`` at a time (``fetchmany``), for a query whose
+    answer is a row of the ``.db`` per row of the shard: all of them at once, as Python
+    tuples, were ~1.5 GB for a shard of 10M indexed rows (``mrecord verify`` was killed in
+    a 200 MB memory group)."""
+    conn = open_index_db(data_file)
+    try:
+        cursor = conn.execute(sql, params)
+        while True:
+            got: list[tuple[Any, ...]] = cursor.fetchmany(rows)
+            if not got:
+                return
+            yield got
+    except sqlite3.Error as exc:
+        raise CorruptFileError(
+            f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
+            path=str(db_path(data_file)),
+        ) from exc
+    finally:
+        conn.close()
 
 
 def query_index_db(

@@ -86,3 +86,57 @@ def test_reindexing_a_million_rows_reads_their_index_values_a_block_at_a_time(
     with sqlite3.connect(f"{path}.db") as conn:
         count, total = conn.execute("SELECT COUNT(*), SUM(f_label) FROM rows").fetchone()
     assert (count, total) == (ROWS, int((np.arange(ROWS) * 7 % 1000).sum()))
+
+
+def test_verifying_an_index_of_a_million_rows_holds_a_few_mb(tmp_path: Path) -> None:
+    """``mrecord verify`` of the 10M-row indexed shard was killed in a 200 MB memory group:
+    it fetched every row of the ``.db`` at once (~1.5 GB of Python tuples)."""
+    from mrecord.maintenance.verify import verify_dataset
+
+    path = tmp_path / "indexed.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "label": {"type": "int32"}})
+        writer.add_index(["label"])
+        writer.set_page_size(1 << 16)
+        ids = np.arange(ROWS, dtype=np.int64)
+        writer.write_raw_data({"id": ids, "label": (ids * 7 % 1000).astype(np.int32)})
+    tracemalloc.start()
+    try:
+        report = verify_dataset(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.ok, report.problems
+    assert peak < 24 << 20, f"verify held {peak >> 20} MB"
+
+
+def test_verify_finds_a_stale_value_and_missing_rows_past_its_first_blocks(
+    tmp_path: Path,
+) -> None:
+    """The ``.db`` read a block at a time: what is wrong deep in it is still reported,
+    naming the row."""
+    from mrecord.maintenance.verify import verify_dataset
+
+    path = tmp_path / "indexed.mrecord"
+    rows = 40_000  # three blocks of the .db's rows and a part
+    with FileWriter(path) as writer:
+        writer.add_schema({"id": {"type": "int64"}, "label": {"type": "int32"}})
+        writer.add_index(["label"])
+        writer.set_page_size(1 << 12)
+        ids = np.arange(rows, dtype=np.int64)
+        writer.write_raw_data({"id": ids, "label": (ids % 10).astype(np.int32)})
+    assert verify_dataset(path).ok
+    with sqlite3.connect(f"{path}.db") as conn:
+        conn.execute("UPDATE rows SET f_label = 99 WHERE row_id = 35000")
+    problems = verify_dataset(path).problems
+    assert len(problems) == 1 and "index field 'label' of row 35000 is stale" in problems[0]
+    with sqlite3.connect(f"{path}.db") as conn:
+        conn.execute("UPDATE rows SET f_label = 0 WHERE row_id = 35000")
+        conn.execute("UPDATE rows SET slot = slot + 1 WHERE row_id = 20001")
+    problems = verify_dataset(path).problems
+    assert len(problems) == 1 and "row 20001 points at the wrong page or slot" in problems[0]
+    with sqlite3.connect(f"{path}.db") as conn:
+        conn.execute("UPDATE rows SET slot = slot - 1 WHERE row_id = 20001")
+        conn.execute("DELETE FROM rows WHERE row_id >= 39000")
+    problems = verify_dataset(path).problems
+    assert problems == [f"index of {str(path)!r} has 39000 rows, the data file 40000"]
