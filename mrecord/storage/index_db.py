@@ -335,6 +335,14 @@ def check_index_db(data_file: Path, meta: ShardMetadata) -> None:
             )
 
 
+def _query_error(data_file: Path, exc: sqlite3.Error) -> CorruptFileError:
+    """A failed query of ``data_file``'s ``.db``: the index named, and how to rebuild it."""
+    return CorruptFileError(
+        f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
+        path=str(db_path(data_file)),
+    )
+
+
 def iter_index_db(
     data_file: Path, sql: str, params: tuple[Any, ...] = (), rows: int = _INSERT_ROWS
 ) -> Iterator[list[tuple[Any, ...]]]:
@@ -351,10 +359,7 @@ def iter_index_db(
                 return
             yield got
     except sqlite3.Error as exc:
-        raise CorruptFileError(
-            f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
-            path=str(db_path(data_file)),
-        ) from exc
+        raise _query_error(data_file, exc) from exc
     finally:
         conn.close()
 
@@ -369,9 +374,6 @@ def query_index_db(
         rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
         return rows
     except sqlite3.Error as exc:
-        raise CorruptFileError(
-            f"index of {str(data_file)!r} cannot be queried ({exc}); {_rebuild_hint(data_file)}",
-            path=str(db_path(data_file)),
-        ) from exc
+        raise _query_error(data_file, exc) from exc
     finally:
         conn.close()
