@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from mrecord.convert.base import file_fingerprint
 
 
@@ -60,3 +62,47 @@ def test_fingerprint_of_one_file_and_an_empty_folder(tmp_path: Path) -> None:
     digest = file_fingerprint(one)
     one.write_bytes(b"abcd")
     assert file_fingerprint(one) != digest
+
+
+def test_an_image_folders_fingerprint_hashed_in_parts_is_the_whole_listings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ImageFolderSource.fingerprint`` hashes its listing a part at a time (joined whole,
+    the names of 300K files doubled the listing's memory): the digest is still that of the
+    whole listing's text, so a checkpoint written before resumes."""
+    import hashlib
+
+    from mrecord.convert import imagefolder
+    from mrecord.convert.imagefolder import ImageFolderSource
+
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(5):
+            (tmp_path / f"c{c}" / f"é{i}.jpg").write_bytes(b"\xff\xd8\xff\xd9")
+    monkeypatch.setattr(imagefolder, "_FINGERPRINT_ITEMS", 3)
+    source = ImageFolderSource(tmp_path)
+    listing = "".join(f"c{c}/é{i}.jpg\0{c}\n" for c in range(2) for i in range(5)).encode()
+    digest, options = source.fingerprint().split(":", 1)
+    assert digest == hashlib.sha256(listing).hexdigest()
+    assert options == "None:None:95:raise"  # resize, reencode, quality, on_error
+
+
+def test_an_image_folders_fingerprint_holds_a_part_of_its_listing_at_a_time(
+    tmp_path: Path,
+) -> None:
+    import tracemalloc
+
+    from mrecord.convert.imagefolder import ImageFolderSource
+
+    (tmp_path / "c0").mkdir()
+    (tmp_path / "c0" / "a.jpg").write_bytes(b"\xff\xd8\xff\xd9")
+    source = ImageFolderSource(tmp_path)
+    source.items = [(str(tmp_path / "c0" / f"img_{i:07d}.jpg"), 0) for i in range(200_000)]
+    tracemalloc.start()
+    try:
+        source.fingerprint()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the listing's text joined whole: its lines (~90 bytes each) and the text, ~26 MB
+    assert peak < 8 << 20, f"the fingerprint held {peak >> 20} MB"
