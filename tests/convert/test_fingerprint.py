@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mrecord.convert.base import file_fingerprint
+from tests.tracing import traced_peak
 
 
 def _tree(root: Path) -> Path:
@@ -90,19 +91,12 @@ def test_an_image_folders_fingerprint_hashed_in_parts_is_the_whole_listings(
 def test_an_image_folders_fingerprint_holds_a_part_of_its_listing_at_a_time(
     tmp_path: Path,
 ) -> None:
-    import tracemalloc
-
     from mrecord.convert.imagefolder import ImageFolderSource
 
     (tmp_path / "c0").mkdir()
     (tmp_path / "c0" / "a.jpg").write_bytes(b"\xff\xd8\xff\xd9")
     source = ImageFolderSource(tmp_path)
     source.items = [(str(tmp_path / "c0" / f"img_{i:07d}.jpg"), 0) for i in range(200_000)]
-    tracemalloc.start()
-    try:
-        source.fingerprint()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(source.fingerprint)
     # the listing's text joined whole: its lines (~90 bytes each) and the text, ~26 MB
     assert peak < 8 << 20, f"the fingerprint held {peak >> 20} MB"

@@ -5,13 +5,13 @@ took 2.5 s and ~180 MB, and paging got a reader in a 200 MB memory group killed.
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mrecord import DatasetReader, FileWriter, MindPage
+from tests.tracing import traced_peak
 
 BIG = 400_000
 
@@ -38,12 +38,7 @@ def test_a_page_of_a_large_category_holds_only_its_own_ids(tmp_path: Path) -> No
     pager.set_category_field("label")
     want = np.flatnonzero(_labels(BIG) == 0)  # ~355K rows
     pager.read_ids_at_page_by_name(0, 0, 10)  # the first query opens what it needs
-    tracemalloc.start()
-    try:
-        ids = pager.read_ids_at_page_by_name(0, 1000, 256)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    ids, peak = traced_peak(lambda: pager.read_ids_at_page_by_name(0, 1000, 256))
     # the whole category as Python ints: ~355K tuples of one int, ~30 MB
     assert peak < 2 << 20, f"a page held {peak >> 20} MB"
     assert ids.tolist() == want[256_000:256_256].tolist()

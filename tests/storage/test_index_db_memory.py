@@ -6,13 +6,13 @@ resident (each row's id, page, slot and label as Python objects for one
 from __future__ import annotations
 
 import sqlite3
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 from mrecord import FileWriter
 from mrecord.reader.mindpage import MindPage
+from tests.tracing import traced_peak
 
 ROWS = 1_000_000
 
@@ -25,12 +25,7 @@ def test_committing_an_index_of_a_million_rows_holds_a_few_mb(tmp_path: Path) ->
     writer.set_page_size(1 << 14)  # many pages: page numbers past the cached small ints
     ids = np.arange(ROWS, dtype=np.int64)
     writer.write_raw_data({"id": ids, "label": (ids * 7 % 1000).astype(np.int32)})
-    tracemalloc.start()
-    try:
-        writer.commit()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(writer.commit)
     # all at once: three lists of a million ints (~36 bytes each), 108 MB and more
     assert peak < 24 << 20, f"the commit held {peak >> 20} MB"
     with sqlite3.connect(f"{path}.db") as conn:
@@ -75,12 +70,7 @@ def test_reindexing_a_million_rows_reads_their_index_values_a_block_at_a_time(
         ids = np.arange(ROWS, dtype=np.int64)
         writer.write_raw_data({"id": ids, "label": (ids * 7 % 1000).astype(np.int32)})
     Path(f"{path}.db").unlink()
-    tracemalloc.start()
-    try:
-        reindex(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(lambda: reindex(path))
     # the values (4 MB) stay; a read of every row at once held 24 MB more
     assert peak < 16 << 20, f"the reindex held {peak >> 20} MB"
     with sqlite3.connect(f"{path}.db") as conn:
@@ -100,12 +90,7 @@ def test_verifying_an_index_of_a_million_rows_holds_a_few_mb(tmp_path: Path) -> 
         writer.set_page_size(1 << 16)
         ids = np.arange(ROWS, dtype=np.int64)
         writer.write_raw_data({"id": ids, "label": (ids * 7 % 1000).astype(np.int32)})
-    tracemalloc.start()
-    try:
-        report = verify_dataset(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    report, peak = traced_peak(lambda: verify_dataset(path))
     assert report.ok, report.problems
     assert peak < 24 << 20, f"verify held {peak >> 20} MB"
 
