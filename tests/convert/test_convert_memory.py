@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mrecord import DatasetReader, FileWriter
+from mrecord import Block, DatasetReader, FileWriter
 from mrecord.convert.base import BATCH_BYTES, Source
 from mrecord.convert.mrecord_source import MrecordSource
 from tests.memory_groups import need_memory_groups, run_in_memory_group
@@ -29,6 +30,14 @@ def _write(path: Path) -> None:
         writer.add_schema({"id": {"type": "int64"}, "blob": {"type": "bytes"}})
         for start in range(0, ROWS, 100):
             writer.write_raw_data([{"id": i, "blob": _blob(i)} for i in range(start, start + 100)])
+
+
+def _blocks(dst: Path) -> Iterator[tuple[np.ndarray, Block]]:
+    """Every row of the dataset ``dst``, 500 at a time: (their ids, the block read)."""
+    with DatasetReader.open(dst) as reader:
+        for start in range(0, reader.num_rows, 500):
+            ids = np.arange(start, min(reader.num_rows, start + 500))
+            yield ids, reader.read_rows(ids)
 
 
 _CONVERT = textwrap.dedent(
@@ -52,13 +61,10 @@ def test_a_conversion_of_large_rows_within_a_memory_group_smaller_than_the_data(
     _write(src)
     result = run_in_memory_group(160 << 20, _CONVERT, str(src), str(dst))
     assert result == {"rows": ROWS}
-    with DatasetReader.open(dst) as reader:
-        for start in range(0, ROWS, 500):
-            ids = np.arange(start, start + 500)
-            block = reader.read_rows(ids)
-            assert np.asarray(block.columns["id"]).tolist() == ids.tolist()
-            blobs = block.columns["blob"]
-            assert all(bytes(v) == _blob(i) for v, i in zip(blobs, ids.tolist(), strict=True))
+    for ids, block in _blocks(dst):
+        assert np.asarray(block.columns["id"]).tolist() == ids.tolist()
+        blobs = block.columns["blob"]
+        assert all(bytes(v) == _blob(i) for v, i in zip(blobs, ids.tolist(), strict=True))
 
 
 def test_a_default_batch_holds_at_most_batch_bytes(tmp_path: Path) -> None:
@@ -193,3 +199,28 @@ def test_parquet_arrow_and_hf_sources_size_their_batches(tmp_path: Path) -> None
     small = pa.table({"id": pa.array(range(300), pa.int64())})
     pq.write_table(small, tmp_path / "small.parquet")
     assert ParquetSource(tmp_path / "small.parquet").batch_rows_default() == 4096
+
+
+_CONVERT_NPZ = textwrap.dedent(
+    """
+    import json, sys
+    from mrecord.convert import convert
+    summary = convert("npz", sys.argv[1], sys.argv[2])
+    print(json.dumps({"rows": summary.rows}))
+    """
+)
+
+
+def test_an_npz_larger_than_its_memory_group_converts(tmp_path: Path) -> None:
+    """An ``np.savez`` archive of 200 MB (2,000 images of 100 KB) converted in a 160 MB
+    memory group: every row. ``np.load`` reads an archive's arrays whole: a 393 MB one
+    got the converter OOM-killed in a 250 MB group."""
+    need_memory_groups("a conversion in 160 MB")
+    src, dst = tmp_path / "images.npz", tmp_path / "dst.mrecord"
+    images = np.random.default_rng(0).integers(0, 255, size=(ROWS, 100, 1000), dtype=np.uint8)
+    np.savez(src, image=images, label=np.arange(ROWS, dtype=np.int64))
+    result = run_in_memory_group(160 << 20, _CONVERT_NPZ, str(src), str(dst))
+    assert result == {"rows": ROWS}
+    for ids, block in _blocks(dst):
+        assert np.asarray(block.columns["label"]).tolist() == ids.tolist()
+        np.testing.assert_array_equal(np.asarray(block.columns["image"]), images[ids])

@@ -32,6 +32,7 @@ from mrecord.convert import (
     infer_csv_schema,
 )
 from mrecord.errors import ArgumentError, ConversionError
+from tests.tracing import traced_peak
 
 
 def collect(source: Source, batch_rows: int = 3) -> Block:
@@ -465,3 +466,56 @@ def test_npy_data_named_npz(tmp_path: Path) -> None:
         np.save(fh, np.zeros(3))
     with pytest.raises(ConversionError, match=r"one\.npz.*single array"):
         NpzSource(f)
+
+
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
+@pytest.mark.parametrize("batch_rows", [1, 7, 4096])
+def test_npz_arrays_are_read_a_batch_at_a_time_as_written(
+    tmp_path: Path, save: Any, batch_rows: int
+) -> None:
+    """Stored (``np.savez``: mapped) and compressed (``np.savez_compressed``: streamed)
+    arrays of every kind give exactly the arrays ``np.load`` reads, batch after batch and
+    again from the start (a resumed conversion reads its source again); a Fortran-ordered
+    array is read whole, as before."""
+    rows = 50
+    rng = np.random.default_rng(3)
+    arrays: dict[str, np.ndarray] = {
+        "img": rng.integers(0, 255, size=(rows, 4, 5, 3), dtype=np.uint8),
+        "lab": np.arange(rows, dtype=np.int64) * 3,
+        "names": np.array([f"n{i}" * (i % 4) for i in range(rows)]),
+        "raw": np.array([bytes([i]) * (i % 5) for i in range(rows)]),
+        "vec": np.asfortranarray(rng.standard_normal((rows, 6)).astype(np.float32)),
+    }
+    f = tmp_path / "d.npz"
+    save(f, **arrays)
+    src = NpzSource(f)
+    try:
+        for _ in range(2):
+            got: dict[str, list[Any]] = {k: [] for k in arrays}
+            for batch in src.iter_batches(batch_rows):
+                for k, values in batch.items():
+                    got[k].extend(list(values))
+            np.testing.assert_array_equal(np.stack(got["img"]), arrays["img"])
+            assert got["lab"] == arrays["lab"].tolist()
+            assert got["names"] == arrays["names"].tolist()
+            assert got["raw"] == arrays["raw"].tolist()
+            np.testing.assert_array_equal(np.stack(got["vec"]), arrays["vec"])
+    finally:
+        src.close()
+
+
+def test_a_compressed_npz_holds_a_batch_at_a_time(tmp_path: Path) -> None:
+    """``np.load`` reads an array of an archive whole: 24 MB here, where a batch of
+    1,024 rows is 3 MB."""
+    f = tmp_path / "z.npz"
+    np.savez_compressed(f, x=np.zeros((8192, 3072), dtype=np.uint8))
+
+    def convert_rows() -> int:
+        src = NpzSource(f)
+        try:
+            return sum(len(b["x"]) for b in src.iter_batches(1024))
+        finally:
+            src.close()
+
+    rows, peak = traced_peak(convert_rows)
+    assert rows == 8192 and peak < 16 << 20, f"{peak >> 20} MB held"
