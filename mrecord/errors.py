@@ -376,6 +376,12 @@ class AuthenticationError(MrecordError, PermissionError):
     """A dataset server refused the request: the bearer token is missing or wrong."""
 
 
+class DescriptorLimitWarning(MrecordError, ResourceWarning):
+    """A dataset has more shards than the process's limit on open file descriptors
+    leaves room for (``ulimit -n``, whose hard limit mrecord cannot raise): its shards
+    still read, but the rest of the process may run out of descriptors."""
+
+
 class InsecureTokenWarning(MrecordError, UserWarning):
     """A bearer token is about to travel in clear text (``http://`` to a host other than
     this machine): anyone on the path can read it; serve with ``--tls-cert`` and use

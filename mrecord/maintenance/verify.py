@@ -22,6 +22,7 @@ from mrecord.format.schema import FieldKind
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.committed import open_committed, sibling_problems
+from mrecord.storage.descriptors import make_room
 from mrecord.storage.index_db import check_index_db, iter_index_db
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
 from mrecord.storage.shard import ShardFile
@@ -98,7 +99,9 @@ def _open_each(paths: list[Path], expand: bool, report: VerifyReport) -> list[Sh
     """Open every shard that opens, reporting those that do not."""
     named = set(paths)
     shards: list[ShardFile] = []
-    for path in _shard_paths(paths, expand, report):
+    listed = _shard_paths(paths, expand, report)
+    make_room(len(listed))
+    for path in listed:
         report.files.append(str(path))
         try:
             shards.append(ShardFile(path, verify="always"))

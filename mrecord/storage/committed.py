@@ -24,6 +24,7 @@ from mrecord.errors import (
     SchemaError,
 )
 from mrecord.storage import commit as commit_mod
+from mrecord.storage.descriptors import make_room
 from mrecord.storage.index_db import check_index_db
 from mrecord.storage.locate import base_name_shard, locate_dataset, missing_hint
 from mrecord.storage.naming import PathArg, journal_path, resolve_files, sibling_paths
@@ -130,6 +131,7 @@ def _open_shards(paths: list[Path], expand: bool, verify: str, recover: bool) ->
     else:
         siblings = sibling_paths(first.path, first.meta.shard_names)
         rest = [p for p in siblings if p.name != first.path.name]
+    make_room(1 + len(rest))
     shards = [first]
     try:
         for path in rest:

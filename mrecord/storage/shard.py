@@ -62,6 +62,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field, FieldKind
 from mrecord.format.shape_groups import stable_order
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, checked_value_crcs, table_length
+from mrecord.storage.descriptors import give_back_optional, take_optional
 from mrecord.storage.failures import read_failure, storage_error, unreadable_error
 from mrecord.storage.value_index import ValueIndex, build_value_index
 from mrecord.storage.verified import FileKey, file_key, shared_heads, shared_verified
@@ -518,7 +519,7 @@ class ShardFile:
             # opened, not take "tried" for "none" and read another way.
             with self._fd_lock:
                 if not self._fd_tried:
-                    fd = self.open_mapped_file()
+                    fd = self._open_optional(direct=False)
                     if fd is not None and hasattr(os, "posix_fadvise"):
                         # Exactly the chunk: no kernel read-ahead of its neighbours per pread.
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
@@ -537,7 +538,7 @@ class ShardFile:
         if fd is None and self._stat is not None and not self._direct_tried:
             with self._fd_lock:  # as in read_fd
                 if not self._direct_tried:
-                    self._direct_fd = self.open_mapped_file(direct=True)
+                    self._direct_fd = self._open_optional(direct=True)
                     self._direct_tried = True
                 fd = self._direct_fd
         return fd
@@ -1043,6 +1044,17 @@ class ShardFile:
             return None
         return self._offsets[page][col]
 
+    def _open_optional(self, direct: bool) -> int | None:
+        """:meth:`open_mapped_file`, for a descriptor this shard keeps only to read faster:
+        None, and the map serves, where it would leave the process too few descriptors
+        (:mod:`mrecord.storage.descriptors`)."""
+        if not take_optional():
+            return None
+        fd = self.open_mapped_file(direct=direct)
+        if fd is None:
+            give_back_optional()
+        return fd
+
     def open_mapped_file(self, direct: bool = False) -> int | None:
         """A new read-only descriptor of the file this shard mapped (the caller closes
         it), or None: not a local file, or its path now names another file (replaced)
@@ -1150,12 +1162,12 @@ class ShardFile:
             self._ahead.stop()  # before the map goes: the thread reads it
         self._cache.clear()
         self._value_indexes.clear()
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-        direct, self._direct_fd = self._direct_fd, None
-        if direct is not None:
-            os.close(direct)
+        kept = (self._fd, self._direct_fd)
+        self._fd = self._direct_fd = None
+        for fd in kept:
+            if fd is not None:
+                os.close(fd)
+                give_back_optional()
         self._file_bytes = None  # our own view of the map must not keep it open
         # numpy views may still reference the map; then it is freed with them.
         with contextlib.suppress(BufferError):
