@@ -192,6 +192,28 @@ def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
+_SHARD_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SHARD_NAMES_KEPT = 64
+"""Lists of shard names kept for the metadata decoded next (:func:`_shard_names`)."""
+
+
+def _shard_names(names: list[Any]) -> tuple[str, ...]:
+    """Every shard's metadata lists every shard's name: a dataset of ``n`` shards decodes
+    ``n`` lists of ``n`` names. Kept once per process for all the shards that list the
+    same names (a dataset of 1,000 shards held 1M name strings, 59 MB, in every reading
+    process: 300 MB in a DataLoader of four workers); a list seen before is not checked
+    again."""
+    if all(type(name) is str for name in names):
+        kept = _SHARD_NAMES.get(tuple(names))
+        if kept is not None:
+            return kept
+    checked = tuple(check_basename(name) for name in names)
+    if len(_SHARD_NAMES) >= _SHARD_NAMES_KEPT:
+        _SHARD_NAMES.pop(next(iter(_SHARD_NAMES)))  # the oldest: datasets opened long ago
+    _SHARD_NAMES[checked] = checked
+    return checked
+
+
 def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     version = _get(doc, "format_version", list)
     if len(version) != 2 or version[0] != FORMAT_MAJOR or not isinstance(version[1], int):
@@ -199,7 +221,7 @@ def _from_doc(doc: dict[str, Any], data_end: int) -> ShardMetadata:
     dataset_id = _get(doc, "dataset_id", str)
     if not _HEX32.fullmatch(dataset_id):
         raise MetadataError(f"dataset_id {dataset_id!r} is not 32 hex digits")
-    shard_names = tuple(check_basename(n) for n in _get(doc, "shard_names", list))
+    shard_names = _shard_names(_get(doc, "shard_names", list))
     shard_index = _get(doc, "shard_index", int)
     if not 0 <= shard_index < len(shard_names):
         raise MetadataError(f"shard_index {shard_index} is outside 0..{len(shard_names) - 1}")

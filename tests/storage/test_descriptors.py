@@ -13,10 +13,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from mrecord import FileWriter
+from tests.many_shards import write_many_shards
 from tests.memory_groups import REPO
 
 SHARDS = 150
@@ -24,11 +23,7 @@ SHARDS = 150
 
 @pytest.fixture(scope="module")
 def many_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("shards") / "d.mrecord"
-    with FileWriter(path, shard_num=SHARDS) as writer:
-        writer.add_schema({"id": {"type": "int64"}})
-        writer.write_raw_data({"id": np.arange(3 * SHARDS, dtype=np.int64)})
-    return path
+    return write_many_shards(tmp_path_factory.mktemp("shards"), SHARDS)
 
 
 _CHILD = textwrap.dedent(
