@@ -209,7 +209,9 @@ def _shard_names(names: list[Any]) -> tuple[str, ...]:
             return kept
     checked = tuple(check_basename(name) for name in names)
     if len(_SHARD_NAMES) >= _SHARD_NAMES_KEPT:
-        _SHARD_NAMES.pop(next(iter(_SHARD_NAMES)))  # the oldest: datasets opened long ago
+        # Start again (one call: safe while another thread decodes); the next shards of a
+        # dataset keep their list again, checked once more.
+        _SHARD_NAMES.clear()
     _SHARD_NAMES[checked] = checked
     return checked
 
