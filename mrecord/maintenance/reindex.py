@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from mrecord.errors import MrecordError
 from mrecord.reader.dataset_reader import DatasetReader
 from mrecord.storage.naming import db_path
 from mrecord.storage.transaction import StagedShard, Transaction
+from mrecord.storage.value_spill import ValueSpill
 
 if TYPE_CHECKING:
     from mrecord.storage.shard import ShardFile
@@ -58,8 +59,12 @@ def reindex(
             index_values = {}
             if meta.index_fields:
                 index_values = _index_values(shard, meta.index_fields, meta.num_rows)
-            # Each shard's .db partial is written now, so only one shard's values are held.
-            txn.stage_index(StagedShard(shard.path, meta, 0, index_values, index_only=True))
+            # Each shard's .db partial is written now, so only one shard's values are kept.
+            try:
+                txn.stage_index(StagedShard(shard.path, meta, 0, index_values, index_only=True))
+            finally:
+                for spill in index_values.values():
+                    spill.close()
             staged.append(StagedShard(shard.path, meta, index_only=True))
             if progress is not None:
                 progress(meta.num_rows)
@@ -74,26 +79,25 @@ def reindex(
     return [db_path(s.final) for s in staged]
 
 
-_READ_ROWS = 1 << 18
+_READ_ROWS = 1 << 15
 """Rows of the index fields read at a time (:func:`_index_values`)."""
 
 
-def _index_values(shard: ShardFile, fields: Sequence[str], rows: int) -> dict[str, Any]:
-    """Every value of the index ``fields`` of ``shard``, in row order: numbers as one array
-    each, strings as one list, read ``_READ_ROWS`` rows at a time. Read in one call, the
-    read's own row ids and their pages and slots (24 bytes a row) came on top of the
-    values: the reindex of a shard of 10M rows indexed by an int32 label was killed in a
-    200 MB memory group."""
+def _index_values(shard: ShardFile, fields: Sequence[str], rows: int) -> dict[str, ValueSpill]:
+    """Every value of the index ``fields`` of ``shard``, in row order, read ``_READ_ROWS``
+    rows at a time and kept on disk until the ``.db`` takes them (``ValueSpill``). Read in
+    one call, the read's own row ids and their pages and slots (24 bytes a row) came on top
+    of the values: the reindex of a shard of 10M rows indexed by an int32 label was killed
+    in a 200 MB memory group; and held in memory, 400K file names took 47 MB."""
     reader = DatasetReader([shard], columns=list(fields))
-    parts: dict[str, list[Any]] = {name: [] for name in fields}
-    for lo in range(0, rows, _READ_ROWS):
-        block = reader.read_rows(np.arange(lo, min(rows, lo + _READ_ROWS), dtype=np.int64))
-        for name in fields:
-            parts[name].append(block.columns[name])
-    values: dict[str, Any] = {}
-    for name, pieces in parts.items():
-        if pieces and all(isinstance(p, np.ndarray) for p in pieces):
-            values[name] = np.concatenate(pieces)
-        else:
-            values[name] = [v for piece in pieces for v in piece]
-    return values
+    spills = {name: ValueSpill(shard.path.parent, shard.meta.schema[name]) for name in fields}
+    try:
+        for lo in range(0, rows, _READ_ROWS):
+            block = reader.read_rows(np.arange(lo, min(rows, lo + _READ_ROWS), dtype=np.int64))
+            for name in fields:
+                spills[name].append(block.columns[name])
+    except BaseException:
+        for spill in spills.values():
+            spill.close()
+        raise
+    return spills

@@ -225,12 +225,14 @@ class MRecordDatasink(Datasink[dict[str, Any] | None]):  # type: ignore[misc]
         except BaseException:
             part.abort()
             raise
+        index = {name: v.materialize() for name, v in part.new_index_values().items()}
+        part.drop_index_values()
         return {
             "task": int(ctx.task_idx),
             "file": staging.name,
             "rows": part.num_rows,
             "schema": schema.to_dict(),
-            "index": part.new_index_values(),
+            "index": index,
         }
 
     # -- internals ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from mrecord.format.metadata import ShardMetadata
 from mrecord.format.schema import Field
 from mrecord.storage.failures import sqlite_errno, unreadable_error
 from mrecord.storage.naming import db_path
+from mrecord.storage.value_spill import ValueSpill
 
 __all__ = [
     "MAX_DB_VALUE",
@@ -41,6 +42,10 @@ __all__ = [
     "read_index_metadata",
     "write_index_db",
 ]
+
+IndexValues = Sequence[Any] | np.ndarray | ValueSpill
+"""One index field's values of a shard's new rows: in memory, or kept on disk by the
+writer (:class:`~mrecord.storage.value_spill.ValueSpill`); read by slices of rows."""
 
 _SQL_TYPES = {"string": "TEXT", "bytes": "BLOB"}
 
@@ -55,7 +60,7 @@ def write_index_db(
     target: Path,
     meta: ShardMetadata,
     first_new_row: int,
-    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+    index_values: Mapping[str, IndexValues],
 ) -> None:
     """Write ``target``: metadata, plus rows ``first_new_row..meta.num_rows`` when indexed.
 
@@ -130,7 +135,7 @@ def _insert_rows(
     conn: sqlite3.Connection,
     meta: ShardMetadata,
     first_new_row: int,
-    index_values: Mapping[str, Sequence[Any] | np.ndarray],
+    index_values: Mapping[str, IndexValues],
 ) -> None:
     """Insert (row_id, page, slot, index values...) for rows from ``first_new_row``,
     ``_INSERT_ROWS`` at a time: each row's values are Python objects while SQLite takes

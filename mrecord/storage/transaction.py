@@ -58,9 +58,6 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from mrecord.errors import DatasetExistsError, MrecordError, StorageError, WriterStateError
 from mrecord.format.metadata import ShardMetadata
@@ -68,7 +65,7 @@ from mrecord.storage import commit as commit_mod
 from mrecord.storage.commit import DatasetLock
 from mrecord.storage.committed import dataset_name_of, open_committed
 from mrecord.storage.failures import check_free_space, found_failure, storage_error
-from mrecord.storage.index_db import write_index_db
+from mrecord.storage.index_db import IndexValues, write_index_db
 from mrecord.storage.naming import db_path, journal_path, partial_path
 from mrecord.storage.shard import ShardFile, read_shard_metadata
 
@@ -106,7 +103,7 @@ class StagedShard:
     final: Path
     meta: ShardMetadata
     first_new_row: int = 0
-    index_values: Mapping[str, Sequence[Any] | np.ndarray] = field(default_factory=dict)
+    index_values: Mapping[str, IndexValues] = field(default_factory=dict)
     base_length: int | None = None
     tail_length: int = 0
     index_only: bool = False

@@ -287,6 +287,9 @@ class FileWriter:
             else:
                 self._fail(exc)
             raise
+        finally:
+            for shard in shards:
+                shard.drop_index_values()
         self._state = WriterState.COMMITTED
 
     @classmethod

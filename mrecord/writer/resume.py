@@ -351,9 +351,9 @@ class Checkpointer:
         )
         self._verify(shard, data, table, length)
         index_fields = self._writer._index_fields
-        shard.index_values = {
-            name: [self._read_index(shard, data, schema[name], table)] for name in index_fields
-        }
+        shard.restore_index_values(
+            {name: self._read_index(shard, data, schema[name], table) for name in index_fields}
+        )
         n, chunks = pending
         if n:
             columns: Columns = {

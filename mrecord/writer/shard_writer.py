@@ -27,6 +27,7 @@ from mrecord.format.schema import StoredSchema
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.storage.head_region import HeadRegion, read_head_region
 from mrecord.storage.shard_output import ShardOutput
+from mrecord.storage.value_spill import ValueSpill
 
 __all__ = ["ShardWriter"]
 
@@ -66,7 +67,8 @@ class ShardWriter:
         self._pending: list[Columns] = []
         self._pending_sizes: list[np.ndarray] = []
         self._pending_bytes = 0
-        self.index_values: dict[str, list[np.ndarray | list[Any]]] = {}
+        # Index-field values wait for the commit's .db on disk, not in memory.
+        self._index_values: dict[str, ValueSpill] = {}
         if committed_meta is not None and base_length is not None:
             # The partial is a tail: its byte 0 goes at the committed end of the shard.
             self.base_length: int | None = base_length
@@ -98,7 +100,7 @@ class ShardWriter:
         self._pending_sizes.append(sizes)
         self._pending_bytes += int(sizes.sum())
         for name in index_fields:
-            self.index_values.setdefault(name, []).append(columns[name])
+            self._index_spill(name).append(columns[name])
         self.num_rows += n
         if self._pending_bytes >= self.page_size:
             self._write_full_pages(final=False)
@@ -215,10 +217,31 @@ class ShardWriter:
             )
         )
 
-    def new_index_values(self) -> dict[str, np.ndarray | list[Any]]:
-        """Index-field values of the rows added in this session, per field."""
-        return {name: _concat(parts) for name, parts in self.index_values.items()}
+    def new_index_values(self) -> dict[str, ValueSpill]:
+        """Index-field values of the rows added in this session, per field (read back
+        by slices of rows; ``materialize()`` for all of them in memory)."""
+        return dict(self._index_values)
+
+    def restore_index_values(self, values: dict[str, np.ndarray | list[Any]]) -> None:
+        """Start the index values again from ``values`` (a resumed conversion's rows)."""
+        self.drop_index_values()
+        for name, column in values.items():
+            self._index_spill(name).append(column)
+
+    def drop_index_values(self) -> None:
+        """Let the index values go (after the commit took them, or on abort)."""
+        for spill in self._index_values.values():
+            spill.close()
+        self._index_values = {}
+
+    def _index_spill(self, name: str) -> ValueSpill:
+        spill = self._index_values.get(name)
+        if spill is None:
+            spill = ValueSpill(self.partial.parent, self.schema[name])
+            self._index_values[name] = spill
+        return spill
 
     def abort(self) -> None:
-        """Close and delete the partial file."""
+        """Close and delete the partial file; drop the index values."""
+        self.drop_index_values()
         self._out.abort()

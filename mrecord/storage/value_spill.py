@@ -1,0 +1,180 @@
+"""Values of one index field, kept on disk until the ``.db`` takes them.
+
+A shard's ``.db`` gets each row's index-field values at the commit (``index_db``), and
+until then a writer had to hold them: as Python objects, ~100 bytes a row for a
+string, 537 MB for a writer of 4M rows named by ``file_name``. A :class:`ValueSpill`
+keeps the newest values in memory and writes each full block to a file of its own:
+
+    block := numbers:            the values' little-endian bytes in the field's dtype
+           | strings and bytes:  one msgpack array of the values (str / bin)
+
+The file is unnamed (``O_TMPFILE`` where the file system has it, else removed the moment
+it is made) in the dataset's own folder: on the same disk as the shards, never in a
+memory-backed ``/tmp``, and nothing to clean up after a crash or a kill. Blocks are read
+back in row order by slices (what :func:`~mrecord.storage.index_db.write_index_db`
+asks for), the last block read kept decoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import msgpack
+import numpy as np
+
+from mrecord.format.schema import Field
+
+__all__ = ["SPILL_BYTES", "SPILL_ROWS", "ValueSpill"]
+
+SPILL_ROWS = 1 << 14
+"""Rows of values held in memory before they go to the file as one block."""
+
+SPILL_BYTES = 1 << 18
+"""Or about this many bytes of memory, whichever comes first: a writer of ``k`` shards
+holds ``k`` spills' newest values (1,000 shards: 256 MB at most)."""
+
+_OBJECT_BYTES = 64
+"""A Python ``str`` or ``bytes`` value's memory beyond its characters, and its list slot."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int  # the block's first row
+    rows: int
+    offset: int  # in the file
+    length: int
+
+
+class ValueSpill:
+    """One field's values, appended in row order, read back by slices of rows.
+
+    ``field`` is a scalar number (values as arrays of its dtype), a string or bytes
+    (values as Python lists). ``directory`` is where the unnamed file goes (the dataset's
+    folder); it is made with the first full block, so a small shard never makes one.
+    """
+
+    def __init__(self, directory: Path, field: Field):
+        self._directory = directory
+        self._dtype = field.dtype if field.is_scalar else None
+        self._file: IO[bytes] | None = None
+        self._blocks: list[_Block] = []
+        self._end = 0  # bytes in the file
+        self._flushed = 0  # rows in the file
+        self._held: list[Any] = []  # values not yet in the file, in parts as appended
+        self._held_rows = 0
+        self._held_bytes = 0
+        self._cached: tuple[int, np.ndarray | list[Any]] | None = None  # (block, values)
+
+    def __len__(self) -> int:
+        return self._flushed + self._held_rows
+
+    def append(self, values: np.ndarray | list[Any]) -> None:
+        """Add ``values`` (an array for numbers, a list of ``str`` or ``bytes``)."""
+        n = len(values)
+        if n == 0:
+            return
+        if self._dtype is not None:
+            # A copy: a view would keep the caller's whole batch alive until the flush.
+            values = np.array(values, dtype=self._dtype)
+            self._held_bytes += values.nbytes
+        else:
+            self._held_bytes += sum(map(len, values)) + _OBJECT_BYTES * n
+        self._held.append(values)
+        self._held_rows += n
+        if self._held_rows >= SPILL_ROWS or self._held_bytes >= SPILL_BYTES:
+            self._flush()
+
+    def __getitem__(self, rows: slice) -> np.ndarray | list[Any]:
+        """Values of rows ``rows.start..rows.stop``, in order (the slice's step is not
+        looked at: the ``.db`` writer reads contiguous runs)."""
+        start, stop, _ = rows.indices(len(self))
+        parts: list[Any] = []
+        if start < self._flushed:
+            first = self._block_of(start)
+            for number in range(first, len(self._blocks)):
+                block = self._blocks[number]
+                if block.start >= stop:
+                    break
+                values = self._read(number)
+                parts.append(values[max(0, start - block.start) : stop - block.start])
+        if stop > self._flushed:
+            held = self._held_values()
+            parts.append(held[max(0, start - self._flushed) : stop - self._flushed])
+        return self._joined(parts)
+
+    def materialize(self) -> np.ndarray | list[Any]:
+        """Every value, in memory (what a Ray write task returns to the driver)."""
+        return self[0 : len(self)]
+
+    def close(self) -> None:
+        """Drop the values and the file (idempotent)."""
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+        self._blocks, self._held, self._cached = [], [], None
+        self._end = self._flushed = self._held_rows = self._held_bytes = 0
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _held_values(self) -> np.ndarray | list[Any]:
+        if len(self._held) > 1:  # joined once, so that slices of it stay cheap
+            self._held = [self._joined(self._held)]
+        return self._held[0] if self._held else self._joined([])
+
+    def _joined(self, parts: list[Any]) -> np.ndarray | list[Any]:
+        if self._dtype is not None:
+            if not parts:
+                return np.zeros(0, dtype=self._dtype)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        out: list[Any] = []
+        for part in parts:
+            out.extend(part)
+        return out
+
+    def _flush(self) -> None:
+        values = self._held_values()
+        if self._dtype is not None:
+            data = np.ascontiguousarray(values, dtype=self._dtype).tobytes()
+        else:
+            data = msgpack.packb(list(values), use_bin_type=True)
+        if self._file is None:
+            # kept open across calls, closed by close(): no context manager can hold it
+            self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".mrecord-index-")  # noqa: SIM115
+        view, fd = memoryview(data), self._file.fileno()
+        written = 0
+        while written < len(data):  # a regular file takes it whole but for a signal
+            written += os.pwrite(fd, view[written:], self._end + written)
+        self._blocks.append(_Block(self._flushed, len(values), self._end, len(data)))
+        self._end += len(data)
+        self._flushed += len(values)
+        self._held, self._held_rows, self._held_bytes = [], 0, 0
+
+    def _block_of(self, row: int) -> int:
+        lo, hi = 0, len(self._blocks)
+        while hi - lo > 1:  # the last block starting at or before ``row``
+            mid = (lo + hi) // 2
+            if self._blocks[mid].start <= row:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def _read(self, number: int) -> np.ndarray | list[Any]:
+        if self._cached is not None and self._cached[0] == number:
+            return self._cached[1]
+        assert self._file is not None  # blocks exist only once the file does
+        block = self._blocks[number]
+        data = os.pread(self._file.fileno(), block.length, block.offset)
+        values: np.ndarray | list[Any]
+        if self._dtype is not None:
+            values = np.frombuffer(data, dtype=self._dtype)
+        else:
+            values = msgpack.unpackb(data, raw=False)
+        self._cached = (number, values)
+        return values
