@@ -152,6 +152,12 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _field_names(given: tuple[str, ...]) -> list[str]:
+    """Field names of a repeatable option, each also a comma-separated list
+    (``--index file_name,label`` as ``--columns a,b`` elsewhere)."""
+    return [name.strip() for value in given for name in value.split(",") if name.strip()]
+
+
 @click.command(help=_HELP)
 @click.argument("kind", type=click.Choice(_KINDS))
 @click.argument("src", type=click.Path(path_type=str))
@@ -178,7 +184,7 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "compress_fields",
     multiple=True,
     metavar="NAME",
-    help="Compress only this field (repeatable; needs --compression).",
+    help="Compress only these fields (a,b or repeated; needs --compression).",
 )
 @click.option("--compression-level", type=click.IntRange(1, 22), default=3, show_default=True)
 @click.option(
@@ -186,7 +192,8 @@ def _source_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     "index_fields",
     multiple=True,
     metavar="FIELD",
-    help="Index this scalar field in the .db (repeatable; default: label where there is one).",
+    help="Index these scalar fields in the .db (a,b or repeated; default: label where there "
+    "is one).",
 )
 @click.option("--no-index", is_flag=True, help="Index no field.")
 @click.option(
@@ -307,9 +314,9 @@ def convert(
         shard_num=shard_num or 1,
         page_size=page_size,
         compression=compression,
-        compress_fields=list(compress_fields) or None,
+        compress_fields=_field_names(compress_fields) or None,
         compression_level=compression_level,
-        index_fields=[] if no_index else (list(index_fields) or None),
+        index_fields=[] if no_index else (_field_names(index_fields) or None),
         overwrite=overwrite,
         batch_rows=batch_rows,
         workers=workers,  # None: one per core, as many as the memory holds

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -254,3 +255,26 @@ def test_info_for_people_shows_the_schema_and_shards_as_tables(
     assert re.search(r"^image\s+uint8\s+\[32,32,3\]\s+none", text, flags=re.M)
     assert re.search(r"^label\s+int32\s+-", text, flags=re.M)
     assert text.count(".mrecord") >= 2
+
+
+def test_index_and_compress_field_take_comma_separated_lists(tmp_path: Path) -> None:
+    """``--index file_name,label`` (as ``--columns a,b`` elsewhere) indexes both fields;
+    it was refused as one field named ``'file_name,label'``."""
+    src = tmp_path / "names.csv"
+    src.write_text("id,file_name,label\n1,a.jpg,3\n2,b.jpg,4\n")
+    dst = tmp_path / "names.mrecord"
+    schema = '{"id": "int64", "file_name": "string", "label": "int32"}'
+    result = run(
+        "convert", "csv", src, dst, "--schema", schema, "-q",
+        "--index", "file_name, label", "--compression", "zstd", "--compress-field", "file_name,id",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    with sqlite3.connect(f"{dst}.db") as conn:
+        rows = conn.execute("SELECT f_file_name, f_label FROM rows ORDER BY row_id").fetchall()
+    assert rows == [("a.jpg", 3), ("b.jpg", 4)]
+    info = json.loads(run("info", dst, "--json").stdout)
+    compressed = {f["name"] for f in info["schema"] if f["compression"] == "zstd"}
+    assert compressed == {"file_name", "id"}
+    repeated = run("convert", "csv", src, tmp_path / "r.mrecord", "--schema", schema,
+                   "--index", "file_name", "--index", "label", "-q")  # fmt: skip
+    assert repeated.exit_code == 0, repeated.stderr
