@@ -105,6 +105,16 @@ class ShardWriter:
         if self._pending_bytes >= self.page_size:
             self._write_full_pages(final=False)
 
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of the rows waiting for their page."""
+        return self._pending_bytes
+
+    def write_pending(self) -> None:
+        """Write the rows waiting for their page now, as pages of up to ``page_size``
+        (the last one short): the writer of many shards keeps its memory so."""
+        self._write_full_pages(final=True)
+
     def _write_full_pages(self, final: bool) -> None:
         """Cut pending rows into pages of about ``page_size`` bytes (each at least one row)."""
         if not self._pending:
