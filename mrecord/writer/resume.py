@@ -22,7 +22,9 @@ options; a resume with another key is refused), the dataset id, the shard cursor
 durable length, page count and rows.
 
 Why the resumed dataset has exactly the bytes of an uninterrupted run: pages are cut
-by :class:`ShardWriter` as a pure function of the row sequence of its shard, the
+by :class:`ShardWriter` as a pure function of the row sequence of its shard and of the
+writer's calls (where the shards together hold ``PENDING_BYTES``, each writes what it
+holds after the call: a function of the rows held, which a checkpoint restores), the
 rows buffered at the checkpoint are handed back to the shard in the same order, and
 the dataset id and shard cursor are restored; the ``.db`` files are written at
 commit from the index values, which are read back from the durable pages.
