@@ -41,6 +41,9 @@ holds ``k`` spills' newest values (1,000 shards: 256 MB at most)."""
 _OBJECT_BYTES = 64
 """A Python ``str`` or ``bytes`` value's memory beyond its characters, and its list slot."""
 
+_MERGE_PARTS = 32
+"""Parts held in memory merged into one past this many."""
+
 
 @dataclass(frozen=True)
 class _Block:
@@ -86,8 +89,10 @@ class ValueSpill:
             self._held_bytes += sum(map(len, values)) + _OBJECT_BYTES * n
         self._held.append(values)
         self._held_rows += n
+        if len(self._held) >= _MERGE_PARTS:  # many small parts weigh more than their values
+            self._held = [self._joined(self._held)]
         if self._held_rows >= SPILL_ROWS or self._held_bytes >= SPILL_BYTES:
-            self._flush()
+            self.flush()
 
     def __getitem__(self, rows: slice) -> np.ndarray | list[Any]:
         """Values of rows ``rows.start..rows.stop``, in order (the slice's step is not
@@ -137,7 +142,10 @@ class ValueSpill:
             out.extend(part)
         return out
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the values held in memory to the file now, as one block."""
+        if not self._held_rows:
+            return
         values = self._held_values()
         if self._dtype is not None:
             data = np.ascontiguousarray(values, dtype=self._dtype).tobytes()

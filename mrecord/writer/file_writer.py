@@ -54,9 +54,10 @@ MIN_PAGE_SIZE = 1 << 10
 MAX_PAGE_SIZE = 1 << 28
 MAX_SHARDS = 1000
 PENDING_BYTES = 64 << 20
-"""Bytes of rows a writer's shards may hold for their next pages together (or four pages,
-where that is more); past it every shard writes what it holds as a page. Each call
-spreads its rows over every shard: 1,000 shards held up to 1,000 pages (1 GiB)."""
+"""Memory a writer's shards may hold for their next pages together (or four pages, where
+that is more); past it every shard writes what it holds as a page, and its rows' index
+values to their spill. Each call spreads its rows over every shard: 1,000 shards held up
+to 1,000 pages (1 GiB)."""
 
 
 class WriterState(enum.Enum):
@@ -247,7 +248,7 @@ class FileWriter:
                 if stop > start:
                     part = {name: values[start:stop] for name, values in columns.items()}
                     shard.add(part, stop - start, self._index_fields)
-            if sum(s.pending_bytes for s in shards) > max(PENDING_BYTES, 4 * self._page_size):
+            if sum(s.held_bytes for s in shards) > max(PENDING_BYTES, 4 * self._page_size):
                 # All at once: the shards' parts of a batch are views of its arrays, kept
                 # alive until the last of them is written.
                 for shard in shards:

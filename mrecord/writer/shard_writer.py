@@ -23,7 +23,7 @@ from mrecord.format.columnize import Columns
 from mrecord.format.head_index import copied_whole, head_length
 from mrecord.format.metadata import CHUNK_DTYPE, ShardMetadata
 from mrecord.format.page import EncodedChunk, encode_page
-from mrecord.format.schema import StoredSchema
+from mrecord.format.schema import FieldKind, StoredSchema
 from mrecord.format.value_crcs import FLAG_VALUE_CRCS, prefix_length
 from mrecord.storage.head_region import HeadRegion, read_head_region
 from mrecord.storage.shard_output import ShardOutput
@@ -32,6 +32,11 @@ from mrecord.storage.value_spill import ValueSpill
 __all__ = ["ShardWriter"]
 
 _ZEROS = bytes(64)
+_OBJECT_BYTES = 96
+"""A Python ``str``, ``bytes`` or per-row array's memory beyond its data, with its slot."""
+_MERGE_PARTS = 32
+"""Pending parts merged into one past this many (each a dict, column views and a sizes
+array: a writer of many shards gives each a few rows a call)."""
 HEAD_INDEX = True
 """Write the head index (format 1.4, ``mrecord.format.head_index``) after the pages;
 tests of reading files without one (written by 1.3) turn it off."""
@@ -67,6 +72,7 @@ class ShardWriter:
         self._pending: list[Columns] = []
         self._pending_sizes: list[np.ndarray] = []
         self._pending_bytes = 0
+        self._pending_rows = 0
         # Index-field values wait for the commit's .db on disk, not in memory.
         self._index_values: dict[str, ValueSpill] = {}
         if committed_meta is not None and base_length is not None:
@@ -88,6 +94,11 @@ class ShardWriter:
         # This session's pages' tables and heads, for the head index (format 1.4).
         self._heads = HeadRegion()
         self._out = ShardOutput(partial, self.base_length)
+        # A pending row's memory beyond its values' bytes: its size (8 bytes) and, for
+        # each field not held in one array, the value's own object and list slot.
+        self._row_overhead = 8 + _OBJECT_BYTES * sum(
+            f.kind is not FieldKind.FIXED for f in schema.fields
+        )
 
     def add(self, columns: Columns, n: int, index_fields: tuple[str, ...]) -> None:
         """Buffer ``n`` validated rows; write every page that is full."""
@@ -99,28 +110,36 @@ class ShardWriter:
         self._pending.append(columns)
         self._pending_sizes.append(sizes)
         self._pending_bytes += int(sizes.sum())
+        self._pending_rows += n
         for name in index_fields:
             self._index_spill(name).append(columns[name])
         self.num_rows += n
         if self._pending_bytes >= self.page_size:
             self._write_full_pages(final=False)
+        elif len(self._pending) >= _MERGE_PARTS:
+            self._merge_pending()
 
     @property
-    def pending_bytes(self) -> int:
-        """Bytes of the rows waiting for their page."""
-        return self._pending_bytes
+    def held_bytes(self) -> int:
+        """About how much memory the rows waiting for their page take (their values'
+        bytes and each value object's own). A function of those rows alone, never of the
+        calls that brought them: a resumed conversion, whose checkpoint gives the rows back
+        in one call, cuts the same pages (``mrecord.writer.resume``)."""
+        return self._pending_bytes + self._pending_rows * self._row_overhead
 
     def write_pending(self) -> None:
         """Write the rows waiting for their page now, as pages of up to ``page_size``
-        (the last one short): the writer of many shards keeps its memory so."""
+        (the last one short), and their index values to their spill: the writer of many
+        shards keeps its memory so."""
         self._write_full_pages(final=True)
+        for spill in self._index_values.values():
+            spill.flush()
 
     def _write_full_pages(self, final: bool) -> None:
         """Cut pending rows into pages of about ``page_size`` bytes (each at least one row)."""
         if not self._pending:
             return
-        merged = {f.name: _concat([p[f.name] for p in self._pending]) for f in self.schema.fields}
-        sizes = np.concatenate(self._pending_sizes)
+        merged, sizes = self._merge_pending()
         cum = np.cumsum(sizes)
         total = len(sizes)
         start = 0
@@ -139,6 +158,14 @@ class ShardWriter:
         else:
             self._pending, self._pending_sizes = [], []
         self._pending_bytes = int(sizes[start:].sum())
+        self._pending_rows = total - start
+
+    def _merge_pending(self) -> tuple[Columns, np.ndarray]:
+        """The pending rows as one part (kept so), and their sizes."""
+        merged = {f.name: _concat([p[f.name] for p in self._pending]) for f in self.schema.fields}
+        sizes = np.concatenate(self._pending_sizes)
+        self._pending, self._pending_sizes = [merged], [sizes]
+        return merged, sizes
 
     def _write_page(self, chunks: list[EncodedChunk], n_rows: int) -> None:
         # A chunk's value table goes right before it, after zeros that keep the chunk on
