@@ -104,3 +104,36 @@ def test_save_refuses_an_existing_dataset_and_uint64(tmp_path: Path) -> None:
             str(tmp_path / "u.mindrecord")
         )
     assert not list(tmp_path.glob("u.mindrecord*"))
+
+
+def test_saving_large_rows_holds_a_bounded_number_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema's first rows and each write are cut by bytes as well as rows: 1,024
+    rows of 196 KB images were held twice over (as arrays and as bytes), and the first
+    1,024 for the whole save: 4,000 such rows peaked at 842 MB resident."""
+    from mrecord import config
+    from mrecord.pipeline.ops import save
+    from tests.tracing import traced_peak
+
+    monkeypatch.setattr(save, "SCHEMA_BYTES", 8 << 20)
+    monkeypatch.setattr(save, "WRITE_BYTES", 4 << 20)
+    # the pipeline's own read-ahead (16 blocks within an eighth of the memory budget):
+    # with two, it holds four blocks (16 MiB)
+    monkeypatch.setattr(config, "get_prefetch_size", lambda: 2)
+    row_bytes, count = 64 << 10, 1_600  # 100 MiB in all; 4 MiB blocks of 64 rows
+
+    def images() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for i in range(count):
+            yield np.full(row_bytes, i % 251, np.uint8), np.array(i, np.int32)
+
+    path = tmp_path / "images.mrecord"
+    dataset = GeneratorDataset(images, ["image", "label"], shuffle=False)
+    _, peak = traced_peak(lambda: dataset.save(str(path)))
+    assert peak < 48 << 20, f"the save held {peak >> 20} MB"
+    with DatasetReader.open(path) as reader:
+        block = reader.read_rows(np.arange(count, dtype=np.int64))
+    for i, (image, label) in enumerate(
+        zip(block.columns["image"], block.columns["label"], strict=True)
+    ):
+        assert (int(label), image) == (i, bytes([i % 251]) * row_bytes)

@@ -19,13 +19,15 @@ another array                               its converted dtype; its shape, ``-1
                                             rows differ
 ==========================================  ==========================
 
-The shape of an array column is read from the first :data:`SCHEMA_ROWS` rows; a later row
+The shape of an array column is read from the first :data:`SCHEMA_ROWS` rows (or 64 MiB of
+them, :data:`SCHEMA_BYTES`); a later row
 whose shape differs where those agreed fails the save (``RowValidationError`` naming the
 row and column), and nothing is written.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -38,13 +40,19 @@ from mrecord.writer.file_writer import FileWriter
 if TYPE_CHECKING:
     from mrecord.pipeline.dataset import Dataset
 
-__all__ = ["MAX_FILES", "SCHEMA_ROWS", "save_dataset"]
+__all__ = ["MAX_FILES", "SCHEMA_BYTES", "SCHEMA_ROWS", "WRITE_BYTES", "save_dataset"]
 
 MAX_FILES = 1000
 """MindSpore's largest ``num_files``."""
 SCHEMA_ROWS = 1024
-"""Rows read before the schema is fixed (their shapes decide which dimensions are ``-1``)."""
+"""Rows read before the schema is fixed (their shapes decide which dimensions are ``-1``),
+or fewer where they reach :data:`SCHEMA_BYTES`."""
+SCHEMA_BYTES = 64 << 20
+"""Bytes of values read before the schema is fixed, at most (at least one row)."""
 _WRITE_ROWS = 1024
+WRITE_BYTES = 16 << 20
+"""Bytes of values handed to the writer in one call, at most (at least one row): each
+call's rows are held twice over, as the pipeline's arrays and converted."""
 
 _CAST = {
     "b": "int32",
@@ -68,12 +76,15 @@ def save_dataset(
     _check_arguments(file_name, num_files, file_type)
     # (a generator: once the epoch ends it stays ended, where the iterator would complain)
     rows = (row for row in ds.create_dict_iterator(num_epochs=1, output_numpy=True))
-    first = list(itertools.islice(rows, SCHEMA_ROWS))
-    schema = _schema(first, ds.get_col_names())
+    first = collections.deque(_take(rows, SCHEMA_ROWS, SCHEMA_BYTES))
+    schema = _schema(list(first), ds.get_col_names())
     with FileWriter(file_name, shard_num=num_files) as writer:
         writer.add_schema(schema, "saved by mrecord Dataset.save")
-        for chunk in _chunks(itertools.chain(first, rows)):
+        # the first rows let go of as they are written, not held to the end
+        replayed = itertools.chain(_drained(first), rows)
+        while chunk := _take(replayed, _WRITE_ROWS, WRITE_BYTES):
             writer.write_raw_data([_converted(row, schema) for row in chunk])
+            del chunk
 
 
 def _check_arguments(file_name: Any, num_files: Any, file_type: Any) -> None:
@@ -95,9 +106,22 @@ def _check_arguments(file_name: Any, num_files: Any, file_type: Any) -> None:
         )
 
 
-def _chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    while chunk := list(itertools.islice(rows, _WRITE_ROWS)):
-        yield chunk
+def _take(rows: Iterator[dict[str, Any]], most: int, most_bytes: int) -> list[dict[str, Any]]:
+    """The next rows, up to ``most`` of them or until they hold ``most_bytes``."""
+    taken: list[dict[str, Any]] = []
+    held = 0
+    while len(taken) < most and held < most_bytes:
+        row = next(rows, None)
+        if row is None:
+            break
+        taken.append(row)
+        held += sum(np.asarray(v).nbytes for v in row.values())
+    return taken
+
+
+def _drained(rows: collections.deque[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    while rows:
+        yield rows.popleft()
 
 
 def _schema(first: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
