@@ -143,25 +143,32 @@ class ValueSpill:
         return out
 
     def flush(self) -> None:
-        """Write the values held in memory to the file now, as one block."""
+        """Write the values held in memory to the file now, in blocks of at most
+        :data:`SPILL_ROWS` rows (one call's 10M strings are not packed at once)."""
         if not self._held_rows:
             return
         values = self._held_values()
-        if self._dtype is not None:
-            data = np.ascontiguousarray(values, dtype=self._dtype).tobytes()
-        else:
-            data = msgpack.packb(list(values), use_bin_type=True)
         if self._file is None:
             # kept open across calls, closed by close(): no context manager can hold it
             self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".mrecord-index-")  # noqa: SIM115
+        for lo in range(0, len(values), SPILL_ROWS):
+            part = values[lo : lo + SPILL_ROWS]
+            if self._dtype is not None:
+                data = np.ascontiguousarray(part, dtype=self._dtype).tobytes()
+            else:
+                data = msgpack.packb(list(part), use_bin_type=True)
+            self._write(data)
+            self._blocks.append(_Block(self._flushed, len(part), self._end, len(data)))
+            self._end += len(data)
+            self._flushed += len(part)
+        self._held, self._held_rows, self._held_bytes = [], 0, 0
+
+    def _write(self, data: bytes) -> None:
+        assert self._file is not None  # made by flush
         view, fd = memoryview(data), self._file.fileno()
         written = 0
         while written < len(data):  # a regular file takes it whole but for a signal
             written += os.pwrite(fd, view[written:], self._end + written)
-        self._blocks.append(_Block(self._flushed, len(values), self._end, len(data)))
-        self._end += len(data)
-        self._flushed += len(values)
-        self._held, self._held_rows, self._held_bytes = [], 0, 0
 
     def _block_of(self, row: int) -> int:
         lo, hi = 0, len(self._blocks)

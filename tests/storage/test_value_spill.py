@@ -77,3 +77,17 @@ def test_numbers_are_copied_so_the_callers_batch_is_not_kept(tmp_path: Path) -> 
     spill.append(batch[:10])
     batch[:10] = -1  # the caller reuses its buffer
     assert list(spill[0:10]) == list(range(10))
+
+
+def test_one_large_append_goes_to_the_file_in_blocks(tmp_path: Path) -> None:
+    """A million names in one call were packed as one msgpack array (and read back whole
+    for each slice of the ``.db`` insert)."""
+    spill = ValueSpill(tmp_path, Field("name", "string"))
+    names = [f"n{i:08d}" for i in range(5 * value_spill.SPILL_ROWS + 3)]
+    spill.append(names)
+    assert [b.rows for b in spill._blocks] == [value_spill.SPILL_ROWS] * 5 + [3]
+    assert (
+        spill[2 * value_spill.SPILL_ROWS - 1 : 2 * value_spill.SPILL_ROWS + 1]
+        == names[2 * value_spill.SPILL_ROWS - 1 : 2 * value_spill.SPILL_ROWS + 1]
+    )
+    spill.close()
