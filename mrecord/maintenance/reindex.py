@@ -27,7 +27,7 @@ from mrecord.storage.value_spill import ValueSpill
 if TYPE_CHECKING:
     from mrecord.storage.shard import ShardFile
 
-__all__ = ["reindex"]
+__all__ = ["read_index_values", "reindex"]
 
 
 def reindex(
@@ -58,7 +58,7 @@ def reindex(
             meta = shard.meta
             index_values = {}
             if meta.index_fields:
-                index_values = _index_values(shard, meta.index_fields, meta.num_rows)
+                index_values = read_index_values(shard, meta.index_fields, meta.num_rows)
             # Each shard's .db partial is written now, so only one shard's values are kept.
             try:
                 txn.stage_index(StagedShard(shard.path, meta, 0, index_values, index_only=True))
@@ -80,15 +80,19 @@ def reindex(
 
 
 _READ_ROWS = 1 << 15
-"""Rows of the index fields read at a time (:func:`_index_values`)."""
+"""Rows of the index fields read at a time (:func:`read_index_values`)."""
 
 
-def _index_values(shard: ShardFile, fields: Sequence[str], rows: int) -> dict[str, ValueSpill]:
-    """Every value of the index ``fields`` of ``shard``, in row order, read ``_READ_ROWS``
-    rows at a time and kept on disk until the ``.db`` takes them (``ValueSpill``). Read in
-    one call, the read's own row ids and their pages and slots (24 bytes a row) came on top
-    of the values: the reindex of a shard of 10M rows indexed by an int32 label was killed
-    in a 200 MB memory group; and held in memory, 400K file names took 47 MB."""
+def read_index_values(
+    shard: ShardFile, fields: Sequence[str], rows: int
+) -> dict[str, ValueSpill]:
+    """Every value of the index ``fields`` of ``shard``'s first ``rows`` rows, in row order,
+    read ``_READ_ROWS`` rows at a time and kept on disk until the ``.db`` takes them
+    (``ValueSpill``; the caller closes them): what ``reindex`` and the Ray sink's publish
+    build ``.db`` files from. Read in one call, the read's own row ids and their pages and
+    slots (24 bytes a row) came on top of the values: the reindex of a shard of 10M rows
+    indexed by an int32 label was killed in a 200 MB memory group; and held in memory, 400K
+    file names took 47 MB."""
     reader = DatasetReader([shard], columns=list(fields))
     spills = {name: ValueSpill(shard.path.parent, shard.meta.schema[name]) for name in fields}
     try:

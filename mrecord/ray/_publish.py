@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,7 +34,6 @@ __all__ = [
     "page_runs",
     "plan_shards",
     "shard_count_for_size",
-    "shard_index_values",
 ]
 
 DEFAULT_SHARD_SIZE = 256 << 20
@@ -105,26 +103,6 @@ def shard_count_for_size(part_bytes: list[int], shard_size: int, most: int) -> i
     """
     total = sum(part_bytes)
     return max(1, min(most, -(-total // shard_size)))
-
-
-def shard_index_values(
-    pieces: list[Piece], metas: list[ShardMetadata], index_values: list[dict[str, Any]]
-) -> dict[str, np.ndarray | list[Any]]:
-    """The index-field values of a shard's rows: the parts' values cut like their pages."""
-    out: dict[str, np.ndarray | list[Any]] = {}
-    if not pieces:
-        return out
-    for name in index_values[pieces[0].part]:
-        cut: list[Any] = []
-        for piece in pieces:
-            starts = np.concatenate([[0], np.cumsum(metas[piece.part].page_rows, dtype=np.int64)])
-            values = index_values[piece.part][name]
-            cut.append(values[int(starts[piece.start]) : int(starts[piece.stop])])
-        if cut and all(isinstance(c, np.ndarray) for c in cut):
-            out[name] = np.concatenate(cut)
-        else:
-            out[name] = [v for c in cut for v in c]
-    return out
 
 
 def page_runs(pieces: list[Piece], parts: list[Path], metas: list[ShardMetadata]) -> list[PageRun]:
