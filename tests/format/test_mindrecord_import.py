@@ -258,9 +258,13 @@ def test_int_encoding_count_larger_than_data() -> None:
 # ---------------------------------------------------------------- many pages
 
 
-def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 256) -> None:
+def build_mindrecord(
+    path: Path, rows: list[dict[str, Any]], page_size: int = 256
+) -> list[tuple[int, int, int, int, int, int]]:
     """Write a MindRecord file from MINDRECORD_FORMAT.md with several pages of each type,
-    page ids interleaved between the types (as MindSpore allocates them as pages fill)."""
+    page ids interleaved between the types (as MindSpore allocates them as pages fill).
+    Returns each row's location as MindSpore's ``.db`` gives it: (raw page, raw record's
+    offset in its page, its end, blob page, blob offset, blob end)."""
     import msgpack
 
     header_size = 1 << 16  # room for the page list of the largest generated file
@@ -275,13 +279,16 @@ def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 25
         blob.append(framed(b"".join(struct.pack(">Q", len(p)) + p for p in parts)))
 
     def paginate(records: list[bytes]) -> list[tuple[int, int, bytes]]:
-        pages, start, cur = [], 0, b""
+        pages: list[tuple[int, int, bytes]] = []
+        cur: list[bytes] = []  # joined once a page (+= was quadratic)
+        start = used = 0
         for i, rec in enumerate(records):
-            if cur and len(cur) + len(rec) > page_size:
-                pages.append((start, i, cur))
-                start, cur = i, b""
-            cur += rec
-        pages.append((start, len(records), cur))
+            if cur and used + len(rec) > page_size:
+                pages.append((start, i, b"".join(cur)))
+                start, cur, used = i, [], 0
+            cur.append(rec)
+            used += len(rec)
+        pages.append((start, len(records), b"".join(cur)))
         return pages
 
     blob_pages, raw_pages = paginate(blob), paginate(raw)
@@ -289,9 +296,14 @@ def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 25
     for k in range(max(len(blob_pages), len(raw_pages))):
         order += [("BLOB_DATA", k)] if k < len(blob_pages) else []
         order += [("RAW_DATA", k)] if k < len(raw_pages) else []
+    places: dict[str, list[tuple[int, int, int]]] = {"BLOB_DATA": [], "RAW_DATA": []}
     meta, body = [], bytearray()
     for page_id, (kind, k) in enumerate(order):
         start, end, data = (blob_pages if kind == "BLOB_DATA" else raw_pages)[k]
+        offset = 0
+        for record in (blob if kind == "BLOB_DATA" else raw)[start:end]:
+            places[kind].append((page_id, offset, offset + len(record)))
+            offset += len(record)
         meta.append(
             {
                 "page_id": page_id,
@@ -333,6 +345,7 @@ def build_mindrecord(path: Path, rows: list[dict[str, Any]], page_size: int = 25
     text = json.dumps(header, separators=(",", ":")).encode()
     head = (struct.pack("<Q", len(text)) + text).ljust(header_size, b"\0")
     path.write_bytes(head + bytes(body))
+    return [(*r, *b) for r, b in zip(places["RAW_DATA"], places["BLOB_DATA"], strict=True)]
 
 
 @given(
