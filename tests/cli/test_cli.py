@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +270,7 @@ def test_index_and_compress_field_take_comma_separated_lists(tmp_path: Path) -> 
         "--index", "file_name, label", "--compression", "zstd", "--compress-field", "file_name,id",
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
-    with sqlite3.connect(f"{dst}.db") as conn:
+    with closing(sqlite3.connect(f"{dst}.db")) as conn:
         rows = conn.execute("SELECT f_file_name, f_label FROM rows ORDER BY row_id").fetchall()
     assert rows == [("a.jpg", 3), ("b.jpg", 4)]
     info = json.loads(run("info", dst, "--json").stdout)

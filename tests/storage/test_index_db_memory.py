@@ -6,6 +6,7 @@ resident (each row's id, page, slot and label as Python objects for one
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ def test_committing_an_index_of_a_million_rows_holds_a_few_mb(tmp_path: Path) ->
     _, peak = traced_peak(writer.commit)
     # all at once: three lists of a million ints (~36 bytes each), 108 MB and more
     assert peak < 24 << 20, f"the commit held {peak >> 20} MB"
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn, conn:
         count, pages, last = conn.execute(
             "SELECT COUNT(*), COUNT(DISTINCT page), MAX(row_id) FROM rows"
         ).fetchone()
@@ -73,7 +74,7 @@ def test_reindexing_a_million_rows_reads_their_index_values_a_block_at_a_time(
     _, peak = traced_peak(lambda: reindex(path))
     # the values (4 MB) stay; a read of every row at once held 24 MB more
     assert peak < 16 << 20, f"the reindex held {peak >> 20} MB"
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn, conn:
         count, total = conn.execute("SELECT COUNT(*), SUM(f_label) FROM rows").fetchone()
     assert (count, total) == (ROWS, int((np.arange(ROWS) * 7 % 1000).sum()))
 
@@ -111,16 +112,16 @@ def test_verify_finds_a_stale_value_and_missing_rows_past_its_first_blocks(
         ids = np.arange(rows, dtype=np.int64)
         writer.write_raw_data({"id": ids, "label": (ids % 10).astype(np.int32)})
     assert verify_dataset(path).ok
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn, conn:
         conn.execute("UPDATE rows SET f_label = 99 WHERE row_id = 35000")
     problems = verify_dataset(path).problems
     assert len(problems) == 1 and "index field 'label' of row 35000 is stale" in problems[0]
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn, conn:
         conn.execute("UPDATE rows SET f_label = 0 WHERE row_id = 35000")
         conn.execute("UPDATE rows SET slot = slot + 1 WHERE row_id = 20001")
     problems = verify_dataset(path).problems
     assert len(problems) == 1 and "row 20001 points at the wrong page or slot" in problems[0]
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn, conn:
         conn.execute("UPDATE rows SET slot = slot - 1 WHERE row_id = 20001")
         conn.execute("DELETE FROM rows WHERE row_id >= 39000")
     problems = verify_dataset(path).problems

@@ -9,6 +9,7 @@ memory for a writer of 4M rows (62 MB without the index), whatever the rows' own
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from mrecord import FileWriter
@@ -48,7 +49,7 @@ def test_the_index_values_of_rows_written_are_not_held_in_memory(tmp_path: Path)
     assert peak < 16 << 20, f"writing {ROWS} rows held {peak >> 20} MB"
     _, peak = traced_peak(writer.commit)
     assert peak < 24 << 20, f"the commit held {peak >> 20} MB"
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn:
         count, last = conn.execute("SELECT COUNT(*), MAX(row_id) FROM rows").fetchone()
         assert (count, last) == (ROWS, ROWS - 1)
         probes = (0, 1, 16_383, 16_384, 16_385, 65_536, 262_143, 300_001, ROWS - 1)
@@ -74,7 +75,7 @@ def test_index_values_of_many_shards_and_an_append_reach_their_db(tmp_path: Path
     appender.commit()
     seen: dict[int, tuple[str, int]] = {}
     for shard in range(3):
-        with sqlite3.connect(f"{path}{shard}.db") as conn:
+        with closing(sqlite3.connect(f"{path}{shard}.db")) as conn:
             for ids, name, label in conn.execute("SELECT row_id, f_file_name, f_label FROM rows"):
                 del ids  # the row's place in its shard; its id tells which row it is
                 row_id = int(name.rsplit("_", 1)[1].split(".")[0])
@@ -106,7 +107,7 @@ def test_reindexing_a_string_field_reads_its_values_a_block_at_a_time(tmp_path: 
     Path(f"{path}.db").unlink()
     _, peak = traced_peak(lambda: reindex(path))
     assert peak < 24 << 20, f"the reindex held {peak >> 20} MB"
-    with sqlite3.connect(f"{path}.db") as conn:
+    with closing(sqlite3.connect(f"{path}.db")) as conn:
         count, names = conn.execute(
             "SELECT COUNT(*), COUNT(DISTINCT f_file_name) FROM rows"
         ).fetchone()
