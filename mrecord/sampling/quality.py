@@ -207,30 +207,77 @@ def _batch_entropy(codes: IdArray, batch_size: int) -> float:
     return float(per_batch.mean())
 
 
-def _label_autocorr(codes: IdArray, q: float) -> float:
-    if codes.size < 2 or q >= 1.0:
+def _label_autocorr(codes: npt.NDArray[Any], pi: IdArray, q: float) -> float:
+    """Lag-1 autocorrelation of the labels ``codes[pi]``, counted a chunk at a time."""
+    if pi.size < 2 or q >= 1.0:
         return math.nan
-    agree = float(np.mean(codes[1:] == codes[:-1]))
-    return (agree - q) / (1.0 - q)
+    agree = 0
+    for lo in _chunks(pi.size):
+        part = codes[pi[max(0, lo - 1) : lo + _CHUNK]]  # one back: the pair across chunks
+        agree += int(np.count_nonzero(part[1:] == part[:-1]))
+    return (agree / (pi.size - 1) - q) / (1.0 - q)
 
 
-def _epoch_corr(a: IdArray, b: IdArray, num_rows: int) -> float:
-    """Pearson correlation of the positions of the rows read in both epochs."""
-    pos_a = np.full(num_rows, -1, dtype=np.int64)
-    pos_b = np.full(num_rows, -1, dtype=np.int64)
-    a = a[a < num_rows]
-    b = b[b < num_rows]
-    pos_a[a] = np.arange(a.size, dtype=np.int64)
-    pos_b[b] = np.arange(b.size, dtype=np.int64)
-    both = (pos_a >= 0) & (pos_b >= 0)
-    x = pos_a[both].astype(np.float64)
-    y = pos_b[both].astype(np.float64)
-    if x.size < 2:  # two or more rows have distinct positions: never a zero spread
+_CHUNK = 1 << 20
+"""Positions of an order measured at a time: each metric's temporaries (several arrays of 8
+bytes a position) stay a few MB whatever the order's length. Whole-order temporaries and
+two whole orders a mode made ``mrecord shuffle-report`` of 8M rows peak at 859 MB."""
+
+
+def _chunks(n: int, step: int = _CHUNK) -> range:
+    return range(0, n, step)
+
+
+def _kept(ids: npt.ArrayLike, num_rows: int) -> IdArray:
+    """The order without its padded ids (``>= num_rows``); no copy when it has none."""
+    pi = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if pi.size and int(pi.max()) >= num_rows:
+        pi = pi[pi < num_rows]
+    return pi
+
+
+def _positions(ids: IdArray, num_rows: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """Each row's position in the order ``ids`` (padded ids left out), ``-1`` for rows not
+    read: in 4-byte ints where they fit."""
+    dtype = np.int32 if ids.size < 2**31 else np.int64
+    pos: npt.NDArray[np.signedinteger[Any]] = np.full(num_rows, -1, dtype=dtype)
+    seen = 0
+    for lo in _chunks(ids.size):
+        part = ids[lo : lo + _CHUNK]
+        part = part[part < num_rows]
+        pos[part] = np.arange(seen, seen + part.size, dtype=dtype)
+        seen += part.size
+    return pos
+
+
+def _epoch_corr(
+    pos_a: npt.NDArray[np.signedinteger[Any]], pos_b: npt.NDArray[np.signedinteger[Any]]
+) -> float:
+    """Pearson correlation of the positions (:func:`_positions`) of the rows read in both
+    epochs, summed a chunk of rows at a time (centered sums: no cancellation)."""
+    center_a = float(pos_a.max(initial=0)) / 2
+    center_b = float(pos_b.max(initial=0)) / 2
+    n = 0
+    sx = sy = sxx = syy = sxy = 0.0
+    for lo in _chunks(pos_a.size):
+        x, y = pos_a[lo : lo + _CHUNK], pos_b[lo : lo + _CHUNK]
+        both = (x >= 0) & (y >= 0)
+        xs = x[both].astype(np.float64) - center_a
+        ys = y[both].astype(np.float64) - center_b
+        n += xs.size
+        sx, sy = sx + float(xs.sum()), sy + float(ys.sum())
+        sxx, syy = sxx + float(xs @ xs), syy + float(ys @ ys)
+        sxy += float(xs @ ys)
+    if n < 2:  # two or more rows have distinct positions: never a zero spread
         return math.nan
-    return float(np.corrcoef(x, y)[0, 1])
+    cov = sxy - sx * sy / n
+    var = (sxx - sx * sx / n) * (syy - sy * sy / n)
+    return cov / math.sqrt(var) if var > 0 else math.nan
 
 
-def _label_codes(labels: npt.ArrayLike | None, num_rows: int) -> tuple[IdArray | None, IdArray]:
+def _label_codes(
+    labels: npt.ArrayLike | None, num_rows: int
+) -> tuple[npt.NDArray[np.signedinteger[Any]] | None, IdArray]:
     """Labels as class codes 0..C-1 and the row count of each class."""
     if labels is None:
         return None, np.zeros(0, dtype=np.int64)
@@ -240,8 +287,35 @@ def _label_codes(labels: npt.ArrayLike | None, num_rows: int) -> tuple[IdArray |
             f"labels must hold one value per row ({num_rows}), got an array of shape "
             f"{values.shape}; pass a scalar label column"
         )
+    if values.dtype.kind in "biu" and values.size:
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo < _DENSE_LABELS:
+            return _dense_codes(values, lo, hi - lo + 1)
     _, codes, class_counts = np.unique(values, return_inverse=True, return_counts=True)
-    return codes.reshape(-1).astype(np.int64), class_counts.astype(np.int64)
+    narrow = np.int32 if class_counts.size < 2**31 else np.int64  # 4 bytes a row, not 8
+    return codes.reshape(-1).astype(narrow), class_counts.astype(np.int64)
+
+
+_DENSE_LABELS = 1 << 24
+"""Integer labels spanning fewer values than this are coded by counting, not sorting."""
+
+
+def _dense_codes(
+    values: npt.NDArray[Any], lo: int, span: int
+) -> tuple[npt.NDArray[np.signedinteger[Any]], IdArray]:
+    """:func:`_label_codes` of integer labels in ``lo .. lo + span - 1``, by counting a
+    chunk at a time: the codes ``np.unique`` gives (classes in sorted order), without its
+    sort's temporaries (8M labels: 251 MB)."""
+    present = np.zeros(span, dtype=np.int64)
+    for start in _chunks(values.size):
+        part = values[start : start + _CHUNK].astype(np.int64) - lo
+        present += np.bincount(part, minlength=span)
+    lookup = (np.cumsum(present > 0) - 1).astype(np.int32)
+    codes: npt.NDArray[np.signedinteger[Any]] = np.empty(values.size, dtype=np.int32)
+    for start in _chunks(values.size):
+        codes[start : start + _CHUNK] = lookup[values[start : start + _CHUNK].astype(np.int64) - lo]
+    counts: IdArray = present[present > 0]
+    return codes, counts
 
 
 def order_metrics(
@@ -261,25 +335,38 @@ def order_metrics(
     """
     counts = check_counts(file_row_counts)
     num_rows = int(counts.sum())
-    pi = np.asarray(ids, dtype=np.int64).reshape(-1)
-    pi = pi[pi < num_rows]
+    pi = _kept(ids, num_rows)
     n = int(pi.size)
     gen = rng if rng is not None else np.random.default_rng(0)
     out: dict[str, float] = dict.fromkeys(METRICS, math.nan)
     if n == 0:
         return out
-    out["displacement"] = float(np.mean(np.abs(pi / num_rows - np.arange(n) / n)))
+    moved = gaps = 0.0
+    for lo in _chunks(n):  # sums a chunk at a time (module docstring of _CHUNK)
+        part = pi[lo : lo + _CHUNK]
+        moved += float(np.abs(part / num_rows - np.arange(lo, lo + part.size) / n).sum())
+        if lo:
+            gaps += abs(int(part[0]) - int(pi[lo - 1]))
+        gaps += float(np.abs(np.diff(part)).sum())
+    out["displacement"] = moved / n
     if n > 1:
-        out["adjacent_gap"] = float(np.mean(np.abs(np.diff(pi))))
+        out["adjacent_gap"] = gaps / (n - 1)
     out["kendall_tau"] = _kendall_tau(pi, kendall_sample, gen)
-    out["files_per_batch"] = float(
-        np.mean(_distinct_per_row(_batches(_file_of(pi, counts), batch_size)))
-    ) if n >= batch_size else math.nan
+    batches = n // batch_size  # files per batch and label entropy: full batches only
+    step = batch_size * max(1, _CHUNK // batch_size)  # whole batches a chunk
+    files = entropy = 0.0
+    for lo in _chunks(batches * batch_size, step):
+        part = pi[lo : lo + step]
+        files += float(_distinct_per_row(_batches(_file_of(part, counts), batch_size)).sum())
+        if codes is not None:
+            entropy += _batch_entropy(codes[part], batch_size) * (part.size // batch_size)
+    if batches:
+        out["files_per_batch"] = files / batches
     if codes is not None and class_counts is not None:
-        row_codes = codes[pi]
-        out["label_entropy"] = _batch_entropy(row_codes, batch_size)
+        if batches:
+            out["label_entropy"] = entropy / batches
         p = class_counts / num_rows
-        out["label_autocorr"] = _label_autocorr(row_codes, float(np.sum(p * p)))
+        out["label_autocorr"] = _label_autocorr(codes, pi, float(np.sum(p * p)))
     return out
 
 
@@ -414,7 +501,7 @@ def shuffle_quality(
     results = []
     for mode in mode_names:
         values: dict[str, list[float]] = {key: [] for key in METRICS}
-        previous: IdArray | None = None
+        previous: npt.NDArray[np.signedinteger[Any]] | None = None  # positions, not the order
         for epoch in range(epochs):
             ids = _mode_order(mode, counts, seed, epoch, num_shards, partial_window, layout)
             metrics = order_metrics(
@@ -425,9 +512,11 @@ def shuffle_quality(
             for key, metric in metrics.items():
                 if key != "epoch_corr":
                     values[key].append(metric)
-            if previous is not None:
-                values["epoch_corr"].append(_epoch_corr(previous, ids, num_rows))
-            previous = ids
+            positions = _positions(ids, num_rows) if epochs > 1 else None
+            del ids
+            if previous is not None and positions is not None:
+                values["epoch_corr"].append(_epoch_corr(previous, positions))
+            previous = positions
         if codes is None:
             for key in _LABEL_METRICS:
                 values[key] = []
