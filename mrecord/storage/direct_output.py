@@ -12,7 +12,8 @@ Bigger buffers write faster: 800 MB of images written to durable with 1 / 4 / 8 
 buffers ran at 947-1,435 / 1,207-1,456 / 1,393-1,563 MB/s (four rounds each, a settled
 disk before each). A stream's buffers are :data:`STAGE_MAX` each while the streams open
 in the process share :data:`STAGE_BUDGET` (a writer of a few shards), and
-:data:`STAGE_MIN` each past it (a writer of hundreds of shards keeps 2 MiB per shard).
+:data:`STAGE_MIN` each past it, up to :data:`STAGE_CAP` in all; past that a shard is
+written through the page cache (a writer of 1,000 shards held 2 GiB of buffers).
 
 ``O_DIRECT`` needs the buffer, the file position and the length aligned to the device's
 block; the stream keeps its buffers at aligned file positions and writes only whole
@@ -36,19 +37,49 @@ from typing import Any
 from mrecord.errors import ArgumentError, WriterStateError
 from mrecord.pool import process_thread
 
-__all__ = ["BLOCK", "STAGE_BUDGET", "STAGE_MAX", "STAGE_MIN", "DirectStream", "stage_bytes"]
+__all__ = [
+    "BLOCK",
+    "STAGE_BUDGET",
+    "STAGE_CAP",
+    "STAGE_MAX",
+    "STAGE_MIN",
+    "DirectStream",
+    "stage_bytes",
+    "stage_cap",
+]
 
 BLOCK = 4096  # O_DIRECT alignment that holds for every common device (512 or 4096)
 STAGE_MAX = 8 << 20
 """A stream's buffer size while the budget lasts (two buffers per stream)."""
 STAGE_MIN = 1 << 20
-"""A stream's buffer size past the budget (1,000 open shards: 2 GiB at most)."""
+"""A stream's buffer size past the budget (up to :data:`STAGE_CAP` in all)."""
 STAGE_BUDGET = 64 << 20
 """The buffers of all open streams in a process, before new ones get :data:`STAGE_MIN`."""
+STAGE_CAP = 256 << 20
+"""The buffers of all open streams in a process, at most (or an eighth of the memory
+budget when the first stream opens, :func:`stage_cap`): past it a new stream is refused and
+its file is written through the page cache, which the kernel can reclaim (1,000 shards
+past their first 64 MiB held 2 GiB of anonymous buffers, which a memory limit counts)."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 _budget_lock = threading.Lock()
 _staged = 0  # bytes of buffers held by open streams
+
+
+_cap: list[int] = []  # the cap, from the memory budget when the first stream opened
+
+
+def stage_cap() -> int:
+    """The most bytes of buffers the open streams of this process may hold: the smaller of
+    :data:`STAGE_CAP` and an eighth of the memory budget (read once), at least two
+    streams' :data:`STAGE_MIN` buffers."""
+    if not _cap:
+        from mrecord.storage.probe import memory_budget
+
+        budget = memory_budget()
+        share = STAGE_CAP if budget is None else min(STAGE_CAP, budget // 8)
+        _cap.append(max(4 * STAGE_MIN, share))
+    return _cap[0]
 
 
 def stage_bytes() -> int:
@@ -59,15 +90,18 @@ def stage_bytes() -> int:
 
 def _stage_size_locked() -> int:
     size = STAGE_MAX
-    while size > STAGE_MIN and _staged + 2 * size > STAGE_BUDGET:
+    while size > STAGE_MIN and _staged + 2 * size > min(STAGE_BUDGET, stage_cap()):
         size //= 2
     return size
 
 
-def _take_stage_size() -> int:
+def _take_stage_size() -> int | None:
+    """Reserve a new stream's buffers; None past :func:`stage_cap`."""
     global _staged
     with _budget_lock:
         size = _stage_size_locked()
+        if _staged + 2 * size > stage_cap():
+            return None
         _staged += 2 * size
         return size
 
@@ -93,7 +127,11 @@ class DirectStream:
     """The bytes of one file from ``position`` on, written with ``O_DIRECT`` (see the
     module docstring). ``fd`` is the file's ordinary descriptor (kept by the caller)."""
 
-    def __init__(self, direct_fd: int, fd: int, position: int = 0, head: bytes = b""):
+    def __init__(
+        self, direct_fd: int, fd: int, position: int = 0, head: bytes = b"", size: int = 0
+    ):
+        """``size``: the buffer size :meth:`open` reserved (0: reserve one now, past the
+        cap too)."""
         if position % BLOCK or len(head) >= BLOCK:
             raise ArgumentError(
                 f"a direct stream starts at a block boundary with less than a block staged, "
@@ -101,7 +139,12 @@ class DirectStream:
             )
         self._direct_fd: int | None = direct_fd
         self._fd = fd
-        self._size = _take_stage_size()
+        if not size:
+            global _staged
+            with _budget_lock:
+                size = _stage_size_locked()
+                _staged += 2 * size
+        self._size = size
         # the budget comes back at close, or when an abandoned stream is collected
         self._release = weakref.finalize(self, _give_back, self._size)
         self._stages = [mmap.mmap(-1, self._size), mmap.mmap(-1, self._size)]
@@ -117,14 +160,24 @@ class DirectStream:
     ) -> DirectStream | None:
         """A stream writing ``path`` from ``position`` (a block boundary; ``head``: the
         bytes already there up to the end of the file), or None where the file system
-        refuses ``O_DIRECT`` (or the platform has none)."""
+        refuses ``O_DIRECT`` (or the platform has none), or when the streams open in
+        the process hold :data:`STAGE_CAP` of buffers already."""
         if not _O_DIRECT:
+            return None
+        size = _take_stage_size()
+        if size is None:
             return None
         try:
             direct_fd = os.open(path, os.O_WRONLY | _O_DIRECT)
         except OSError:
+            _give_back(size)
             return None
-        return cls(direct_fd, fd, position, head)
+        try:
+            return cls(direct_fd, fd, position, head, size)
+        except BaseException:
+            os.close(direct_fd)
+            _give_back(size)
+            raise
 
     def write(self, buffers: list[Any]) -> None:
         """Append ``buffers`` (bytes-like, each C-contiguous) to the file."""

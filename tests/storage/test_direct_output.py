@@ -45,6 +45,7 @@ def real_stage_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     # budget counts only this test's streams (restored afterwards).
     gc.collect()
     monkeypatch.setattr(direct_output, "_staged", 0)
+    monkeypatch.setattr(direct_output, "_cap", [direct_output.STAGE_CAP])  # not the budget's
 
 
 @pytest.fixture(autouse=True)
@@ -255,3 +256,37 @@ def test_an_abandoned_stream_gives_its_budget_back(tmp_path: Path) -> None:
     del streams
     gc.collect()
     assert stage_bytes() == STAGE_MAX
+
+
+@pytest.mark.usefixtures("real_stage_sizes")
+def test_past_the_cap_a_stream_is_refused_and_its_shard_writes_buffered(tmp_path: Path) -> None:
+    """Every stream got at least STAGE_MIN buffers: a writer of 1,000 shards past their
+    first 64 MiB held 2 GiB of them, anonymous memory a memory limit counts. Past
+    ``STAGE_CAP`` a new stream is refused and its shard goes on through the page cache,
+    which the kernel can reclaim; a closed stream's room serves the next one."""
+    cap = direct_output.stage_cap()
+    room = (cap - STAGE_BUDGET) // (2 * STAGE_MIN) + STAGE_BUDGET // (2 * STAGE_MAX)
+    streams = _streams(tmp_path, room)
+    path = tmp_path / "over"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        assert DirectStream.open(path, fd) is None, "a stream past the cap"
+        streams.pop().close()
+        again = DirectStream.open(path, fd)
+        assert again is not None
+        again.close()
+    finally:
+        os.close(fd)
+        for stream in streams:
+            stream.close()
+
+
+def test_the_cap_is_an_eighth_of_the_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer in a 400 MB memory group may not hold 256 MiB of stage buffers."""
+    from mrecord.storage import probe
+
+    for budget, cap in ((None, 256 << 20), (8 << 30, 256 << 20), (320 << 20, 40 << 20),
+                        (8 << 20, 4 * STAGE_MIN)):  # fmt: skip
+        monkeypatch.setattr(direct_output, "_cap", [])
+        monkeypatch.setattr(probe, "memory_budget", lambda budget=budget: budget)
+        assert direct_output.stage_cap() == cap
