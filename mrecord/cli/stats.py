@@ -87,6 +87,21 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, qui
             )
         click.echo(f"  {name} ({st['type']}): " + " ".join(parts))
         if "histogram" in st:
-            click.echo(
-                "    histogram: " + ", ".join(f"{k}: {v}" for k, v in st["histogram"].items())
-            )
+            click.echo("    histogram: " + _histogram_line(st["histogram"]))
+
+
+_HISTOGRAM_CLASSES = 20
+"""Classes a text histogram lists; past them it is summarized (``--json`` has them all)."""
+
+
+def _histogram_line(histogram: dict[str, int]) -> str:
+    """The classes and their rows, or past :data:`_HISTOGRAM_CLASSES` how many classes
+    there are and how their rows spread (1,000 classes were one 14 KB line)."""
+    if len(histogram) <= _HISTOGRAM_CLASSES:
+        return ", ".join(f"{k}: {v}" for k, v in histogram.items())
+    fewest = min(histogram, key=lambda k: histogram[k])
+    most = max(histogram, key=lambda k: histogram[k])
+    return (
+        f"{len(histogram):,} classes, {histogram[fewest]:,} to {histogram[most]:,} rows each "
+        f"(fewest: {fewest}, most: {most}); --json lists them all"
+    )

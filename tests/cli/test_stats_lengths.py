@@ -8,7 +8,9 @@ percentiles come from the counts, the same numbers ``np.percentile`` gives.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,3 +60,30 @@ def test_percentiles_from_counts_are_those_of_the_values(seed: int) -> None:
         assert [got["p50"], got["p90"], got["p99"]] == pytest.approx(want, abs=1e-9)
         assert (got["min"], got["max"]) == (int(lengths.min()), int(lengths.max()))
         assert got["mean"] == pytest.approx(float(lengths.mean()))
+
+
+def test_the_text_histogram_of_many_classes_is_summarized(tmp_path: Path) -> None:
+    """A label of 1,000 classes printed one 14 KB line; past 20 classes the text says how
+    many there are and how their rows spread, and --json has them all."""
+    from click.testing import CliRunner
+
+    from mrecord import FileWriter
+    from mrecord.cli.main import cli
+
+    path = tmp_path / "labels.mrecord"
+    with FileWriter(path) as writer:
+        writer.add_schema({"label": {"type": "int32"}})
+        writer.write_raw_data({"label": np.arange(3_000, dtype=np.int32) % 300})
+    few = tmp_path / "few.mrecord"
+    with FileWriter(few) as writer:
+        writer.add_schema({"label": {"type": "int32"}})
+        writer.write_raw_data({"label": np.array([1, 2, 2], dtype=np.int32)})
+    runner = CliRunner()
+    text = runner.invoke(cli, ["stats", str(path), "-q"]).stdout
+    (line,) = [t for t in text.splitlines() if t.strip().startswith("histogram")]
+    assert "300 classes" in line and "10 rows each" in line and "--json" in line
+    assert len(line) < 200
+    full = json.loads(runner.invoke(cli, ["stats", str(path), "--json", "-q"]).stdout)
+    assert len(full["fields"]["label"]["histogram"]) == 300
+    small = runner.invoke(cli, ["stats", str(few), "-q"]).stdout
+    assert "histogram: 1: 1, 2: 2" in small
