@@ -113,6 +113,11 @@ def bench(
     headers = ["pattern", "rows", "seconds", "rows/s", "decoded"]
     for line in format_table(headers, rows, right=headers[1:]):
         click.echo(line)
+    if shuffled.window:
+        click.echo(
+            f"shuffled: swept in windows of {shuffled.window:,} rows, each in one pass over "
+            "the files, as MindDataset reads a random order of small rows beyond memory"
+        )
     if limit is not None:
         where = "" if in_memory is None else f": {in_memory:.0%} of their pages in memory"
         how = "dropped from the page cache first" if cold else "as they were"

@@ -8,6 +8,7 @@ import mmap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -130,8 +131,12 @@ class _SlowReader:
         self.most = 0
         self.hinted: list[list[int]] = []
         self.lock = threading.Lock()
+        self.window = 0  # what sweep_rows answers: 0, read in batches
+        self.swept: list[int] = []
 
-    def read_rows(self, ids: np.ndarray) -> Block:
+    def read_rows(self, ids: np.ndarray, sweep: bool = False) -> Block:
+        if sweep:
+            self.swept.append(len(ids))
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
@@ -143,6 +148,9 @@ class _SlowReader:
     def will_need_heads(self, ids: np.ndarray) -> None:
         with self.lock:
             self.hinted.append(np.asarray(ids).tolist())
+
+    def sweep_rows(self, columns: Any = None, rows: int | None = None) -> int:
+        return self.window
 
 
 @pytest.mark.parametrize("beyond_memory", [False, True])
@@ -163,3 +171,18 @@ def test_bench_reads_batches_as_the_dataset_does(beyond_memory: bool) -> None:
         assert len(reader.hinted) == 8
     else:
         assert reader.hinted == []
+
+
+def test_bench_sweeps_a_shuffled_epoch_where_the_dataset_would() -> None:
+    """Small rows beyond memory: ``MindDataset`` reads a random order in windows, each
+    swept in one pass (``sweep_rows``); the bench's shuffled pattern did not, and
+    reported 5% of the device's limit where the dataset read 8x that."""
+    from mrecord.cli._bench import run_bench
+
+    reader = _SlowReader(True)
+    reader.window = 16
+    results = run_bench(reader, max_rows=40, batch_size=5, seed=0)
+    sequential, shuffled = results
+    assert (sequential.window, shuffled.window) == (0, 16)
+    assert shuffled.rows == 40 and shuffled.bytes == 40 * 8
+    assert reader.swept == [16, 16, 8]  # the shuffled rows in windows, each one read
