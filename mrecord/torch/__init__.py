@@ -25,6 +25,7 @@ from mrecord.torch.plan import sample_rng
 if TYPE_CHECKING:
     from mrecord.torch.loader import StreamingDataLoader
     from mrecord.torch.map_dataset import MapDataset
+    from mrecord.torch.sampler import PermutationSampler
     from mrecord.torch.streaming import StreamingDataset
     from mrecord.torch.transport import collate
 
@@ -32,6 +33,7 @@ __all__ = [
     "AuditReport",
     "EpochAudit",
     "MapDataset",
+    "PermutationSampler",
     "StreamingDataLoader",
     "StreamingDataset",
     "audit",
@@ -42,6 +44,7 @@ __all__ = [
 _LAZY = {
     "collate": "mrecord.torch.transport",
     "MapDataset": "mrecord.torch.map_dataset",
+    "PermutationSampler": "mrecord.torch.sampler",
     "StreamingDataLoader": "mrecord.torch.loader",
     "StreamingDataset": "mrecord.torch.streaming",
 }
