@@ -554,3 +554,27 @@ def test_a_damaged_string_chunk_in_a_sweep_raises(
         block = reader.read_rows(kept, ["id", "name"], sweep=True)
     assert _same("name", block.columns["name"], kept.tolist())
 
+
+
+def _root(value: np.ndarray) -> np.ndarray:
+    while isinstance(value.base, np.ndarray):
+        value = value.base
+    return value
+
+
+def test_small_bytes_values_from_the_buffers_hold_only_their_own_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bytes value taken from the reader's chunk buffers as an array (``MindDataset``'s
+    ``bytes_as_arrays``) viewed its whole buffer: a random order over 6M rows of a 40-byte
+    bytes column beyond memory pinned a buffer piece a row, 1.3 GB resident, and was
+    OOM-killed in a 250 MB memory group. Small values are copies now."""
+    path = _write(tmp_path)
+    ids = np.random.default_rng(3).permutation(ROWS)[:400]
+    sweeping(monkeypatch, budget=1 << 10)
+    with DatasetReader.open(path) as reader:
+        reader._chunk_buffers = chunk_buffers.ChunkBuffers(1 << 20)
+        block = reader.read_rows(ids, ["id", "blob"], bytes_as_arrays=True, sweep=True)
+    values = block.columns["blob"]
+    assert [bytes(v) for v in values] == [_row(int(i))["blob"] for i in ids]
+    assert all(_root(v).nbytes <= max(64, 4 * v.nbytes) for v in values)
