@@ -872,9 +872,9 @@ class DatasetReader:
         beyond memory is always this process's question: it is the one reading them.
 
         0 unless the files are local, larger than the memory this process may fill, and
-        every column is a fixed-width, variable-shape or string one stored uncompressed (a
-        bytes column's values would be copied out of the pass's buffers; compressed chunks
-        keep the map's path).
+        every column is a fixed-width, variable-shape, string or small bytes one (values
+        under ``_VIEW_MIN_BYTES`` on average, copied out of the pass's buffers) stored
+        uncompressed (compressed chunks keep the map's path).
         """
         names = self.columns if columns is None else _check_columns(self.schema, columns)
         budget = self._memory_budget() if budget is None else budget
@@ -887,7 +887,7 @@ class DatasetReader:
                 return 0  # not a local file
             for name in names:
                 field = self.schema[name]
-                if field.kind not in _SWEPT_KINDS:
+                if field.kind not in _SWEPT_KINDS and not self._small_bytes(field):
                     return 0
                 if not shard.meta.num_pages:
                     continue
@@ -914,6 +914,17 @@ class DatasetReader:
         requests = profile.requests_seconds(window * len(names))
         requests += self._head_rereads_seconds(names, window, profile)
         return window if profile.pass_seconds(nbytes) * _SWEEP_SPEEDUP <= requests else 0
+
+    def _small_bytes(self, field: Field) -> bool:
+        """Whether ``field`` is a bytes column whose values average under
+        ``_VIEW_MIN_BYTES``: a sweep copies them out of its buffers (views of big values
+        would pin the pass's buffers)."""
+        if field.kind is not FieldKind.BYTES or not self.num_rows:
+            return False
+        raw = sum(
+            s.meta.raw_bytes(s.field_index(field.name), values_only=True) for s in self.shards
+        )
+        return raw // self.num_rows < _VIEW_MIN_BYTES
 
     def _head_rereads_seconds(
         self, names: Sequence[str], rows: int, profile: StorageProfile
