@@ -112,10 +112,6 @@ class ValueSpill:
             parts.append(held[max(0, start - self._flushed) : stop - self._flushed])
         return self._joined(parts)
 
-    def materialize(self) -> np.ndarray | list[Any]:
-        """Every value, in memory (what a Ray write task returns to the driver)."""
-        return self[0 : len(self)]
-
     def close(self) -> None:
         """Drop the values and the file (idempotent)."""
         if self._file is not None:

@@ -256,7 +256,7 @@ class ShardWriter:
 
     def new_index_values(self) -> dict[str, ValueSpill]:
         """Index-field values of the rows added in this session, per field (read back
-        by slices of rows; ``materialize()`` for all of them in memory)."""
+        by slices of rows)."""
         return dict(self._index_values)
 
     def restore_index_values(self, values: dict[str, np.ndarray | list[Any]]) -> None:
