@@ -9,8 +9,9 @@ keeps the newest values in memory and writes each full block to a file of its ow
            | strings and bytes:  one msgpack array of the values (str / bin)
 
 The file is unnamed (``O_TMPFILE`` where the file system has it, else removed the moment
-it is made) in the dataset's own folder: on the same disk as the shards, never in a
-memory-backed ``/tmp``, and nothing to clean up after a crash or a kill. Blocks are read
+it is made), one shared by the spills of a folder (one descriptor, however many shards),
+in the dataset's own folder: on the same disk as the shards, never in a memory-backed
+``/tmp``, and nothing to clean up after a crash or a kill. Blocks are read
 back in row order by slices (what :func:`~mrecord.storage.index_db.write_index_db`
 asks for), the last block read kept decoded.
 """
@@ -20,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -45,6 +47,65 @@ _MERGE_PARTS = 32
 """Parts held in memory merged into one past this many."""
 
 
+class _SpillFile:
+    """The unnamed file the spills of one folder share, with its end; closed when the last
+    spill using it closes. One a folder, not one a spill: a writer of 1,000 shards indexed
+    by two fields held 2,000 and failed with ``EMFILE`` under a soft limit of 1,024."""
+
+    def __init__(self, directory: Path):
+        # kept open across calls, closed by release(): no context manager can hold it
+        self.file = tempfile.TemporaryFile(dir=directory, prefix=".mrecord-index-")  # noqa: SIM115
+        self.end = 0
+        self.users = 0
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the end (under the registry's lock); its offset."""
+        with _files_lock:
+            offset = self.end
+            self.end += len(data)
+        view, fd = memoryview(data), self.file.fileno()
+        written = 0
+        while written < len(data):  # a regular file takes it whole but for a signal
+            written += os.pwrite(fd, view[written:], offset + written)
+        return offset
+
+    def read(self, offset: int, length: int) -> bytes:
+        return os.pread(self.file.fileno(), length, offset)
+
+
+_files: dict[Path, _SpillFile] = {}
+_files_lock = threading.Lock()
+
+
+def _attach(directory: Path) -> _SpillFile:
+    with _files_lock:
+        shared = _files.get(directory)
+        if shared is None:
+            shared = _files[directory] = _SpillFile(directory)
+        shared.users += 1
+        return shared
+
+
+def _release(shared: _SpillFile, directory: Path) -> None:
+    with _files_lock:
+        shared.users -= 1
+        if shared.users or _files.get(directory) is not shared:
+            return
+        del _files[directory]
+    with contextlib.suppress(OSError):
+        shared.file.close()
+
+
+def _after_fork_in_child() -> None:
+    global _files_lock
+    _files_lock = threading.Lock()
+    _files.clear()  # the parent's file: a child's spills make their own
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @dataclass(frozen=True)
 class _Block:
     start: int  # the block's first row
@@ -64,9 +125,8 @@ class ValueSpill:
     def __init__(self, directory: Path, field: Field):
         self._directory = directory
         self._dtype = field.dtype if field.is_scalar else None
-        self._file: IO[bytes] | None = None
+        self._file: _SpillFile | None = None  # shared with the folder's other spills
         self._blocks: list[_Block] = []
-        self._end = 0  # bytes in the file
         self._flushed = 0  # rows in the file
         self._held: list[Any] = []  # values not yet in the file, in parts as appended
         self._held_rows = 0
@@ -115,11 +175,10 @@ class ValueSpill:
     def close(self) -> None:
         """Drop the values and the file (idempotent)."""
         if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
+            _release(self._file, self._directory)
             self._file = None
         self._blocks, self._held, self._cached = [], [], None
-        self._end = self._flushed = self._held_rows = self._held_bytes = 0
+        self._flushed = self._held_rows = self._held_bytes = 0
 
     # -- internals ------------------------------------------------------------------------
 
@@ -145,26 +204,17 @@ class ValueSpill:
             return
         values = self._held_values()
         if self._file is None:
-            # kept open across calls, closed by close(): no context manager can hold it
-            self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".mrecord-index-")  # noqa: SIM115
+            self._file = _attach(self._directory)
         for lo in range(0, len(values), SPILL_ROWS):
             part = values[lo : lo + SPILL_ROWS]
             if self._dtype is not None:
                 data = np.ascontiguousarray(part, dtype=self._dtype).tobytes()
             else:
                 data = msgpack.packb(list(part), use_bin_type=True)
-            self._write(data)
-            self._blocks.append(_Block(self._flushed, len(part), self._end, len(data)))
-            self._end += len(data)
+            offset = self._file.append(data)
+            self._blocks.append(_Block(self._flushed, len(part), offset, len(data)))
             self._flushed += len(part)
         self._held, self._held_rows, self._held_bytes = [], 0, 0
-
-    def _write(self, data: bytes) -> None:
-        assert self._file is not None  # made by flush
-        view, fd = memoryview(data), self._file.fileno()
-        written = 0
-        while written < len(data):  # a regular file takes it whole but for a signal
-            written += os.pwrite(fd, view[written:], self._end + written)
 
     def _block_of(self, row: int) -> int:
         lo, hi = 0, len(self._blocks)
@@ -181,7 +231,7 @@ class ValueSpill:
             return self._cached[1]
         assert self._file is not None  # blocks exist only once the file does
         block = self._blocks[number]
-        data = os.pread(self._file.fileno(), block.length, block.offset)
+        data = self._file.read(block.offset, block.length)
         values: np.ndarray | list[Any]
         if self._dtype is not None:
             values = np.frombuffer(data, dtype=self._dtype)

@@ -117,3 +117,34 @@ def test_reindexing_a_string_field_reads_its_values_a_block_at_a_time(tmp_path: 
     pager.set_category_field("file_name")
     (row,) = pager.read_at_page_by_name(_name(234_567), 0, 1)
     assert int(row["id"]) == 234_567
+
+
+def test_a_writer_of_many_shards_spills_into_one_file(tmp_path: Path) -> None:
+    """Every shard's index values wait in one unnamed file of the folder, not a file a
+    shard and field: a conversion into 1,000 shards indexed by two fields failed with
+    EMFILE under the usual soft limit of 1,024 descriptors (it ran before the values were
+    spilled). Here 300 shards, two index fields, under a soft limit of 512."""
+    import subprocess
+    import sys
+
+    script = f"""
+import resource
+from mrecord import FileWriter
+from mrecord.storage import value_spill
+value_spill.SPILL_ROWS = 64  # every shard's values reach the file
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+writer = FileWriter({str(tmp_path / "many.mrecord")!r}, shard_num=300)
+writer.add_schema({{"name": {{"type": "string"}}, "label": {{"type": "int32"}}}})
+writer.add_index(["name", "label"])
+for lo in range(0, 60_000, 3_000):
+    writer.write_raw_data([{{"name": f"n{{i}}", "label": i % 7}} for i in range(lo, lo + 3_000)])
+writer.commit()
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    with closing(sqlite3.connect(f"{tmp_path / 'many.mrecord'}123.db")) as conn:
+        rows = conn.execute("SELECT f_name, f_label FROM rows").fetchall()
+    assert len(rows) == 200 and all(int(n[1:]) % 7 == label for n, label in rows)
