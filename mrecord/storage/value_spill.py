@@ -22,6 +22,7 @@ import contextlib
 import os
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,7 @@ class ValueSpill:
         self._directory = directory
         self._dtype = field.dtype if field.is_scalar else None
         self._file: _SpillFile | None = None  # shared with the folder's other spills
+        self._release: weakref.finalize[Any, Any] | None = None
         self._blocks: list[_Block] = []
         self._flushed = 0  # rows in the file
         self._held: list[Any] = []  # values not yet in the file, in parts as appended
@@ -174,9 +176,10 @@ class ValueSpill:
 
     def close(self) -> None:
         """Drop the values and the file (idempotent)."""
-        if self._file is not None:
-            _release(self._file, self._directory)
-            self._file = None
+        if self._release is not None:
+            self._release()  # once: also what collecting an unclosed spill does
+            self._release = None
+        self._file = None
         self._blocks, self._held, self._cached = [], [], None
         self._flushed = self._held_rows = self._held_bytes = 0
 
@@ -205,6 +208,7 @@ class ValueSpill:
         values = self._held_values()
         if self._file is None:
             self._file = _attach(self._directory)
+            self._release = weakref.finalize(self, _release, self._file, self._directory)
         for lo in range(0, len(values), SPILL_ROWS):
             part = values[lo : lo + SPILL_ROWS]
             if self._dtype is not None:

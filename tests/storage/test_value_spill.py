@@ -91,3 +91,23 @@ def test_one_large_append_goes_to_the_file_in_blocks(tmp_path: Path) -> None:
         == names[2 * value_spill.SPILL_ROWS - 1 : 2 * value_spill.SPILL_ROWS + 1]
     )
     spill.close()
+
+
+def test_the_spills_of_a_folder_share_one_file_until_the_last_lets_go(tmp_path: Path) -> None:
+    """One descriptor however many shards and fields (1,000 shards of two index fields
+    held 2,000 and failed with EMFILE under a soft limit of 1,024); a spill collected
+    without ``close`` lets go of it too."""
+    import gc
+
+    spills = [ValueSpill(tmp_path, Field("v", "int64")) for _ in range(3)]
+    for k, spill in enumerate(spills):
+        spill.append(np.arange(k * 10, k * 10 + 10, dtype=np.int64))
+        spill.flush()
+    assert len({id(s._file) for s in spills}) == 1
+    assert [list(s[0:10]) for s in spills] == [list(range(k * 10, k * 10 + 10)) for k in range(3)]
+    spills[0].close()
+    assert tmp_path in value_spill._files  # the others still use it
+    del spills[1]
+    gc.collect()
+    spills[-1].close()
+    assert tmp_path not in value_spill._files
