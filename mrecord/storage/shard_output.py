@@ -51,7 +51,14 @@ from mrecord.storage.commit import copy_range
 from mrecord.storage.direct_output import BLOCK, DirectStream
 from mrecord.storage.head_region import HeadRegion, read_head_region
 
-__all__ = ["SYNC_EVERY", "PageRun", "ShardOutput", "assemble_shard", "write_tail"]
+__all__ = [
+    "SYNC_EVERY",
+    "PageRun",
+    "ShardOutput",
+    "assemble_shard",
+    "pwrite_all",
+    "write_tail",
+]
 
 SYNC_EVERY = 64 << 20
 DIRECT_WRITES = True
@@ -80,13 +87,14 @@ def write_tail(
     body = meta.encode()
     at = metadata_offset + len(region)
     tail = region + body + Trailer(at, len(body), checksum(body)).encode()
-    _pwrite_all(fd, tail, position)
+    pwrite_all(fd, tail, position)
     os.ftruncate(fd, position + len(tail))
     os.fsync(fd)
     return position + len(tail)
 
 
-def _pwrite_all(fd: int, data: bytes, position: int) -> None:
+def pwrite_all(fd: int, data: bytes, position: int) -> None:
+    """``pwrite`` all of ``data`` at ``position``, resuming after short writes."""
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, position)
@@ -316,7 +324,7 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
         return final
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _pwrite_all(fd, encode_header(), 0)
+        pwrite_all(fd, encode_header(), 0)
         pos = HEADER_SIZE
         page_rows: list[np.ndarray] = []
         chunks: list[np.ndarray] = []
@@ -327,7 +335,7 @@ def assemble_shard(target: Path, runs: Sequence[PageRun], template: ShardMetadat
             src_end = _pages_end(block)
             dst = align(pos)
             if dst > pos:
-                _pwrite_all(fd, _ZEROS[: dst - pos], pos)
+                pwrite_all(fd, _ZEROS[: dst - pos], pos)
             _copy_file(run.path, src_start, src_end - src_start, fd, dst)
             moved = block.copy()
             moved["offset"] = (block["offset"].astype(np.int64) + (dst - src_start)).astype("<u8")

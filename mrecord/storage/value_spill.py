@@ -31,6 +31,7 @@ import msgpack
 import numpy as np
 
 from mrecord.format.schema import Field
+from mrecord.storage.shard_output import pwrite_all
 
 __all__ = ["SPILL_BYTES", "SPILL_ROWS", "ValueSpill"]
 
@@ -64,10 +65,7 @@ class _SpillFile:
         with _files_lock:
             offset = self.end
             self.end += len(data)
-        view, fd = memoryview(data), self.file.fileno()
-        written = 0
-        while written < len(data):  # a regular file takes it whole but for a signal
-            written += os.pwrite(fd, view[written:], offset + written)
+        pwrite_all(self.file.fileno(), data, offset)
         return offset
 
     def read(self, offset: int, length: int) -> bytes:
