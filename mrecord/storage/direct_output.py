@@ -127,11 +127,8 @@ class DirectStream:
     """The bytes of one file from ``position`` on, written with ``O_DIRECT`` (see the
     module docstring). ``fd`` is the file's ordinary descriptor (kept by the caller)."""
 
-    def __init__(
-        self, direct_fd: int, fd: int, position: int = 0, head: bytes = b"", size: int = 0
-    ):
-        """``size``: the buffer size :meth:`open` reserved (0: reserve one now, past the
-        cap too)."""
+    def __init__(self, direct_fd: int, fd: int, position: int, head: bytes, *, size: int):
+        """``size``: the buffer size :meth:`open` reserved for this stream."""
         if position % BLOCK or len(head) >= BLOCK:
             raise ArgumentError(
                 f"a direct stream starts at a block boundary with less than a block staged, "
@@ -139,15 +136,11 @@ class DirectStream:
             )
         self._direct_fd: int | None = direct_fd
         self._fd = fd
-        if not size:
-            global _staged
-            with _budget_lock:
-                size = _stage_size_locked()
-                _staged += 2 * size
         self._size = size
-        # the budget comes back at close, or when an abandoned stream is collected
-        self._release = weakref.finalize(self, _give_back, self._size)
         self._stages = [mmap.mmap(-1, self._size), mmap.mmap(-1, self._size)]
+        # the budget comes back at close, or when an abandoned stream is collected (not
+        # registered before the buffers exist: a failed start is given back by open())
+        self._release = weakref.finalize(self, _give_back, self._size)
         self._writes: list[Future[None] | None] = [None, None]
         self._current = 0
         self._at = position  # file position of the current stage's byte 0
@@ -173,7 +166,7 @@ class DirectStream:
             _give_back(size)
             return None
         try:
-            return cls(direct_fd, fd, position, head, size)
+            return cls(direct_fd, fd, position, head, size=size)
         except BaseException:
             os.close(direct_fd)
             _give_back(size)
