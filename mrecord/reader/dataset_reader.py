@@ -735,9 +735,10 @@ class DatasetReader:
         window: bool = False,
         sweep: bool = False,
     ) -> list[str]:
-        """The columns (``_FROM_CHUNKS``) this read takes from whole
-        chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`) when its
-        shards are cold and beyond memory; else none.
+        """The columns (of every kind: strings kept the map's path, and a random order over
+        6M file names in a 250 MB memory group faulted on it, 12.6K rows/s) this read takes
+        from whole chunks in the reader's own buffers (:mod:`mrecord.storage.chunk_buffers`)
+        when its shards are cold and beyond memory; else none.
 
         In file order (``shuffle=False``, ``Shuffle.INFILE``'s runs) a read without a
         bytes column that takes several rows of each chunk does: each chunk is then read
@@ -768,7 +769,7 @@ class DatasetReader:
         design, its window cut so that the pass pays."""
         if not CHUNK_BUFFERS or len(ids) < 2 or not self._beyond_memory():
             return []
-        fields = [self.schema[n] for n in names if self.schema[n].kind in _FROM_CHUNKS]
+        fields = [self.schema[n] for n in names]
         if not fields:
             return []
         in_file_order = bool(np.all(ids[1:] >= ids[:-1]))
@@ -1458,9 +1459,6 @@ chunk buffers: a window of pages (``Shuffle.BLOCK``: 256 rows of each of 32 chun
 read of tabular rows) does; a random order over images (one row per chunk) does not, and
 the hints for its few bytes of labels cost less than a ``pread`` per chunk."""
 
-_FROM_CHUNKS = (FieldKind.FIXED, FieldKind.BYTES, FieldKind.VARARRAY, FieldKind.STRING)
-"""The kinds of columns the chunk buffers serve (all: strings kept the map's path, and a
-random order over 6M file names in a 250 MB memory group faulted on it, 12.6K rows/s)."""
 
 _PASS_SPEEDUP = 10.0
 """How many times less time than a request per row the device's profile must give one
