@@ -19,7 +19,7 @@ from mrecord import Block, DatasetReader, FileWriter
 from mrecord.cli.main import cli
 from mrecord.convert import convert_hf, convert_parquet
 from mrecord.errors import ConversionError
-from mrecord.format.schema import parse_schema
+from mrecord.format.schema import Field, parse_schema
 from mrecord.testing.strategies import rows_for, schemas
 
 # Hugging Face must never reach the network in tests: everything is built in memory.
@@ -103,8 +103,11 @@ def assert_rows(path: Path, rows: list[dict[str, Any]], schema: dict[str, Any]) 
                 kind = SCHEMA[name]["type"]
                 if kind not in ("bytes", "string"):
                     want = np.asarray(want, dtype=kind)
-            assert_same(row[name] if not isinstance(row[name], np.generic) else np.asarray(
-                row[name]), want, f"row {i} field {name}")
+            assert_same(
+                row[name] if not isinstance(row[name], np.generic) else np.asarray(row[name]),
+                want,
+                f"row {i} field {name}",
+            )
 
 
 @pytest.fixture(scope="module")
@@ -291,6 +294,13 @@ def test_types_mrecord_cannot_store_name_the_column(
     assert not list(tmp_path.glob("b.mrecord*"))
 
 
+def test_a_string_arrow_cannot_encode_names_the_column() -> None:
+    """A lone surrogate has no UTF-8 form: a typed error naming the column, not
+    Python's ``UnicodeEncodeError`` from inside the export."""
+    with pytest.raises(ConversionError, match=r"column 'caption'.*not valid Unicode"):
+        Block({"caption": ["fine", "half \ud800 pair"]}).to_arrow([Field("caption", "string")])
+
+
 def test_nulls_and_ragged_rows_name_the_column_and_row(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match=r"column 'x': row 2 is null"):
         Block.from_arrow(pa.table({"x": pa.array([1.0, 2.0, None])}))
@@ -383,6 +393,9 @@ def test_an_image_given_only_by_path_is_refused(tmp_path: Path) -> None:
         [pa.array([b"\x89PNG", None], pa.binary()), pa.array([None, "/data/cat.png"])],
         names=["bytes", "path"],
     )
-    with pytest.raises(ConversionError, match=r"row 1 has no embedded bytes, only the path "
-                       r"'/data/cat.png'"):
+    with pytest.raises(
+        ConversionError,
+        match=r"row 1 has no embedded bytes, only the path "
+        r"'/data/cat.png'",
+    ):
         Block.from_arrow(pa.table({"image": storage}))
