@@ -4,9 +4,6 @@ smaller than the dataset they finish, right."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +13,7 @@ from mrecord import DatasetReader
 from mrecord.cli.stats import BLOCK_BYTES, iter_dataset_blocks
 from tests.convert.test_convert_memory import BLOB, ROWS, _write
 from tests.memory_groups import need_memory_groups, run_in_memory_group
+from tests.tracing import run_child
 
 _STATS = textwrap.dedent(
     """
@@ -99,13 +97,7 @@ _ARROW_RESIDENT = textwrap.dedent(
     from mrecord.block import Block
     from mrecord.cli.cat import write_arrow
     from mrecord.format.schema import Field
-
-    def resident_anonymous():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) << 10
-        raise AssertionError("no RssAnon in /proc/self/status")
+    from tests.tracing import resident_anonymous
 
     class Sink(io.RawIOBase):  # counts what is written, keeps none of it
         written = 0
@@ -165,15 +157,7 @@ def test_a_parquet_export_of_large_values_gives_back_what_encoding_freed() -> No
 
 def _export_large_values(fmt: str, kind: str) -> dict[str, int]:
     """Run ``_ARROW_RESIDENT`` in a fresh interpreter: 40 blocks of 83 values of 100 KB."""
-    done = subprocess.run(
-        [sys.executable, "-c", _ARROW_RESIDENT, fmt, kind, "100000", "83"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, int] = json.loads(done.stdout)
+    result: dict[str, int] = run_child(_ARROW_RESIDENT, fmt, kind, "100000", "83")
     assert result["rows"] == 40 * 83
     assert result["written"] > 40 * 83 * 100_000
     return result
@@ -214,12 +198,4 @@ def test_an_export_does_not_load_pandas() -> None:
     ``datasets``, beside pyarrow in ``mrecord[arrow]``, installs it), 389 modules and
     31 MB of resident memory, a fifth of a 150 MB memory group, for nothing."""
     pytest.importorskip("pandas")
-    done = subprocess.run(
-        [sys.executable, "-c", _EXPORT_IMPORTS],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert run_child(_EXPORT_IMPORTS) == []

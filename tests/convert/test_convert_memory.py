@@ -4,10 +4,7 @@ rows of 100 KB, 410 MB, read at once)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +16,7 @@ from mrecord import Block, DatasetReader, FileWriter
 from mrecord.convert.base import BATCH_BYTES, Source
 from mrecord.convert.mrecord_source import MrecordSource
 from tests.memory_groups import need_memory_groups, run_in_memory_group
+from tests.tracing import run_child
 
 ROWS = 2_000
 BLOB = 100_000  # 200 MB of values: more than the group's 160 MB
@@ -235,13 +233,7 @@ _PARQUET_RESIDENT = textwrap.dedent(
     import pyarrow as pa
     import pyarrow.parquet as pq
     from mrecord.convert.arrow_sources import ParquetSource
-
-    def resident_anonymous():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) << 10
-        raise AssertionError("no RssAnon in /proc/self/status")
+    from tests.tracing import resident_anonymous
 
     path, groups, group_rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     images = pa.array([os.urandom(100_000) for _ in range(group_rows)], pa.binary())
@@ -272,14 +264,6 @@ def test_a_parquet_source_of_many_row_groups_gives_back_what_decoding_freed(
     group freed, and the source's batches grew the process by 104 MB (48 MB now);
     converting 2.4 GB of such a file took 160 s in a 200 MB memory group (8.6 s now)."""
     pytest.importorskip("pyarrow")
-    done = subprocess.run(
-        [sys.executable, "-c", _PARQUET_RESIDENT, str(tmp_path / "images.parquet"), "20", "80"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = run_child(_PARQUET_RESIDENT, str(tmp_path / "images.parquet"), "20", "80")
     assert result["rows"] == 20 * 80
     assert result["grown"] < 72 << 20, result
