@@ -316,7 +316,7 @@ class _Items(Sequence[tuple[str | Path, int]]):
     """``(path, label)`` of each listed file, in row order: a view over the listing's two
     lists (a tuple a file was 62 MB of a million-file conversion's memory)."""
 
-    def __init__(self, paths: list[str], labels: list[int]) -> None:
+    def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
         self._paths, self._labels = paths, labels
 
     def __len__(self) -> int:
