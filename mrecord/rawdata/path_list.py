@@ -15,6 +15,7 @@ that is not valid UTF-8 comes back as the same ``str`` (and opens the same file)
 from __future__ import annotations
 
 import bisect
+import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
@@ -36,13 +37,14 @@ class PathList(Sequence[str]):
     def extend(self, folder: str, names: Iterable[str]) -> None:
         """Append ``folder + name`` for each of ``names`` (``folder`` ends with the path
         separator, as ``os.path.join(dirpath, "")`` gives it)."""
-        start = len(self._ends)
-        for name in names:
-            self._names += name.encode("utf-8", "surrogateescape")
-            self._ends.append(len(self._names))
-        if len(self._ends) > start:
-            self._folders.append(folder)
-            self._run_starts.append(start)
+        encoded = [name.encode("utf-8", "surrogateescape") for name in names]
+        if not encoded:
+            return
+        self._folders.append(folder)
+        self._run_starts.append(len(self._ends))
+        ends = itertools.accumulate(map(len, encoded), initial=len(self._names))
+        self._ends.extend(itertools.islice(ends, 1, None))
+        self._names += b"".join(encoded)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -64,7 +66,14 @@ class PathList(Sequence[str]):
         return self._path(index)
 
     def __iter__(self) -> Iterator[str]:
-        return (self._path(i) for i in range(len(self)))
+        ends, names = self._ends, self._names
+        bounds = [*self._run_starts, len(ends)]
+        for run, folder in enumerate(self._folders):
+            first, stop = bounds[run], bounds[run + 1]
+            start = ends[first - 1] if first else 0
+            for end in ends[first:stop]:
+                yield folder + names[start:end].decode("utf-8", "surrogateescape")
+                start = end
 
     def _path(self, index: int) -> str:
         run = bisect.bisect_right(self._run_starts, index) - 1
