@@ -79,6 +79,8 @@ class ExecContext:
         self.seed = config.get_seed()
         self.prefetch = config.get_prefetch_size()
         budget = memory_budget()
+        self.memory_budget: int | None = budget
+        """The memory budget asked when the run started (None: none known)."""
         self.prefetch_bytes: int | None = (
             None if budget is None else max(1, budget // PREFETCH_BUDGET_SHARE)
         )

@@ -7,16 +7,24 @@ leaves in random order. As in MindSpore a row leaves at most ``buffer_size``
 positions before its input position. Randomness comes from (config seed, epoch,
 node position): reproducible.
 ``buffer_size`` >= the dataset size gives a uniform shuffle.
+
+Unlike MindSpore, a buffer that cannot fit is refused (:class:`~mrecord.errors.ArgumentError`
+naming the rows that would fit) as soon as that is known: at the first rows where the
+dataset's size is known, else once the buffer holds more than a ``BUFFER_BUDGET_SHARE``-th
+of the memory budget. ``shuffle(buffer_size=10000)``, as MindSpore's tutorials write it,
+over 100 KB images in a 300 MB memory group filled memory until the process was killed.
 """
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrecord.block import Block
+from mrecord.block import Block, block_nbytes
 from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.engine.columns import split_block
@@ -25,7 +33,12 @@ from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
 if TYPE_CHECKING:
     from mrecord.pipeline.engine.context import ExecContext
 
-__all__ = ["ShuffleDataset"]
+__all__ = ["BUFFER_BUDGET_SHARE", "ShuffleDataset"]
+
+BUFFER_BUDGET_SHARE = 2
+"""A shuffle buffer may hold up to ``1 / BUFFER_BUDGET_SHARE`` of the memory budget: the
+rest is the reader's read-ahead and the pipeline's queues (an eighth each,
+``mrecord.pipeline.engine.context.PREFETCH_BUDGET_SHARE``) and the consumer's."""
 
 
 class ShuffleDataset(Dataset):
@@ -54,14 +67,17 @@ class ShuffleDataset(Dataset):
     def _execute(self, ctx: ExecContext, epoch: int) -> Iterator[Block]:
         rng = np.random.default_rng([ctx.seed, epoch, ctx.position(self)])
         size = self.buffer_size
+        fits = _BufferFits(self, ctx.memory_budget)
         buf: Block | None = None
         for block in self.children[0]._execute(ctx, epoch):
-            for piece in split_block(block, size):
+            for piece in split_block(_owned(block, size, fits.limit), size):
                 if buf is None:
+                    fits.check(piece, 0)
                     buf = piece.take(np.arange(len(piece)))  # own copy: slots are written
                     continue
                 room = size - len(buf)
                 if room:
+                    fits.check(piece, len(buf))
                     buf = Block.concat([buf, piece.slice(0, min(room, len(piece)))])
                     piece = piece.slice(min(room, len(piece)), len(piece))
                     if not len(piece):
@@ -72,6 +88,113 @@ class ShuffleDataset(Dataset):
                 yield out
         if buf is not None and len(buf):
             yield buf.take(rng.permutation(len(buf)))
+
+
+class _BufferFits:
+    """Whether a shuffle buffer fits a ``BUFFER_BUDGET_SHARE``-th of the memory budget, its
+    bytes a row measured on the first rows (see the module docstring)."""
+
+    def __init__(self, node: ShuffleDataset, budget: int | None) -> None:
+        self._node = node
+        self.limit = None if budget is None else budget // BUFFER_BUDGET_SHARE
+        """What the buffer may hold (None: no budget known)."""
+        self._row_bytes = 0.0
+        total = node._num_rows()
+        self._full = node.buffer_size if total is None else min(node.buffer_size, total)
+        self._known = total is not None
+
+    def check(self, piece: Block, held: int) -> None:
+        """Raise :class:`~mrecord.errors.ArgumentError` when the buffer, holding ``held``
+        rows and taking ``piece``, cannot fit (or will not, where the rows are counted)."""
+        if self.limit is None or not len(piece):
+            return
+        if not self._row_bytes:
+            self._row_bytes = block_nbytes(piece) / len(piece)
+        rows = self._full if self._known else min(self._full, held + len(piece))
+        if rows * self._row_bytes <= self.limit:
+            return
+        size = self._node.buffer_size
+        most = int(self.limit // max(1.0, self._row_bytes))
+        raise ArgumentError(
+            f"shuffle(buffer_size={size}) cannot fit in memory: {self._full} rows of about "
+            f"{self._row_bytes:,.0f} bytes are {self._full * self._row_bytes / 2**20:,.0f} "
+            f"MiB, more than 1/{BUFFER_BUDGET_SHARE} of the memory this process may fill "
+            f"({self.limit * BUFFER_BUDGET_SHARE / 2**20:,.0f} MiB). Give a buffer_size of "
+            f"at most {most} rows, or shuffle in the source (MindDataset(shuffle=True) "
+            "orders rows at no memory cost)"
+        )
+
+
+def _owned(block: Block, buffer_rows: int, limit: int | None) -> Block:
+    """``block`` with each value that views a larger buffer copied into memory of its own,
+    where the buffers a shuffle buffer of ``buffer_rows`` rows would keep alive could pass
+    ``limit`` bytes (see :func:`_pinned_bytes`).
+
+    A reader hands out large values as views of its read buffers (a ``MindDataset``'s
+    8 MiB ones); a shuffle buffer keeps rows of many reads, and each view it kept kept its
+    whole buffer: ``shuffle(buffer_size=700)`` over 100 KB images (a 67 MB buffer) was
+    OOM-killed in a 300 MB memory group. Where those buffers fit, the values stay views:
+    the copies made a warm shuffle of images 1.35x slower. Views of a file's memory map
+    stay views (the kernel takes those pages back)."""
+    if limit is None:
+        return block
+    columns: dict[str, Any] | None = None
+    for name, values in block.columns.items():
+        if not isinstance(values, list):
+            continue
+        pins = [_pinned_bytes(v, _root_bytes(v), buffer_rows) for v in values]
+        if max(pins, default=0.0) <= limit:
+            continue
+        if columns is None:
+            columns = dict(block.columns)
+        columns[name] = [_own_copy(v) if p else v for v, p in zip(values, pins, strict=True)]
+    if columns is None:
+        return block
+    return Block(columns, block.row_ids)
+
+
+def _pinned_bytes(value: Any, root: int, buffer_rows: int) -> float:
+    """About the bytes of read buffers like ``value``'s (``root`` bytes, 0 for none) that
+    a shuffle buffer of ``buffer_rows`` such rows keeps alive: rows enter a buffer's worth
+    at a time and leave at random, so a buffer is let go of once its last row left, about
+    ``ln(rows a buffer) + 1`` buffers' worth of rows later."""
+    if not root:
+        return 0.0
+    nbytes = int(value.nbytes)
+    if root <= 2 * nbytes or nbytes < _OWN_MIN_BYTES:
+        return 0.0
+    per_buffer = root / nbytes
+    buffers = buffer_rows / per_buffer * (math.log(per_buffer) + 1)
+    return min(float(buffer_rows), buffers) * root
+
+
+def _own_copy(value: np.ndarray) -> np.ndarray:
+    """A copy of ``value``, read-only where it was (as the reader's values are)."""
+    copy = value.copy()
+    copy.flags.writeable = bool(value.flags.writeable)
+    return copy
+
+
+_OWN_MIN_BYTES = 4096
+"""Values smaller than this stay views: copying each small variable-shape row made a
+shuffle of them 1.5x slower, and what they pin is the reader's page copies (about a
+megabyte each, a few dozen for a buffer of 10,000 rows), not its 8 MiB read buffers."""
+
+
+def _root_bytes(value: object) -> int:
+    """The size of the buffer at the bottom of array ``value``'s base chain; 0 where it owns
+    its bytes, views a file's memory map, or is not an array."""
+    if not isinstance(value, np.ndarray) or value.base is None:
+        return 0
+    root: Any = value.base
+    while isinstance(root, np.ndarray) and root.base is not None:
+        root = root.base
+    if isinstance(root, mmap.mmap):
+        return 0
+    try:
+        return memoryview(root).nbytes
+    except TypeError:  # not a buffer: nothing to tell
+        return 0
 
 
 def _assign(buf: Block, slots: np.ndarray, piece: Block) -> None:
