@@ -64,7 +64,8 @@ def to_hf(
             return datasets.Dataset(pa.concat_tables(tables), info=info)
         target = Path(cache_dir) / _cache_name(reader, cols)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
+        # a name of this process's own: another writing the same file at once keeps its own
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
         try:
             with (
                 pa.OSFile(str(partial), "wb") as sink,
