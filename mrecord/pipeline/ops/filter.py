@@ -20,6 +20,7 @@ from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.engine.chunks import CHUNK_ROWS
 from mrecord.pipeline.engine.columns import as_name_list, split_block
 from mrecord.pipeline.engine.effects import ColumnEffects
+from mrecord.pipeline.engine.owned import owned
 from mrecord.pool import ThreadPool, ordered_map
 
 if TYPE_CHECKING:
@@ -98,5 +99,10 @@ class FilterDataset(Dataset):
         blocks = self.children[0]._execute(ctx, epoch)
         parts = (p for b in blocks for p in split_block(b, CHUNK_ROWS))
         for part, mask in ordered_map(pool, parts, max(workers, ctx.prefetch), ctx.stop):
-            if mask.any():
-                yield part if mask.all() else part.take(np.flatnonzero(mask))
+            if mask.all():
+                yield part
+            elif mask.any():
+                kept = part.take(np.flatnonzero(mask))
+                # Under half of what was read: rows of their own, not views of the whole
+                # read buffers (mrecord.pipeline.engine.owned).
+                yield owned(kept) if 2 * len(kept) < len(part) else kept

@@ -18,9 +18,8 @@ over 100 KB images in a 300 MB memory group filled memory until the process was 
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from mrecord.errors import ArgumentError, WrongTypeError
 from mrecord.pipeline.dataset import Dataset
 from mrecord.pipeline.engine.columns import split_block
 from mrecord.pipeline.engine.effects import PASS_THROUGH, ColumnEffects
+from mrecord.pipeline.engine.owned import owned
 
 if TYPE_CHECKING:
     from mrecord.pipeline.engine.context import ExecContext
@@ -126,75 +126,23 @@ class _BufferFits:
 
 
 def _owned(block: Block, buffer_rows: int, limit: int | None) -> Block:
-    """``block`` with each value that views a larger buffer copied into memory of its own,
-    where the buffers a shuffle buffer of ``buffer_rows`` rows would keep alive could pass
-    ``limit`` bytes (see :func:`_pinned_bytes`).
-
-    A reader hands out large values as views of its read buffers (a ``MindDataset``'s
-    8 MiB ones); a shuffle buffer keeps rows of many reads, and each view it kept kept its
-    whole buffer: ``shuffle(buffer_size=700)`` over 100 KB images (a 67 MB buffer) was
-    OOM-killed in a 300 MB memory group. Where those buffers fit, the values stay views:
-    the copies made a warm shuffle of images 1.35x slower. Views of a file's memory map
-    stay views (the kernel takes those pages back)."""
+    """``block`` with the values that view a larger buffer copied (:func:`owned`), where
+    the buffers a shuffle buffer of ``buffer_rows`` rows would keep alive could pass
+    ``limit`` bytes (:func:`_kept_bytes`). Where they fit, the values stay views: the
+    copies made a warm shuffle of images 1.35x slower."""
     if limit is None:
         return block
-    columns: dict[str, Any] | None = None
-    for name, values in block.columns.items():
-        if not isinstance(values, list):
-            continue
-        pins = [_pinned_bytes(v, _root_bytes(v), buffer_rows) for v in values]
-        if max(pins, default=0.0) <= limit:
-            continue
-        if columns is None:
-            columns = dict(block.columns)
-        columns[name] = [_own_copy(v) if p else v for v, p in zip(values, pins, strict=True)]
-    if columns is None:
-        return block
-    return Block(columns, block.row_ids)
+    return owned(block, lambda value, buffer: _kept_bytes(value, buffer, buffer_rows) > limit)
 
 
-def _pinned_bytes(value: Any, root: int, buffer_rows: int) -> float:
-    """About the bytes of read buffers like ``value``'s (``root`` bytes, 0 for none) that
-    a shuffle buffer of ``buffer_rows`` such rows keeps alive: rows enter a buffer's worth
-    at a time and leave at random, so a buffer is let go of once its last row left, about
+def _kept_bytes(value: np.ndarray, buffer: int, buffer_rows: int) -> float:
+    """About the bytes of read buffers like ``value``'s (``buffer`` bytes) that a shuffle
+    buffer of ``buffer_rows`` such rows keeps alive: rows enter a buffer's worth at a time
+    and leave at random, so a buffer is let go of once its last row left, about
     ``ln(rows a buffer) + 1`` buffers' worth of rows later."""
-    if not root:
-        return 0.0
-    nbytes = int(value.nbytes)
-    if root <= 2 * nbytes or nbytes < _OWN_MIN_BYTES:
-        return 0.0
-    per_buffer = root / nbytes
+    per_buffer = buffer / int(value.nbytes)
     buffers = buffer_rows / per_buffer * (math.log(per_buffer) + 1)
-    return min(float(buffer_rows), buffers) * root
-
-
-def _own_copy(value: np.ndarray) -> np.ndarray:
-    """A copy of ``value``, read-only where it was (as the reader's values are)."""
-    copy = value.copy()
-    copy.flags.writeable = bool(value.flags.writeable)
-    return copy
-
-
-_OWN_MIN_BYTES = 4096
-"""Values smaller than this stay views: copying each small variable-shape row made a
-shuffle of them 1.5x slower, and what they pin is the reader's page copies (about a
-megabyte each, a few dozen for a buffer of 10,000 rows), not its 8 MiB read buffers."""
-
-
-def _root_bytes(value: object) -> int:
-    """The size of the buffer at the bottom of array ``value``'s base chain; 0 where it owns
-    its bytes, views a file's memory map, or is not an array."""
-    if not isinstance(value, np.ndarray) or value.base is None:
-        return 0
-    root: Any = value.base
-    while isinstance(root, np.ndarray) and root.base is not None:
-        root = root.base
-    if isinstance(root, mmap.mmap):
-        return 0
-    try:
-        return memoryview(root).nbytes
-    except TypeError:  # not a buffer: nothing to tell
-        return 0
+    return min(float(buffer_rows), buffers) * buffer
 
 
 def _assign(buf: Block, slots: np.ndarray, piece: Block) -> None:
