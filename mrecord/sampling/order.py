@@ -159,14 +159,17 @@ class Order(ABC):
             yield self._take_range(position, stop)
             position, step = stop, min(size, step * 2)
 
-    def to_array(self) -> IdArray:
+    def to_array(self, dtype: npt.DTypeLike = np.int64) -> IdArray:
         """Materialize the whole order, computed ``_WHOLE_CHUNK`` ids at a time into one
         array: at once, a keyed permutation's temporaries took ~45 bytes an id (8M ids:
-        366 MB for a 64 MB result; ``mrecord shuffle-report`` and remote read plans)."""
+        366 MB for a 64 MB result; ``mrecord shuffle-report`` and remote read plans).
+        ``dtype``: the ids' integer type (``np.int32`` halves an order whose ids fit; typed
+        as ``IdArray`` all the same: every use indexes or counts with it)."""
         n = len(self)
         if n <= _WHOLE_CHUNK:
-            return self._take_range(0, n)
-        out = np.empty(n, dtype=np.int64)
+            small: IdArray = self._take_range(0, n).astype(dtype, copy=False)
+            return small
+        out: IdArray = np.empty(n, dtype=dtype)
         for lo in range(0, n, _WHOLE_CHUNK):
             hi = min(n, lo + _WHOLE_CHUNK)
             out[lo:hi] = self._take_range(lo, hi)

@@ -218,10 +218,11 @@ def _label_autocorr(codes: npt.NDArray[Any], pi: IdArray, q: float) -> float:
     return (agree / (pi.size - 1) - q) / (1.0 - q)
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 """Positions of an order measured at a time: each metric's temporaries (several arrays of 8
 bytes a position) stay a few MB whatever the order's length. Whole-order temporaries and
-two whole orders a mode made ``mrecord shuffle-report`` of 8M rows peak at 859 MB."""
+two whole orders a mode made ``mrecord shuffle-report`` of 8M rows peak at 859 MB; chunks
+of 1M positions still held ~50 MB of temporaries."""
 
 
 def _chunks(n: int, step: int = _CHUNK) -> range:
@@ -229,8 +230,11 @@ def _chunks(n: int, step: int = _CHUNK) -> range:
 
 
 def _kept(ids: npt.ArrayLike, num_rows: int) -> IdArray:
-    """The order without its padded ids (``>= num_rows``); no copy when it has none."""
-    pi = np.asarray(ids, dtype=np.int64).reshape(-1)
+    """The order without its padded ids (``>= num_rows``); no copy when it has none (nor
+    of an order in 4-byte ints)."""
+    pi = np.asarray(ids).reshape(-1)
+    if pi.dtype not in (np.int32, np.int64):  # differences of narrower or unsigned wrap
+        pi = pi.astype(np.int64)
     if pi.size and int(pi.max()) >= num_rows:
         pi = pi[pi < num_rows]
     return pi
@@ -310,8 +314,9 @@ def _dense_codes(
     for start in _chunks(values.size):
         part = values[start : start + _CHUNK].astype(np.int64) - lo
         present += np.bincount(part, minlength=span)
-    lookup = (np.cumsum(present > 0) - 1).astype(np.int32)
-    codes: npt.NDArray[np.signedinteger[Any]] = np.empty(values.size, dtype=np.int32)
+    narrow = np.int16 if span <= 2**15 else np.int32  # 2 bytes a row for most label sets
+    lookup = (np.cumsum(present > 0) - 1).astype(narrow)
+    codes: npt.NDArray[np.signedinteger[Any]] = np.empty(values.size, dtype=narrow)
     for start in _chunks(values.size):
         codes[start : start + _CHUNK] = lookup[values[start : start + _CHUNK].astype(np.int64) - lo]
     counts: IdArray = present[present > 0]
@@ -448,7 +453,9 @@ def _mode_order(
             num_shards, 0, shuffle=False if shuffle is None else shuffle
         )
         order = sampler.build_order(counts, seed=seed, epoch=epoch, layout=layout)
-    return order.to_array()
+    # 4-byte ids where every id fits (padded ones too): half an order's memory
+    wide = len(order) == 0 or int(counts.sum()) * 2 >= 2**31
+    return order.to_array(np.int64 if wide else np.int32)
 
 
 def _check_modes(modes: Sequence[str] | None) -> list[str]:
