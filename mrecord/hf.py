@@ -98,16 +98,14 @@ def _features(datasets: Any, fields: list[Any], desc: str | None) -> Any:
 
 def _arrow_tables(reader: Any, fields: list[Any], batch_rows: int) -> Iterator[Any]:
     """The reader's rows as Arrow tables of ``batch_rows`` rows, fewer where those would
-    hold more than ``BATCH_BYTES``: 4,096 rows were 410 MB of 100 KB images a read."""
-    import numpy as np
-
-    from mrecord.convert.base import BATCH_BYTES, check_batch_rows
+    hold more than 8 MiB (``iter_dataset_blocks``): 4,096 rows were 410 MB of 100 KB
+    images a read."""
+    from mrecord.convert.base import check_batch_rows
+    from mrecord.reader.passes import iter_dataset_blocks
 
     check_batch_rows(batch_rows)
-    rows = max(1, min(batch_rows, BATCH_BYTES // max(1, reader.mean_row_bytes)))
-    for lo in range(0, reader.num_rows, rows):
-        ids = np.arange(lo, min(lo + rows, reader.num_rows), dtype=np.int64)
-        yield reader.read_rows(ids).to_arrow(fields)
+    for block in iter_dataset_blocks(reader, batch_rows):
+        yield block.to_arrow(fields)
 
 
 def _hf_table(table: Any, features: Any) -> Any:
