@@ -667,7 +667,8 @@ class DatasetReader:
             shard = self.shards[s]
             col = shard.field_index(field.name)
             rows = shard.page_starts_list
-            by_value: list[tuple[int, int, int]] = []  # (position, page, slot)
+            by_value: list[tuple[int, Any, int, int, int | None, int]] = []  # _read_cold's
+            by_value_slots: list[int] = []
             for page, members in _by_page(pages):
                 where = members if positions is None else positions[members]
                 base = shard.uncompressed_offset(page, col)
@@ -680,10 +681,12 @@ class DatasetReader:
                     and shard.has_value_crcs(page, col)
                     and shard.needs_check(page, col)
                 )
-                head = shard.parse_head(page, col) if one_by_one else None
-                if head is None:
+                plain = shard.plain_var_page(page, field) if one_by_one else None
+                if plain is None:
                     one_by_one = False
-                    head, _ = shard.var_page(page, field)  # checksummed by the policy
+                    head, raw = shard.var_page(page, field)  # checksummed by the policy
+                else:
+                    head, raw = plain
                 starts = head.offsets
                 start = head.data_start + (base or 0)
                 for pos, slot in zip(where.tolist(), slots[members].tolist(), strict=True):
@@ -692,8 +695,10 @@ class DatasetReader:
                         shards[pos] = s
                         offsets[pos] = start + starts[slot]
                     if one_by_one:
-                        by_value.append((pos, page, slot))
-            _check_located(shard, col, by_value, offsets, lengths)
+                        a = head.data_start + starts[slot]
+                        by_value.append((pos, raw, a, a + lengths[pos], base, page))
+                        by_value_slots.append(slot)
+            _check_located(shard, col, by_value, by_value_slots)
         return (
             np.array(shards, dtype=np.int64),
             np.array(offsets, dtype=np.int64),
@@ -1613,28 +1618,17 @@ def _read_arriving(
 def _check_located(
     shard: ShardFile,
     col: int,
-    values: list[tuple[int, int, int]],
-    offsets: list[int],
-    lengths: list[int],
+    values: list[tuple[int, Any, int, int, int | None, int]],
+    slots: list[int],
 ) -> None:
-    """Check ``(position, page, slot)`` values of column ``col`` against their CRC-32C
-    (format 1.3) before :meth:`DatasetReader.locate_bytes` hands out their places: each
-    read alone, into one buffer with parallel ``pread`` s (so also into the page cache the
-    other process maps), or copied from the map where there is no descriptor to read
-    through. Raises :class:`~mrecord.errors.ChecksumError` naming the first damaged row."""
-    if not values:
-        return
-    places, at = [], 0
-    for pos, _, _ in values:
-        places.append((at, offsets[pos], lengths[pos]))
-        at += lengths[pos]
-    buffer = aligned_buffer(at)
-    read = read_into(shard, buffer, places)
-    for (_, page, slot), (start, offset, length) in zip(values, places, strict=True):
-        value = buffer[start : start + length]
-        if not read:
-            value[:] = np.frombuffer(shard.mm, dtype=np.uint8, count=length, offset=offset)
-        shard.check_value(page, col, slot, value, arrived=read)
+    """Check values of column ``col`` (``_read_cold``'s tuples, at ``slots`` of their pages)
+    against their CRC-32C (format 1.3) before :meth:`DatasetReader.locate_bytes` hands out
+    their places: each read alone with buffered ``pread`` s (so into the page cache the
+    other process maps; ``_read_checked_values``). Raises
+    :class:`~mrecord.errors.ChecksumError` naming the first damaged row."""
+    parts = _read_checked_values(shard, values, direct=False)
+    for value, slot, (_, part) in zip(values, slots, parts, strict=True):
+        shard.check_value(value[5], col, slot, part, arrived=True)
 
 
 def _read_checked_values(
