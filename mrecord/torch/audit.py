@@ -119,16 +119,6 @@ def record_skips(
         f.write(line + "\n")
 
 
-@dataclass(frozen=True)
-class _Skips:
-    """Skip records of one run in one epoch."""
-
-    positions: np.ndarray
-    ids: np.ndarray
-    substituted: np.ndarray  # bool per record: a row was delivered in its place
-    errors: list[list[str]]
-
-
 def _read_skips(path: Path) -> list[dict[str, object]]:
     records = []
     for line in path.read_text(encoding="utf-8").splitlines():
