@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from mrecord import Block, DatasetReader
 from mrecord.cli.cat import write_arrow
-from mrecord.cli.stats import iter_dataset_blocks
 from mrecord.convert import convert_parquet
+from mrecord.reader.passes import iter_dataset_blocks
 
 
 def make_table(rows: int) -> pa.Table:

@@ -14,7 +14,6 @@ from mrecord.block import Block
 from mrecord.cli._errors import EXIT_USAGE, CommandError
 from mrecord.cli._paths import DatasetArg
 from mrecord.cli._render import row_to_json
-from mrecord.cli.stats import iter_dataset_blocks
 
 __all__ = ["cat", "write_arrow"]
 
@@ -86,6 +85,7 @@ def cat(
       mrecord cat train.mrecord --format parquet -o train.parquet
     """
     from mrecord.reader.dataset_reader import DatasetReader
+    from mrecord.reader.passes import iter_dataset_blocks
 
     binary = fmt != "jsonl"
     if binary and output is None and sys.stdout.isatty():

@@ -9,9 +9,8 @@ import click
 from mrecord.block import Block
 from mrecord.cli._options import emit_json, progress_bar, progress_options
 from mrecord.cli._paths import DatasetArg
-from mrecord.reader.passes import BLOCK_BYTES, iter_dataset_blocks
 
-__all__ = ["BLOCK_BYTES", "iter_dataset_blocks", "stats"]
+__all__ = ["stats"]
 
 
 @click.command()
@@ -34,6 +33,7 @@ def stats(path: str, labels: tuple[str, ...], as_json: bool, progress: bool, qui
     """
     from mrecord.maintenance.stats import compute_stats
     from mrecord.reader.dataset_reader import DatasetReader
+    from mrecord.reader.passes import iter_dataset_blocks
 
     with DatasetReader.open(path) as reader:
         fields = [(f.name, f.type, f.shape) for f in reader.schema.fields]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mrecord import DatasetReader
-from mrecord.cli.stats import BLOCK_BYTES, iter_dataset_blocks
+from mrecord.reader.passes import BLOCK_BYTES, iter_dataset_blocks
 from tests.convert.test_convert_memory import BLOB, ROWS, _write
 from tests.memory_groups import need_memory_groups, run_in_memory_group
 from tests.tracing import run_child
