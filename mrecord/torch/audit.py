@@ -277,9 +277,12 @@ def _audit_epoch(
         for path in paths:
             for pairs in _record_pieces(path):
                 # Records past the point the next run resumed from were delivered again.
-                kept = pairs if epoch < end_epoch else pairs[:0]
-                if epoch == end_epoch:
+                if epoch < end_epoch:
+                    kept = pairs
+                elif epoch == end_epoch:
                     kept = pairs[pairs[:, 0] < end_position]
+                else:
+                    kept = pairs[:0]
                 replayed += len(pairs) - len(kept)
                 if len(marked):
                     gone = np.isin(kept[:, 0], marked)
